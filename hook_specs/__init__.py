@@ -1,0 +1,64 @@
+"""The samplehooks hook contract: markers, hook specifications, payloads and their values.
+
+Plugins import from here::
+
+    from hook_specs import hookimpl
+
+    class Counter:
+        @hookimpl
+        def sampling_iteration(self, payload):
+            print(payload.iteration, payload.passed)
+"""
+
+from hook_specs import specs
+from hook_specs.errors import ReadOnlyFieldError, StopSampling
+from hook_specs.markers import PROJECT_NAME, hookimpl, hookspec
+from hook_specs.names import HookName
+from hook_specs.payloads import (
+    PAYLOAD_TYPES,
+    AttemptPayload,
+    GenerationErrorPayload,
+    GenerationPostCallPayload,
+    GenerationPreCallPayload,
+    HookPayload,
+    SamplingIterationPayload,
+    SamplingLoopEndPayload,
+    SamplingLoopStartPayload,
+    SamplingRepairPayload,
+    StopReason,
+)
+from hook_specs.records import (
+    Attempt,
+    Generation,
+    IterationInfo,
+    Message,
+    Usage,
+    ValidationResult,
+)
+
+__all__ = [
+    "PAYLOAD_TYPES",
+    "PROJECT_NAME",
+    "Attempt",
+    "AttemptPayload",
+    "Generation",
+    "GenerationErrorPayload",
+    "GenerationPostCallPayload",
+    "GenerationPreCallPayload",
+    "HookName",
+    "HookPayload",
+    "IterationInfo",
+    "Message",
+    "ReadOnlyFieldError",
+    "SamplingIterationPayload",
+    "SamplingLoopEndPayload",
+    "SamplingLoopStartPayload",
+    "SamplingRepairPayload",
+    "StopReason",
+    "StopSampling",
+    "Usage",
+    "ValidationResult",
+    "hookimpl",
+    "hookspec",
+    "specs",
+]

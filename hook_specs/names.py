@@ -1,0 +1,30 @@
+"""``HookName``: every hook of the contract, by the name of its hook function."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class HookName(str, Enum):
+    """The hooks a plugin can implement. A member's value is the hook function's name."""
+
+    SAMPLING_LOOP_START = "sampling_loop_start"
+    SAMPLING_ITERATION = "sampling_iteration"
+    SAMPLING_REPAIR = "sampling_repair"
+    SAMPLING_LOOP_END = "sampling_loop_end"
+    GENERATION_PRE_CALL = "generation_pre_call"
+    GENERATION_POST_CALL = "generation_post_call"
+    GENERATION_ERROR = "generation_error"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def may_change_payload(self) -> bool:
+        """Whether plugins may write to this hook's payload (a fault there fails closed)."""
+        return self in _MUTABLE_HOOKS
+
+
+_MUTABLE_HOOKS = frozenset(
+    {HookName.SAMPLING_LOOP_START, HookName.SAMPLING_REPAIR, HookName.GENERATION_PRE_CALL}
+)

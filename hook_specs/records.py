@@ -1,0 +1,132 @@
+"""The plain values that travel through hooks: one generation, one check, one attempt.
+
+They are slotted dataclasses rather than pydantic models because the engine builds several
+of them for every attempt, plugin or no plugin; the hook payloads that carry them are
+pydantic models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+"""One chat message: ``{"role": "user" | "assistant" | "system", "content": str}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens spent by one backend call, or summed over many. Add two with ``+``."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input and output tokens together."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+
+ZERO_USAGE = Usage()
+
+
+@dataclass(slots=True)
+class Generation:
+    """What a backend returned for one request."""
+
+    text: str
+    usage: Usage = ZERO_USAGE
+    finish_reason: str | None = None
+    model: str | None = None
+    latency_s: float = 0.0
+    raw: Any = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class IterationInfo:
+    """Which attempt is running: what :func:`sampling_core.current_iteration` returns.
+
+    ``iteration = subsample_index * loop_budget + attempt`` is unique within one call
+    (1 .. loop_budget * concurrency_budget); it is *not* monotonic in event order when
+    subsamples run concurrently.
+    """
+
+    sampling_id: str
+    subsample_index: int
+    attempt: int
+    iteration: int
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationResult:
+    """The verdict of one requirement on one output.
+
+    ``reason`` says why it failed (strategies feed it back to the model); ``score``, when
+    given, ranks failed outputs (higher is better). ``requirement`` is filled in by the
+    engine with the requirement's description.
+    """
+
+    passed: bool
+    reason: str | None = None
+    score: float | None = None
+    requirement: str | None = None
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One completed attempt: generated and validated."""
+
+    subsample_index: int
+    attempt: int
+    iteration: int
+    sequence: int
+    text: str
+    generation: Generation
+    validations: tuple[ValidationResult, ...]
+    passed: bool
+    messages: list[Message] = field(repr=False, default_factory=list)
+
+    @property
+    def valid_count(self) -> int:
+        """How many requirements passed."""
+        return sum(1 for v in self.validations if v.passed)
+
+    @property
+    def total_count(self) -> int:
+        """How many requirements were checked."""
+        return len(self.validations)
+
+    @property
+    def latency_s(self) -> float:
+        """The backend latency of this attempt's generation."""
+        return self.generation.latency_s
+
+    @property
+    def score(self) -> float:
+        """A rank for picking among attempts: the mean of the checks' scores.
+
+        A check without a score counts 1.0 when it passed and 0.0 when it failed; with no
+        requirement at all the score is 1.0.
+        """
+        if not self.validations:
+            return 1.0
+        total = 0.0
+        for v in self.validations:
+            total += v.score if v.score is not None else (1.0 if v.passed else 0.0)
+        return total / len(self.validations)
+
+    @property
+    def failure_reasons(self) -> list[str]:
+        """The reason of every failed check (its requirement's description when it gave none)."""
+        return [
+            v.reason or v.requirement or "a requirement was not met"
+            for v in self.validations
+            if not v.passed
+        ]

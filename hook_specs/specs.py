@@ -1,0 +1,84 @@
+"""The hooks: one function each, in the order they fire for a call.
+
+Every hook takes one argument, ``payload`` (see :mod:`hook_specs.payloads`). An
+implementation may be a plain function or ``async def``; async ones are awaited before the
+next implementation runs, and a change one implementation makes is seen by the next.
+Implementations run in pluggy's order: ``tryfirst`` ones, then the rest (last registered
+first), then ``trylast`` ones. ``wrapper``/``hookwrapper`` implementations are refused,
+because they cannot span awaited implementations: pair ``sampling_loop_start`` with
+``sampling_loop_end`` (or ``generation_pre_call`` with ``generation_post_call``) instead.
+"""
+
+from __future__ import annotations
+
+from hook_specs.markers import hookspec
+from hook_specs.payloads import (
+    GenerationErrorPayload,
+    GenerationPostCallPayload,
+    GenerationPreCallPayload,
+    SamplingIterationPayload,
+    SamplingLoopEndPayload,
+    SamplingLoopStartPayload,
+    SamplingRepairPayload,
+)
+
+
+@hookspec
+def sampling_loop_start(payload: SamplingLoopStartPayload) -> None:
+    """Once per ``sample()`` call, before any generation.
+
+    A plugin may change ``payload.loop_budget`` and ``payload.concurrency_budget``; the
+    engine validates both after every implementation ran and raises ``BudgetError`` naming
+    the field, the value and the plugin that wrote it. Raising ``StopSampling`` here ends the
+    call before any generation. A fault here fails closed as ``PluginError``.
+    """
+
+
+@hookspec
+def sampling_iteration(payload: SamplingIterationPayload) -> None:
+    """After each completed attempt (generated and validated), in completion order.
+
+    Events of one call are delivered one at a time, in ``sequence`` order, and a delivery
+    that has begun is not cut short by a sibling's success. Observe only: a fault is
+    isolated and recorded in ``result.plugin_errors``.
+    """
+
+
+@hookspec
+def sampling_repair(payload: SamplingRepairPayload) -> None:
+    """After a failed attempt that will be retried, before its subsample's next generation.
+
+    ``payload.messages`` holds what the strategy will send next; a plugin may replace or
+    edit it. Never fires when ``loop_budget`` is 1. A fault here fails closed.
+    """
+
+
+@hookspec
+def sampling_loop_end(payload: SamplingLoopEndPayload) -> None:
+    """Once per call, on every path: success, budget exhausted, stopped, or error.
+
+    On the error path ``payload.exception`` holds what ``sample()`` is about to raise.
+    Observe only; ``StopSampling`` raised here is a plugin error (the loop is over).
+    """
+
+
+@hookspec
+def generation_pre_call(payload: GenerationPreCallPayload) -> None:
+    """Before each backend call, transport retries included.
+
+    A plugin may change ``payload.messages`` and ``payload.options`` for this call. A fault
+    here fails closed.
+    """
+
+
+@hookspec
+def generation_post_call(payload: GenerationPostCallPayload) -> None:
+    """After each backend call that returned. Observe only."""
+
+
+@hookspec
+def generation_error(payload: GenerationErrorPayload) -> None:
+    """When a backend call raised; ``payload.will_retry`` says whether it is retried.
+
+    Observe only.
+    """

@@ -1,0 +1,90 @@
+"""``ScriptedBackend``: a deterministic, offline backend for tests, examples and benchmarks."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from hook_specs.records import Generation, Usage
+from sampling_core.backends.base import GenerationRequest
+
+Reply = str | Generation
+Script = Sequence[str] | Callable[[GenerationRequest], Reply | Awaitable[Reply]]
+Latency = float | Callable[[GenerationRequest], float]
+Failure = BaseException | Callable[[GenerationRequest], BaseException | None]
+
+
+class ScriptedBackend:
+    """Answers from a script instead of a model.
+
+    ``replies`` is a list of strings, served in call order and cycling, or a callable taking
+    the :class:`GenerationRequest` and returning a string (or a ``Generation``), sync or
+    async. ``latency`` (seconds, or a callable of the request) is slept with
+    ``anyio.sleep`` before answering, so attempts really overlap. ``failures`` injects
+    errors: a mapping from 1-based call number to the exception to raise, or a callable of
+    the request returning an exception (or ``None``). Usage is counted in words.
+
+    Every request is kept in ``requests``; ``calls`` counts them.
+    """
+
+    def __init__(
+        self,
+        replies: Script,
+        *,
+        latency: Latency = 0.0,
+        failures: Mapping[int, BaseException] | Callable[..., BaseException | None] | None = None,
+        model: str = "scripted",
+    ) -> None:
+        if isinstance(replies, str) or not (callable(replies) or isinstance(replies, Sequence)):
+            raise TypeError(
+                "ScriptedBackend(replies): give a list of strings or a callable(request), "
+                f"not {type(replies).__name__}"
+            )
+        if not callable(replies) and len(replies) == 0:
+            raise ValueError("ScriptedBackend(replies): the list of replies is empty")
+        self._replies = replies
+        self._latency = latency
+        self._failures = failures
+        self.model = model
+        self.requests: list[GenerationRequest] = []
+        self.calls = 0
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        """Answer ``request`` from the script."""
+        self.calls += 1
+        call = self.calls
+        self.requests.append(request)
+        latency = self._latency(request) if callable(self._latency) else self._latency
+        if latency > 0:
+            await anyio.sleep(latency)
+        failure = self._failure_for(call, request)
+        if failure is not None:
+            raise failure
+        reply: Any
+        if callable(self._replies):
+            reply = self._replies(request)
+            if inspect.isawaitable(reply):
+                reply = await reply
+        else:
+            reply = self._replies[(call - 1) % len(self._replies)]
+        if isinstance(reply, Generation):
+            return reply
+        text = str(reply)
+        words_in = sum(len(str(m.get("content", "")).split()) for m in request.messages)
+        return Generation(
+            text=text,
+            usage=Usage(words_in, len(text.split())),
+            finish_reason="stop",
+            model=self.model,
+            latency_s=latency,
+        )
+
+    def _failure_for(self, call: int, request: GenerationRequest) -> BaseException | None:
+        if self._failures is None:
+            return None
+        if callable(self._failures):
+            return self._failures(request)
+        return self._failures.get(call)

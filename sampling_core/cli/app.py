@@ -1,0 +1,35 @@
+"""The ``samplehooks`` typer application; each sub-command lives in its own module."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import typer
+
+app = typer.Typer(
+    name="samplehooks",
+    help="Concurrent LLM sampling with validation, repair and pluggy hooks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"samplehooks {metadata.version('samplehooks')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Concurrent LLM sampling with validation, repair and pluggy hooks."""
+
+
+def main() -> None:
+    """Entry point of the ``samplehooks`` console script."""
+    app()

@@ -1,0 +1,161 @@
+"""Hook dispatch: calling every implementation of a hook, in pluggy's order, with awaits.
+
+pluggy's own call loop cannot await, so the engine calls the implementations pluggy
+registered itself: same order (``tryfirst``, then the rest last-registered-first, then
+``trylast``), same opt-in arguments, one at a time, each seeing the previous one's changes.
+What happens when an implementation raises depends on the hook:
+
+* ``StopSampling`` propagates (except from ``sampling_loop_end``, where the loop is over);
+* in a hook whose payload plugins may change, any other exception fails closed as
+  :class:`PluginError`;
+* in an observe-only hook it is isolated: logged with the plugin's name and kept as a
+  :class:`PluginFault`, unless the dispatcher is strict.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from hook_specs.errors import StopSampling
+from hook_specs.names import HookName
+from hook_specs.payloads import HookPayload
+from sampling_core.errors import PluginError
+
+logger = structlog.get_logger("samplehooks")
+
+
+@dataclass(frozen=True, slots=True)
+class PluginFault:
+    """A plugin's exception, isolated in an observe-only hook."""
+
+    plugin_name: str
+    hook: str
+    exception: BaseException
+
+    def __str__(self) -> str:
+        return f"{self.plugin_name}, {self.hook}: {self.exception}"
+
+
+@dataclass(frozen=True, slots=True)
+class HookImplementation:
+    """One plugin's implementation of one hook, ready to call."""
+
+    plugin_name: str
+    function: Callable[..., Any]
+    takes_payload: bool
+    is_async: bool
+    order: int  # 0 trylast, 1 plain, 2 tryfirst: pluggy's grouping
+
+    @classmethod
+    def from_pluggy(cls, impl: Any) -> HookImplementation:
+        """Wrap a ``pluggy.HookImpl``."""
+        order = 2 if impl.tryfirst else 0 if impl.trylast else 1
+        return cls(
+            plugin_name=impl.plugin_name,
+            function=impl.function,
+            takes_payload="payload" in impl.argnames,
+            is_async=inspect.iscoroutinefunction(impl.function),
+            order=order,
+        )
+
+
+def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
+    """pluggy's call order for implementations given in registration order."""
+    ordered = sorted(registered, key=lambda impl: impl.order)  # stable: keeps registration order
+    return tuple(reversed(ordered))
+
+
+class HookDispatcher:
+    """Calls the implementations of each hook; immutable once built."""
+
+    __slots__ = ("_impls", "_strict", "_trace", "registered")
+
+    def __init__(
+        self,
+        registered: Mapping[HookName, Iterable[HookImplementation]],
+        *,
+        strict: bool = False,
+        trace: bool = False,
+    ) -> None:
+        self.registered = {hook: tuple(impls) for hook, impls in registered.items()}
+        self._impls = {hook: call_order(impls) for hook, impls in self.registered.items()}
+        self._strict = strict
+        self._trace = trace
+
+    def implements(self, hook: HookName) -> bool:
+        """Whether any plugin implements ``hook`` (when none does, build no payload)."""
+        return bool(self._impls.get(hook))
+
+    def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookDispatcher:
+        """A dispatcher with ``extra`` implementations registered after these."""
+        combined = {
+            hook: self.registered.get(hook, ()) + tuple(extra.get(hook, ())) for hook in HookName
+        }
+        return HookDispatcher(combined, strict=self._strict, trace=self._trace)
+
+    async def call(self, hook: HookName, payload: HookPayload, faults: list[PluginFault]) -> None:
+        """Call every implementation of ``hook`` with ``payload``.
+
+        Isolated faults are appended to ``faults``.
+        """
+        writable = hook.may_change_payload
+        private = payload.__pydantic_private__
+        for impl in self._impls.get(hook, ()):
+            if self._trace:
+                _trace_call(hook, impl.plugin_name, payload)
+            if writable:
+                private["_active_plugin"] = impl.plugin_name
+            try:
+                if impl.is_async:
+                    await (impl.function(payload) if impl.takes_payload else impl.function())
+                else:
+                    out = impl.function(payload) if impl.takes_payload else impl.function()
+                    if out is not None and inspect.isawaitable(out):
+                        await out
+            except StopSampling as exc:
+                if hook is not HookName.SAMPLING_LOOP_END:
+                    raise
+                self._isolate(hook, impl.plugin_name, exc, faults)
+            except Exception as exc:
+                if writable:
+                    raise PluginError(impl.plugin_name, hook.value, _describe(exc)) from exc
+                self._isolate(hook, impl.plugin_name, exc, faults)
+            finally:
+                if writable:
+                    private["_active_plugin"] = None
+
+    def _isolate(
+        self, hook: HookName, plugin_name: str, exc: Exception, faults: list[PluginFault]
+    ) -> None:
+        if self._strict:
+            if isinstance(exc, PluginError):
+                raise exc
+            raise PluginError(plugin_name, hook.value, _describe(exc)) from exc
+        faults.append(PluginFault(plugin_name, hook.value, exc))
+        logger.warning(
+            "plugin.error",
+            plugin=plugin_name,
+            hook=hook.value,
+            error_type=type(exc).__name__,
+            error=str(exc),
+        )
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _trace_call(hook: HookName, plugin_name: str, payload: HookPayload) -> None:
+    where = [f"sampling_id={payload.sampling_id}"]
+    for field in ("iteration", "subsample_index", "attempt", "sequence"):
+        value = getattr(payload, field, None)
+        if value is not None:
+            where.append(f"{field}={value}")
+    print(f"samplehooks: {hook.value} -> {plugin_name} ({' '.join(where)})", file=sys.stderr)

@@ -1,0 +1,38 @@
+"""The exceptions ``sample()`` raises on purpose."""
+
+from __future__ import annotations
+
+from hook_specs.errors import StopSampling
+
+__all__ = ["BudgetError", "PluginError", "SamplehooksError", "StopSampling"]
+
+
+class SamplehooksError(Exception):
+    """Base class of the errors samplehooks raises itself."""
+
+
+class BudgetError(SamplehooksError, ValueError):
+    """A budget is not an int >= 1 within the engine's caps.
+
+    The message names the field, the value, and who set it (the caller or a plugin).
+    """
+
+    def __init__(self, field: str, value: object, source: str, problem: str) -> None:
+        super().__init__(f"{field}={value!r} set by {source} is invalid: {problem}")
+        self.field = field
+        self.value = value
+        self.source = source
+
+
+class PluginError(SamplehooksError):
+    """A plugin failed where the engine cannot go on without it.
+
+    Raised when a hook whose payload a plugin may change raises (the engine fails closed),
+    and, for every hook, when the sampler is strict.
+    """
+
+    def __init__(self, plugin_name: str, hook: str, message: str | None = None) -> None:
+        detail = f": {message}" if message else ""
+        super().__init__(f"plugin {plugin_name!r} failed in {hook}{detail}")
+        self.plugin_name = plugin_name
+        self.hook = hook

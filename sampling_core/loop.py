@@ -1,0 +1,504 @@
+"""The sampling loop: subsamples, attempts, early exit, cancellation and selection.
+
+One :class:`SamplingCall` runs one ``sample()`` call. It starts ``concurrency_budget``
+subsample tasks in one anyio task group; each makes up to ``loop_budget`` attempts:
+
+    request -> generation_pre_call -> backend -> generation_post_call -> checks
+            -> sampling_iteration -> (stop | repair -> sampling_repair -> next attempt)
+
+An attempt is *completed* once validated. From then on it is shielded: it gets its
+``sequence`` number, is judged, and its ``sampling_iteration`` event is delivered (one event
+at a time, in ``sequence`` order) even if a sibling's success cancels the group meanwhile.
+Nothing started here outlives :meth:`SamplingCall.run`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import structlog
+
+from hook_specs.errors import StopSampling
+from hook_specs.names import HookName
+from hook_specs.payloads import (
+    GenerationErrorPayload,
+    GenerationPostCallPayload,
+    GenerationPreCallPayload,
+    SamplingIterationPayload,
+    SamplingLoopEndPayload,
+    SamplingLoopStartPayload,
+    SamplingRepairPayload,
+    StopReason,
+)
+from hook_specs.records import Attempt, Generation, IterationInfo, Message, Usage, ValidationResult
+from sampling_core.backends.base import Backend, GenerationRequest
+from sampling_core.budgets import check_budget
+from sampling_core.context import _current
+from sampling_core.dispatch import HookDispatcher, PluginFault
+from sampling_core.errors import PluginError
+from sampling_core.requirements import Requirement, parse_model
+from sampling_core.results import AttemptError, SamplingResult
+from sampling_core.seeds import derive_seed
+from sampling_core.strategies import Strategy
+from sampling_core.transport import RetryPolicy, is_transient
+
+logger = structlog.get_logger("samplehooks")
+_bind = structlog.contextvars.bind_contextvars
+_reset = structlog.contextvars.reset_contextvars
+
+H = HookName
+
+
+@dataclass(slots=True)
+class CallSettings:
+    """Everything one call needs, already validated by the ``Sampler``."""
+
+    sampling_id: str
+    backend: Backend
+    messages: list[Message]
+    requirements: tuple[Requirement, ...]
+    strategy: Strategy
+    loop_budget: int
+    concurrency_budget: int
+    selection: str
+    seed: int | None
+    options: dict[str, Any]
+    format: Any
+    dispatcher: HookDispatcher
+    retry: RetryPolicy
+    max_loop_budget: int
+    max_concurrency_budget: int
+
+
+class _BackendFailed(Exception):
+    """Internal: the attempt's backend call raised for good (already reported)."""
+
+
+class SamplingCall:
+    """The state of one ``sample()`` call while it runs."""
+
+    def __init__(self, settings: CallSettings) -> None:
+        self.s = settings
+        self.hooks = settings.dispatcher
+        self.faults: list[PluginFault] = []
+        self.attempts: list[Attempt] = []
+        self.errors: list[AttemptError] = []
+        self.usage = Usage()
+        self.sequence = 0
+        self.in_flight = 0
+        self.winner: Attempt | None = None
+        self.best_key: tuple[int, int] | None = None  # selection="ordered": (attempt, subsample)
+        self.stopped = False
+        self.fatal: BaseException | None = None
+        self.started = 0.0
+        self._group_scope: anyio.CancelScope | None = None
+        self._subsample_scopes: list[anyio.CancelScope] = []
+        self._current_attempt: list[int] = []
+        self._delivery = anyio.Lock(fast_acquire=True)
+
+    # -- the call -----------------------------------------------------------------------
+
+    async def run(self) -> SamplingResult:
+        """Run the call to its end and return the result (or raise, after loop end)."""
+        self.started = time.perf_counter()
+        try:
+            await self._start()
+            if not self.stopped:
+                await self._run_subsamples()
+            if self.fatal is not None:
+                raise self.fatal
+            result = self._result()
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await self._end(None, exc)
+            raise
+        await self._end(result, None)
+        return result
+
+    async def _start(self) -> None:
+        if not self.hooks.implements(H.SAMPLING_LOOP_START):
+            return
+        s = self.s
+        payload = SamplingLoopStartPayload.trusted(
+            sampling_id=s.sampling_id,
+            strategy_name=s.strategy.name,
+            loop_budget=s.loop_budget,
+            concurrency_budget=s.concurrency_budget,
+            messages=[dict(m) for m in s.messages],
+            requirements=[r.description for r in s.requirements],
+            selection=s.selection,
+            seed=s.seed,
+            options=dict(s.options),
+        )
+        try:
+            await self.hooks.call(H.SAMPLING_LOOP_START, payload, self.faults)
+        except StopSampling as stop:
+            self._stop(stop)
+            return
+        for field, cap in (
+            ("loop_budget", s.max_loop_budget),
+            ("concurrency_budget", s.max_concurrency_budget),
+        ):
+            writer = payload.written_by(field)
+            source = f"plugin {writer!r}" if writer else "the caller"
+            check_budget(field, getattr(payload, field), cap, source)
+        s.loop_budget = payload.loop_budget
+        s.concurrency_budget = payload.concurrency_budget
+
+    async def _run_subsamples(self) -> None:
+        count = self.s.concurrency_budget
+        self._subsample_scopes = [anyio.CancelScope() for _ in range(count)]
+        self._current_attempt = [0] * count
+        try:
+            async with anyio.create_task_group() as group:
+                self._group_scope = group.cancel_scope
+                for index in range(count):
+                    group.start_soon(self._subsample, index)
+        except BaseExceptionGroup as group_error:
+            # Subsamples catch every Exception; what is left (KeyboardInterrupt, SystemExit,
+            # ...) is re-raised as itself rather than wrapped in a group.
+            if len(group_error.exceptions) == 1:
+                raise group_error.exceptions[0] from None
+            raise
+
+    def _stop(self, stop: StopSampling) -> None:
+        self.stopped = True
+        logger.info("sampling.stopped_by_plugin", sampling_id=self.s.sampling_id, reason=stop.reason)
+        if self._group_scope is not None:
+            self._group_scope.cancel()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.fatal is None:
+            self.fatal = exc
+        if self._group_scope is not None:
+            self._group_scope.cancel()
+
+    # -- one subsample ------------------------------------------------------------------
+
+    async def _subsample(self, index: int) -> None:
+        s = self.s
+        strategy, loop_budget = s.strategy, s.loop_budget
+        failures: deque[Attempt] = deque(maxlen=strategy.keep_failures)
+        messages = s.messages
+        tokens = _bind(sampling_id=s.sampling_id, subsample_index=index)
+        try:
+            with self._subsample_scopes[index]:
+                for number in range(1, loop_budget + 1):
+                    if self.best_key is not None and (number, index) > self.best_key:
+                        return  # selection="ordered": this subsample can no longer win
+                    self._current_attempt[index] = number
+                    info = IterationInfo(
+                        s.sampling_id, index, number, index * loop_budget + number
+                    )
+                    _current.set(info)
+                    _bind(attempt=number, iteration=info.iteration)
+                    attempt = await self._attempt(info, messages)
+                    if attempt is None or attempt.passed or self.stopped or self.fatal:
+                        return
+                    if number == loop_budget:
+                        return
+                    failures.append(attempt)
+                    messages = strategy.repair(s.messages, failures)
+                    messages = await self._repair(attempt, messages)
+                    if messages is None:
+                        return
+        except StopSampling as stop:
+            self._stop(stop)
+        except Exception as exc:  # a plugin failing closed, or a bug in a strategy
+            self._fail(exc)
+        finally:
+            _current.set(None)
+            _reset(**tokens)
+
+    async def _attempt(self, info: IterationInfo, messages: list[Message]) -> Attempt | None:
+        """Generate and validate one attempt; ``None`` when its backend call failed."""
+        self.in_flight += 1
+        try:
+            generation = await self._generate(info, messages)
+        except _BackendFailed:
+            self.in_flight -= 1
+            return None
+        self.usage += generation.usage
+        validations = await self._validate(generation.text)
+        self.in_flight -= 1
+        with anyio.CancelScope(shield=True):
+            return await self._complete(info, messages, generation, validations)
+
+    async def _generate(self, info: IterationInfo, messages: list[Message]) -> Generation:
+        s, hooks = self.s, self.hooks
+        options = s.options
+        if s.seed is not None:
+            options = {**options, "seed": derive_seed(s.seed, info.subsample_index, info.attempt)}
+        retry = 0
+        while True:
+            call_messages, call_options = messages, options
+            if hooks.implements(H.GENERATION_PRE_CALL):
+                pre = GenerationPreCallPayload.trusted(
+                    **_where(s, info),
+                    messages=list(messages),
+                    options=dict(options),
+                    retry=retry,
+                )
+                await hooks.call(H.GENERATION_PRE_CALL, pre, self.faults)
+                call_messages, call_options = pre.messages, pre.options
+            request = GenerationRequest(call_messages, call_options, info)
+            began = time.perf_counter()
+            try:
+                generation = _as_generation(
+                    await s.backend.generate(request), time.perf_counter() - began
+                )
+            except Exception as exc:
+                will_retry = is_transient(exc) and retry < s.retry.max_retries
+                delay = s.retry.delay(retry + 1, getattr(exc, "retry_after", None)) if (
+                    will_retry
+                ) else None
+                if hooks.implements(H.GENERATION_ERROR):
+                    await hooks.call(
+                        H.GENERATION_ERROR,
+                        GenerationErrorPayload.trusted(
+                            **_where(s, info),
+                            exception=exc,
+                            error_type=type(exc).__name__,
+                            will_retry=will_retry,
+                            retry_in_s=delay,
+                            retry=retry,
+                        ),
+                        self.faults,
+                    )
+                if not will_retry:
+                    self._record_error(info, exc)
+                    raise _BackendFailed from exc
+                retry += 1
+                await anyio.sleep(delay or 0.0)
+                continue
+            if hooks.implements(H.GENERATION_POST_CALL):
+                await hooks.call(
+                    H.GENERATION_POST_CALL,
+                    GenerationPostCallPayload.trusted(
+                        **_where(s, info),
+                        generation=generation,
+                        latency_s=generation.latency_s,
+                        retry=retry,
+                    ),
+                    self.faults,
+                )
+            return generation
+
+    def _record_error(self, info: IterationInfo, exc: BaseException) -> None:
+        self.errors.append(AttemptError(info.subsample_index, info.attempt, info.iteration, exc))
+        logger.warning(
+            "sampling.backend_error",
+            error_type=type(exc).__name__,
+            error=str(exc),
+        )
+
+    async def _validate(self, text: str) -> tuple[ValidationResult, ...]:
+        results = []
+        for requirement in self.s.requirements:
+            try:
+                verdict = requirement.validate_now(text)
+                if not isinstance(verdict, ValidationResult):
+                    verdict = await verdict
+            except Exception as exc:
+                verdict = ValidationResult(
+                    False,
+                    f"the check raised {type(exc).__name__}: {exc}",
+                    None,
+                    requirement.description,
+                )
+            results.append(verdict)
+        return tuple(results)
+
+    async def _complete(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        generation: Generation,
+        validations: tuple[ValidationResult, ...],
+    ) -> Attempt:
+        """Number, judge and announce a validated attempt. Runs shielded."""
+        self.sequence += 1
+        passed = all(v.passed for v in validations)
+        attempt = Attempt(
+            info.subsample_index,
+            info.attempt,
+            info.iteration,
+            self.sequence,
+            generation.text,
+            generation,
+            validations,
+            passed,
+            messages,
+        )
+        self.attempts.append(attempt)
+        if passed:
+            self._judge_pass(attempt)
+        if self.hooks.implements(H.SAMPLING_ITERATION):
+            payload = SamplingIterationPayload.trusted(
+                **_where(self.s, info),
+                sequence=attempt.sequence,
+                generation=generation,
+                text=generation.text,
+                validations=list(validations),
+                passed=passed,
+                valid_count=attempt.valid_count,
+                total_count=attempt.total_count,
+                latency_s=generation.latency_s,
+                usage=generation.usage,
+            )
+            async with self._delivery:
+                try:
+                    await self.hooks.call(H.SAMPLING_ITERATION, payload, self.faults)
+                except StopSampling as stop:
+                    self._stop(stop)
+                except PluginError as exc:
+                    self._fail(exc)
+        return attempt
+
+    def _judge_pass(self, attempt: Attempt) -> None:
+        s = self.s
+        if s.strategy.runs_whole_budget:
+            return
+        if s.selection == "first":
+            if self.winner is None:
+                self.winner = attempt
+                if self._group_scope is not None:
+                    self._group_scope.cancel()
+            return
+        key = (attempt.attempt, attempt.subsample_index)
+        if self.best_key is None or key < self.best_key:
+            self.best_key = key
+            for index, scope in enumerate(self._subsample_scopes):
+                if index != attempt.subsample_index and (
+                    (self._current_attempt[index], index) > key
+                ):
+                    scope.cancel()
+
+    async def _repair(self, failed: Attempt, messages: list[Message]) -> list[Message] | None:
+        if not self.hooks.implements(H.SAMPLING_REPAIR):
+            return messages
+        payload = SamplingRepairPayload.trusted(
+            sampling_id=self.s.sampling_id,
+            strategy_name=self.s.strategy.name,
+            subsample_index=failed.subsample_index,
+            attempt=failed.attempt,
+            iteration=failed.iteration,
+            sequence=failed.sequence,
+            text=failed.text,
+            validations=list(failed.validations),
+            failure_reasons=failed.failure_reasons,
+            next_attempt=failed.attempt + 1,
+            messages=list(messages),
+        )
+        await self.hooks.call(H.SAMPLING_REPAIR, payload, self.faults)
+        if not isinstance(payload.messages, list):
+            writer = payload.written_by("messages") or "a plugin"
+            raise PluginError(
+                writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
+            )
+        return payload.messages
+
+    # -- the end ------------------------------------------------------------------------
+
+    def _result(self) -> SamplingResult:
+        s = self.s
+        attempts = sorted(self.attempts, key=_by_position)
+        if not attempts and self.errors and not self.stopped:
+            raise self.errors[0].exception
+        picked = self._pick(attempts)
+        success = picked is not None and picked.passed
+        stop_reason: StopReason
+        if self.stopped:
+            stop_reason = "stopped_by_plugin"
+        elif success:
+            stop_reason = "success"
+        else:
+            stop_reason = "budget_exhausted"
+        value = None
+        if s.format is not None and picked is not None:
+            try:
+                value = parse_model(s.format, picked.text)
+            except ValueError:
+                value = None
+        return SamplingResult(
+            success=success,
+            text=picked.text if picked is not None else None,
+            stop_reason=stop_reason,
+            attempts=attempts,
+            iterations_used=len(attempts),
+            cancelled=self.in_flight,
+            usage=self.usage,
+            sampling_id=s.sampling_id,
+            elapsed_s=time.perf_counter() - self.started,
+            loop_budget=s.loop_budget,
+            concurrency_budget=s.concurrency_budget,
+            strategy_name=s.strategy.name,
+            picked=picked,
+            value=value,
+            errors=self.errors,
+            plugin_errors=self.faults,
+        )
+
+    def _pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
+        s = self.s
+        if not s.strategy.runs_whole_budget:
+            if self.winner is not None:
+                return self.winner
+            if self.best_key is not None:
+                attempt, index = self.best_key
+                for candidate in attempts:
+                    if candidate.subsample_index == index and candidate.attempt == attempt:
+                        return candidate
+        return s.strategy.pick(attempts)
+
+    async def _end(self, result: SamplingResult | None, exc: BaseException | None) -> None:
+        if not self.hooks.implements(H.SAMPLING_LOOP_END):
+            return
+        s = self.s
+        payload = SamplingLoopEndPayload.trusted(
+            sampling_id=s.sampling_id,
+            strategy_name=s.strategy.name,
+            success=result.success if result else False,
+            stop_reason=result.stop_reason if result else "error",
+            iterations_used=len(self.attempts),
+            cancelled=self.in_flight,
+            text=result.text if result else None,
+            usage=self.usage,
+            loop_budget=s.loop_budget,
+            concurrency_budget=s.concurrency_budget,
+            elapsed_s=time.perf_counter() - self.started,
+            error_count=len(self.errors),
+            exception=exc,
+        )
+        await self.hooks.call(H.SAMPLING_LOOP_END, payload, self.faults)
+
+
+def _by_position(attempt: Attempt) -> tuple[int, int]:
+    return (attempt.subsample_index, attempt.attempt)
+
+
+def _where(s: CallSettings, info: IterationInfo) -> dict[str, Any]:
+    return {
+        "sampling_id": s.sampling_id,
+        "strategy_name": s.strategy.name,
+        "subsample_index": info.subsample_index,
+        "attempt": info.attempt,
+        "iteration": info.iteration,
+    }
+
+
+def _as_generation(reply: Any, latency: float) -> Generation:
+    if isinstance(reply, Generation):
+        if not reply.latency_s:
+            reply.latency_s = latency
+        return reply
+    if isinstance(reply, str):
+        return Generation(text=reply, latency_s=latency)
+    raise TypeError(
+        f"backend returned {type(reply).__name__}; generate() must return a Generation or a str"
+    )

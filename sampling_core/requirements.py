@@ -1,0 +1,259 @@
+"""Requirements: what an answer must satisfy, and the built-in checks.
+
+A requirement is a description and a ``check(text)`` that is sync or async and returns a
+``bool`` or a :class:`ValidationResult`. A bare callable is accepted wherever a
+requirement is; its docstring's first line (or its name) becomes the description.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from hook_specs.records import ValidationResult
+
+if TYPE_CHECKING:
+    from sampling_core.backends.base import Backend
+
+M = TypeVar("M", bound=BaseModel)
+CheckResult = bool | ValidationResult
+Check = Callable[[str], CheckResult | Awaitable[CheckResult]]
+
+__all__ = [
+    "Check",
+    "Requirement",
+    "ValidationResult",
+    "as_requirements",
+    "contains",
+    "is_json",
+    "llm_judge",
+    "matches",
+    "max_chars",
+    "max_words",
+    "min_words",
+    "not_contains",
+    "parses_as",
+]
+
+
+class Requirement:
+    """A description of what an answer must satisfy, and the check that decides it."""
+
+    __slots__ = ("check", "description")
+
+    def __init__(self, description: str, check: Check) -> None:
+        if not callable(check):
+            raise TypeError(f"Requirement {description!r}: check must be callable, got {check!r}")
+        self.description = description
+        self.check = check
+
+    def __repr__(self) -> str:
+        return f"Requirement({self.description!r})"
+
+    async def validate(self, text: str) -> ValidationResult:
+        """Run the check on ``text`` and return its verdict, labelled with this description."""
+        outcome: Any = self.check(text)
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+        return _as_result(outcome, self.description)
+
+    def validate_now(self, text: str) -> ValidationResult | Awaitable[ValidationResult]:
+        """Like :meth:`validate`, without a coroutine when the check is synchronous."""
+        outcome: Any = self.check(text)
+        if inspect.isawaitable(outcome):
+            return self._finish(outcome)
+        return _as_result(outcome, self.description)
+
+    async def _finish(self, pending: Awaitable[Any]) -> ValidationResult:
+        return _as_result(await pending, self.description)
+
+
+def _as_result(outcome: Any, description: str) -> ValidationResult:
+    if isinstance(outcome, ValidationResult):
+        if outcome.requirement is None:
+            return ValidationResult(outcome.passed, outcome.reason, outcome.score, description)
+        return outcome
+    if isinstance(outcome, bool):
+        return ValidationResult(outcome, None, None, description)
+    raise TypeError(
+        f"requirement {description!r} returned {type(outcome).__name__}; "
+        "a check must return bool or ValidationResult"
+    )
+
+
+def as_requirements(items: Iterable[Requirement | Check]) -> tuple[Requirement, ...]:
+    """Turn requirements and bare callables into a tuple of :class:`Requirement`."""
+    out = []
+    for item in items:
+        if isinstance(item, Requirement):
+            out.append(item)
+        elif callable(item):
+            doc = (inspect.getdoc(item) or "").strip().splitlines()
+            name = doc[0] if doc else getattr(item, "__name__", type(item).__name__)
+            out.append(Requirement(name, item))
+        else:
+            raise TypeError(
+                f"a requirement must be a Requirement or a callable(text), got {item!r}"
+            )
+    return tuple(out)
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def matches(pattern: str, *, flags: int = 0, description: str | None = None) -> Requirement:
+    """The text contains a match of the regular expression ``pattern``."""
+    compiled = re.compile(pattern, flags)
+
+    def check(text: str) -> ValidationResult:
+        if compiled.search(text):
+            return ValidationResult(True)
+        return ValidationResult(False, f"The answer must match the pattern {pattern!r}.")
+
+    return Requirement(description or f"matches /{pattern}/", check)
+
+
+def contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
+    """The text contains ``needle`` (case-insensitive by default)."""
+
+    def check(text: str) -> ValidationResult:
+        found = needle in text if case_sensitive else needle.lower() in text.lower()
+        return ValidationResult(True) if found else ValidationResult(
+            False, f"The answer must contain {needle!r}."
+        )
+
+    return Requirement(f"contains {needle!r}", check)
+
+
+def not_contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
+    """The text does not contain ``needle`` (case-insensitive by default)."""
+
+    def check(text: str) -> ValidationResult:
+        found = needle in text if case_sensitive else needle.lower() in text.lower()
+        return ValidationResult(False, f"The answer must not contain {needle!r}.") if found else (
+            ValidationResult(True)
+        )
+
+    return Requirement(f"does not contain {needle!r}", check)
+
+
+def max_words(limit: int) -> Requirement:
+    """At most ``limit`` words; the score falls as the answer grows past it."""
+
+    def check(text: str) -> ValidationResult:
+        n = _words(text)
+        if n <= limit:
+            return ValidationResult(True, score=1.0)
+        return ValidationResult(
+            False, f"The answer has {n} words; it must have at most {limit}.", score=limit / n
+        )
+
+    return Requirement(f"at most {limit} words", check)
+
+
+def min_words(limit: int) -> Requirement:
+    """At least ``limit`` words."""
+
+    def check(text: str) -> ValidationResult:
+        n = _words(text)
+        if n >= limit:
+            return ValidationResult(True, score=1.0)
+        return ValidationResult(
+            False, f"The answer has {n} words; it must have at least {limit}.", score=n / limit
+        )
+
+    return Requirement(f"at least {limit} words", check)
+
+
+def max_chars(limit: int) -> Requirement:
+    """At most ``limit`` characters."""
+
+    def check(text: str) -> ValidationResult:
+        n = len(text)
+        if n <= limit:
+            return ValidationResult(True, score=1.0)
+        return ValidationResult(
+            False, f"The answer has {n} characters; it must have at most {limit}.",
+            score=limit / n,
+        )
+
+    return Requirement(f"at most {limit} characters", check)
+
+
+def _strip_fence(text: str) -> str:
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        stripped = stripped.rsplit("```", 1)[0]
+    return stripped.strip()
+
+
+def is_json() -> Requirement:
+    """The text is one JSON document (a surrounding Markdown code fence is allowed)."""
+
+    def check(text: str) -> ValidationResult:
+        try:
+            json.loads(_strip_fence(text))
+        except ValueError as exc:
+            return ValidationResult(False, f"The answer must be valid JSON ({exc}).")
+        return ValidationResult(True)
+
+    return Requirement("is valid JSON", check)
+
+
+def parse_model(model: type[M], text: str) -> M:
+    """Parse ``text`` (optionally in a Markdown code fence) as JSON into ``model``."""
+    return model.model_validate_json(_strip_fence(text))
+
+
+def parses_as(model: type[BaseModel]) -> Requirement:
+    """The text is JSON that validates as the pydantic ``model``."""
+
+    def check(text: str) -> ValidationResult:
+        try:
+            parse_model(model, text)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+                for err in exc.errors()[:5]
+            )
+            return ValidationResult(
+                False, f"The answer must be JSON matching {model.__name__}: {problems}."
+            )
+        return ValidationResult(True)
+
+    return Requirement(f"is JSON matching {model.__name__}", check)
+
+
+def llm_judge(
+    backend: Backend,
+    question: str,
+    *,
+    options: dict[str, Any] | None = None,
+) -> Requirement:
+    """Ask a model ``question`` about the answer; it passes when the reply starts with "yes"."""
+    from hook_specs.records import Generation
+    from sampling_core.backends.base import GenerationRequest
+
+    async def check(text: str) -> ValidationResult:
+        prompt = (
+            f"{question}\n\nAnswer to judge:\n{text}\n\n"
+            "Reply with YES or NO first, then one sentence saying why."
+        )
+        request = GenerationRequest(
+            messages=[{"role": "user", "content": prompt}], options=dict(options or {})
+        )
+        reply = await backend.generate(request)
+        verdict = reply.text if isinstance(reply, Generation) else str(reply)
+        head = verdict.strip().lower()
+        if head.startswith("yes"):
+            return ValidationResult(True)
+        return ValidationResult(False, f"A judge answered {question!r} with: {verdict.strip()}")
+
+    return Requirement(f"judge: {question}", check)

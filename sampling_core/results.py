@@ -1,0 +1,65 @@
+"""What ``sample()`` returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hook_specs.payloads import StopReason
+from hook_specs.records import Attempt, Usage
+from sampling_core.dispatch import PluginFault
+
+__all__ = ["AttemptError", "PluginFault", "SamplingResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    """An attempt whose backend call raised; it ended its subsample."""
+
+    subsample_index: int
+    attempt: int
+    iteration: int
+    exception: BaseException
+
+    def __str__(self) -> str:
+        return (
+            f"subsample {self.subsample_index}, attempt {self.attempt}: "
+            f"{type(self.exception).__name__}: {self.exception}"
+        )
+
+
+@dataclass(slots=True)
+class SamplingResult:
+    """The outcome of one ``sample()`` call.
+
+    ``text`` is the picked output (``None`` when no attempt completed); ``success`` says
+    whether it passed every requirement; ``stop_reason`` says why the loop ended
+    (``"success"`` implies ``success``). ``attempts`` holds the completed attempts ordered by
+    (subsample_index, attempt); ``usage`` includes what cancelled attempts spent where the
+    backend reported it.
+    """
+
+    success: bool
+    text: str | None
+    stop_reason: StopReason
+    attempts: list[Attempt]
+    iterations_used: int
+    cancelled: int
+    usage: Usage
+    sampling_id: str
+    elapsed_s: float
+    loop_budget: int
+    concurrency_budget: int
+    strategy_name: str
+    picked: Attempt | None = None
+    value: Any = None
+    errors: list[AttemptError] = field(default_factory=list)
+    plugin_errors: list[PluginFault] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return (
+            f"SamplingResult(success={self.success}, stop_reason={self.stop_reason!r}, "
+            f"text={self.text!r}, iterations_used={self.iterations_used}, "
+            f"cancelled={self.cancelled}, errors={len(self.errors)}, "
+            f"plugin_errors={len(self.plugin_errors)})"
+        )

@@ -1,0 +1,220 @@
+"""``Sampler``, ``sample`` and ``sample_sync``: the public entry points of the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from functools import partial
+from typing import Any, Literal
+
+import anyio
+
+from hook_specs.records import Message
+from sampling_core.backends.base import Backend
+from sampling_core.budgets import (
+    DEFAULT_MAX_CONCURRENCY_BUDGET,
+    DEFAULT_MAX_LOOP_BUDGET,
+    check_budget,
+)
+from sampling_core.loop import CallSettings, SamplingCall
+from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
+from sampling_core.requirements import Check, Requirement, as_requirements, parses_as
+from sampling_core.results import SamplingResult
+from sampling_core.strategies import RejectionSampling, Strategy
+from sampling_core.transport import RetryPolicy
+
+__all__ = ["Sampler", "sample", "sample_sync"]
+
+Prompt = str | Sequence[Message]
+Selection = Literal["first", "ordered"]
+
+
+class Sampler:
+    """A reusable engine: a backend, its plugins, and the engine's limits.
+
+    ``plugins`` are registered for every call of this sampler; with ``load_entrypoints``
+    the installed entry-point plugins are loaded too, as ``SAMPLEHOOKS_PLUGINS`` and
+    ``SAMPLEHOOKS_DISABLE_PLUGINS`` say (read now, when the sampler is created).
+    ``strict_plugins`` turns plugin-fault isolation off. ``retry`` governs transport retries
+    of transient backend failures; they never consume ``loop_budget``.
+    """
+
+    def __init__(
+        self,
+        backend: Backend | None = None,
+        *,
+        plugins: Iterable[PluginSpec] = (),
+        load_entrypoints: bool = True,
+        strict_plugins: bool = False,
+        retry: RetryPolicy | None = None,
+        max_loop_budget: int = DEFAULT_MAX_LOOP_BUDGET,
+        max_concurrency_budget: int = DEFAULT_MAX_CONCURRENCY_BUDGET,
+    ) -> None:
+        if backend is not None and not callable(getattr(backend, "generate", None)):
+            raise TypeError(
+                f"backend {backend!r} has no generate(request) method; "
+                "see sampling_core.backends.Backend"
+            )
+        self.backend = backend
+        self.strict_plugins = strict_plugins
+        self.retry = retry or RetryPolicy()
+        self.max_loop_budget = check_budget("max_loop_budget", max_loop_budget, 10**9, "the caller")
+        self.max_concurrency_budget = check_budget(
+            "max_concurrency_budget", max_concurrency_budget, 10**9, "the caller"
+        )
+        self.settings = PluginSettings.from_env()
+        self.plugins = PluginRegistry(strict=strict_plugins, settings=self.settings)
+        if load_entrypoints:
+            self.plugins.load_entrypoints()
+        for plugin in plugins:
+            self.plugins.add(plugin)
+
+    def register(self, plugin: PluginSpec, name: str | None = None) -> str | None:
+        """Register one more plugin for every later call; returns its name."""
+        return self.plugins.add(plugin, name)
+
+    async def sample(
+        self,
+        prompt: Prompt,
+        *,
+        requirements: Iterable[Requirement | Check] = (),
+        strategy: Strategy | None = None,
+        loop_budget: int = 1,
+        concurrency_budget: int = 1,
+        plugins: Iterable[PluginSpec] | None = None,
+        seed: int | None = None,
+        selection: Selection = "first",
+        options: dict[str, Any] | None = None,
+        format: type[Any] | None = None,
+        backend: Backend | None = None,
+    ) -> SamplingResult:
+        """Sample until an answer to ``prompt`` meets every requirement, or the budget is spent.
+
+        ``prompt`` is a string (one user message) or a list of chat messages. Up to
+        ``concurrency_budget`` subsamples run at once, each making up to ``loop_budget``
+        attempts. ``plugins`` given here see this call only. ``seed`` derives a distinct,
+        reproducible seed for every (subsample, attempt). ``selection="ordered"`` picks the
+        passing attempt first in (attempt, subsample_index) order, the same on every run
+        with a seeded backend. ``format`` is a pydantic model the answer must parse as; the
+        parsed value is ``result.value``.
+        """
+        chosen = backend or self.backend
+        if chosen is None:
+            raise TypeError("no backend: give Sampler(backend) or sample(..., backend=...)")
+        if not callable(getattr(chosen, "generate", None)):
+            raise TypeError(f"backend {chosen!r} has no generate(request) method")
+        check_budget("loop_budget", loop_budget, self.max_loop_budget, "the caller")
+        check_budget(
+            "concurrency_budget", concurrency_budget, self.max_concurrency_budget, "the caller"
+        )
+        if selection not in ("first", "ordered"):
+            raise ValueError(f'selection must be "first" or "ordered", not {selection!r}')
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
+        strategy = strategy if strategy is not None else RejectionSampling()
+        if not isinstance(strategy, Strategy):
+            raise TypeError(f"strategy must be a Strategy, not {type(strategy).__name__}")
+        checks = as_requirements(requirements)
+        if format is not None:
+            checks = (*checks, parses_as(format))
+        dispatcher = self.plugins.dispatcher()
+        if plugins:
+            extra = PluginRegistry(
+                strict=self.strict_plugins,
+                settings=self.settings,
+                reserved_names=self.plugins.names(),
+            )
+            for plugin in plugins:
+                extra.add(plugin)
+            dispatcher = dispatcher.merged(extra.implementations())
+        call = SamplingCall(
+            CallSettings(
+                sampling_id=os.urandom(8).hex(),
+                backend=chosen,
+                messages=_as_messages(prompt),
+                requirements=checks,
+                strategy=strategy,
+                loop_budget=loop_budget,
+                concurrency_budget=concurrency_budget,
+                selection=selection,
+                seed=seed,
+                options=dict(options or {}),
+                format=format,
+                dispatcher=dispatcher,
+                retry=self.retry,
+                max_loop_budget=self.max_loop_budget,
+                max_concurrency_budget=self.max_concurrency_budget,
+            )
+        )
+        return await call.run()
+
+    def sample_sync(self, prompt: Prompt, **kwargs: Any) -> SamplingResult:
+        """Run :meth:`sample` to completion from synchronous code."""
+        return _run_sync(partial(self.sample, prompt, **kwargs))
+
+
+def _as_messages(prompt: Prompt) -> list[Message]:
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    messages = [dict(m) for m in prompt]
+    if not messages:
+        raise ValueError("prompt is an empty list of messages")
+    for i, m in enumerate(messages):
+        if "role" not in m or "content" not in m:
+            raise ValueError(f"prompt message {i} needs 'role' and 'content' keys, got {m!r}")
+    return messages
+
+
+_default: Sampler | None = None
+_default_lock = threading.Lock()
+
+
+def default_sampler() -> Sampler:
+    """The sampler behind the module-level ``sample``; created on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Sampler()
+        return _default
+
+
+async def sample(prompt: Prompt, *, backend: Backend, **kwargs: Any) -> SamplingResult:
+    """Sample with the default sampler: the same arguments as :meth:`Sampler.sample`.
+
+    The default sampler loads entry-point plugins by the environment's rules.
+    """
+    return await default_sampler().sample(prompt, backend=backend, **kwargs)
+
+
+def sample_sync(prompt: Prompt, *, backend: Backend, **kwargs: Any) -> SamplingResult:
+    """Run :func:`sample` to completion from synchronous code (not inside an event loop)."""
+    return _run_sync(partial(sample, prompt, backend=backend, **kwargs))
+
+
+def _run_sync(call: Any) -> SamplingResult:
+    running = _running_event_loop()
+    if running is not None:
+        raise RuntimeError(
+            f"sample_sync() was called inside a running {running} event loop; "
+            "use `await sample(...)` there instead"
+        )
+    return anyio.run(call)
+
+
+def _running_event_loop() -> str | None:
+    try:
+        asyncio.get_running_loop()
+        return "asyncio"
+    except RuntimeError:
+        pass
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_task()
+            return "trio"
+        except RuntimeError:
+            pass
+    return None
