@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class HookName(str, Enum):
+class HookName(StrEnum):
     """The hooks a plugin can implement. A member's value is the hook function's name."""
 
     SAMPLING_LOOP_START = "sampling_loop_start"

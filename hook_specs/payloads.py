@@ -17,6 +17,8 @@ from hook_specs.errors import ReadOnlyFieldError
 from hook_specs.names import HookName
 from hook_specs.records import Generation, Message, Usage, ValidationResult
 
+_RETRY_DOC = "0 for the first backend call of the attempt, n for its n-th transport retry."
+
 StopReason = Literal["success", "budget_exhausted", "stopped_by_plugin", "error"]
 
 
@@ -28,7 +30,9 @@ class HookPayload(BaseModel):
     hook: ClassVar[HookName]
     writable: ClassVar[frozenset[str]] = frozenset()
 
-    sampling_id: str = Field(description="Identifies the `sample()` call; shared by all its events.")
+    sampling_id: str = Field(
+        description="Identifies the `sample()` call; shared by all its events."
+    )
     strategy_name: str = Field(description="The strategy's name, e.g. `RejectionSampling`.")
 
     # Which plugin is running now, and which plugin last wrote each writable field:
@@ -185,7 +189,7 @@ class GenerationPreCallPayload(AttemptPayload):
     options: dict[str, Any] = Field(
         description="Generation options (temperature, max_tokens, seed, stop, ...). Writable."
     )
-    retry: int = Field(default=0, description="0 for the first call, n for the n-th transport retry.")
+    retry: int = Field(default=0, description=_RETRY_DOC)
 
 
 class GenerationPostCallPayload(AttemptPayload):
@@ -195,7 +199,7 @@ class GenerationPostCallPayload(AttemptPayload):
 
     generation: Generation = Field(description="What the backend returned.")
     latency_s: float = Field(description="Backend latency, in seconds.")
-    retry: int = Field(default=0, description="0 for the first call, n for the n-th transport retry.")
+    retry: int = Field(default=0, description=_RETRY_DOC)
 
 
 class GenerationErrorPayload(AttemptPayload):
@@ -209,7 +213,7 @@ class GenerationErrorPayload(AttemptPayload):
     retry_in_s: float | None = Field(
         default=None, description="When `will_retry`: the wait before the retry, in seconds."
     )
-    retry: int = Field(default=0, description="0 for the first call, n for the n-th transport retry.")
+    retry: int = Field(default=0, description=_RETRY_DOC)
 
     @field_serializer("exception")
     def _exception_as_text(self, exc: BaseException) -> str:

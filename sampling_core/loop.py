@@ -168,7 +168,9 @@ class SamplingCall:
 
     def _stop(self, stop: StopSampling) -> None:
         self.stopped = True
-        logger.info("sampling.stopped_by_plugin", sampling_id=self.s.sampling_id, reason=stop.reason)
+        logger.info(
+            "sampling.stopped_by_plugin", sampling_id=self.s.sampling_id, reason=stop.reason
+        )
         if self._group_scope is not None:
             self._group_scope.cancel()
 
@@ -192,9 +194,7 @@ class SamplingCall:
                     if self.best_key is not None and (number, index) > self.best_key:
                         return  # selection="ordered": this subsample can no longer win
                     self._current_attempt[index] = number
-                    info = IterationInfo(
-                        s.sampling_id, index, number, index * loop_budget + number
-                    )
+                    info = IterationInfo(s.sampling_id, index, number, index * loop_budget + number)
                     _current.set(info)
                     _bind(attempt=number, iteration=info.iteration)
                     attempt = await self._attempt(info, messages)
@@ -254,9 +254,11 @@ class SamplingCall:
                 )
             except Exception as exc:
                 will_retry = is_transient(exc) and retry < s.retry.max_retries
-                delay = s.retry.delay(retry + 1, getattr(exc, "retry_after", None)) if (
-                    will_retry
-                ) else None
+                delay = (
+                    s.retry.delay(retry + 1, getattr(exc, "retry_after", None))
+                    if (will_retry)
+                    else None
+                )
                 if hooks.implements(H.GENERATION_ERROR):
                     await hooks.call(
                         H.GENERATION_ERROR,

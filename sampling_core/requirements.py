@@ -124,8 +124,10 @@ def contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
 
     def check(text: str) -> ValidationResult:
         found = needle in text if case_sensitive else needle.lower() in text.lower()
-        return ValidationResult(True) if found else ValidationResult(
-            False, f"The answer must contain {needle!r}."
+        return (
+            ValidationResult(True)
+            if found
+            else ValidationResult(False, f"The answer must contain {needle!r}.")
         )
 
     return Requirement(f"contains {needle!r}", check)
@@ -136,8 +138,10 @@ def not_contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
 
     def check(text: str) -> ValidationResult:
         found = needle in text if case_sensitive else needle.lower() in text.lower()
-        return ValidationResult(False, f"The answer must not contain {needle!r}.") if found else (
-            ValidationResult(True)
+        return (
+            ValidationResult(False, f"The answer must not contain {needle!r}.")
+            if found
+            else (ValidationResult(True))
         )
 
     return Requirement(f"does not contain {needle!r}", check)
@@ -179,7 +183,8 @@ def max_chars(limit: int) -> Requirement:
         if n <= limit:
             return ValidationResult(True, score=1.0)
         return ValidationResult(
-            False, f"The answer has {n} characters; it must have at most {limit}.",
+            False,
+            f"The answer has {n} characters; it must have at most {limit}.",
             score=limit / n,
         )
 

@@ -33,8 +33,10 @@ class Strategy:
     runs_whole_budget: ClassVar[bool] = False
 
     def __init__(self, *, keep_failures: int = 3) -> None:
-        if isinstance(keep_failures, bool) or not isinstance(keep_failures, int) or (
-            keep_failures < 1
+        if (
+            isinstance(keep_failures, bool)
+            or not isinstance(keep_failures, int)
+            or (keep_failures < 1)
         ):
             raise ValueError(f"keep_failures must be an int >= 1, got {keep_failures!r}")
         self.keep_failures = keep_failures
