@@ -6,6 +6,8 @@ from importlib import metadata
 
 import typer
 
+from sampling_core.cli.plugins_cmd import plugins_command
+
 app = typer.Typer(
     name="samplehooks",
     help="Concurrent LLM sampling with validation, repair and pluggy hooks.",
@@ -28,6 +30,9 @@ def _root(
     ),
 ) -> None:
     """Concurrent LLM sampling with validation, repair and pluggy hooks."""
+
+
+app.command("plugins")(plugins_command)
 
 
 def main() -> None:

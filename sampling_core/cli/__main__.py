@@ -1,0 +1,5 @@
+"""``python -m sampling_core.cli``: the same as the ``samplehooks`` console script."""
+
+from sampling_core.cli.app import main
+
+main()

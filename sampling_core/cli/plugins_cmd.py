@@ -1,0 +1,128 @@
+"""``samplehooks plugins``: every installed plugin, the hooks it implements, and whether it loads.
+
+Each entry point of group ``samplehooks`` is loaded on its own and registered on a fresh
+registry, so one broken plugin (an import error, an unknown hook, a refused wrapper) is
+listed as not loaded with its error and never hides the others. The command exits 0 either
+way: it is a diagnostic, and a broken plugin is exactly what it is meant to show.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from contextlib import redirect_stdout
+from dataclasses import asdict
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from hook_specs.names import HookName
+from sampling_core.plugins import (
+    InstalledPlugin,
+    PluginRegistry,
+    PluginSettings,
+    installed_plugins,
+    load_entry_point,
+)
+
+__all__ = ["inspect_plugins", "plugins_command"]
+
+_HOOK_ORDER = {hook.value: position for position, hook in enumerate(HookName)}
+
+
+def inspect_plugins(environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Load every installed plugin in isolation and describe it.
+
+    Returns one dict per entry point, sorted by name, with ``name``, ``value`` (the entry
+    point's target), ``distribution``, ``version``, ``builtin``, ``enabled`` (whether a
+    ``Sampler`` created with this environment loads it without being asked), ``loaded``,
+    ``hooks`` (in the order hooks fire) and ``error`` (``None`` when it loaded).
+    """
+    settings = PluginSettings.from_env(environ)
+    described = []
+    for entry in installed_plugins():
+        _load_alone(entry)
+        described.append({**asdict(entry), "enabled": _enabled(entry, settings)})
+    return described
+
+
+def _load_alone(entry: InstalledPlugin) -> None:
+    """Import and register one plugin on a registry of its own; record what happened."""
+    registry = PluginRegistry()
+    try:
+        # A plugin that prints while importing must not corrupt `--json` output.
+        with redirect_stdout(sys.stderr):
+            registry.register(load_entry_point(entry.name), entry.name)
+    except (Exception, SystemExit) as exc:
+        entry.loaded = False
+        entry.error = f"{type(exc).__name__}: {exc}"
+        entry.hooks = []
+        return
+    entry.loaded = True
+    entry.error = None
+    entry.hooks = sorted(
+        registry.hooks_of(entry.name), key=lambda name: (_HOOK_ORDER.get(name, 99), name)
+    )
+
+
+def _enabled(entry: InstalledPlugin, settings: PluginSettings) -> bool:
+    """Whether a ``Sampler`` loads this entry point by the environment's rules."""
+    if entry.name in settings.disabled:
+        return False
+    if settings.only is not None:
+        return entry.name in settings.only
+    return not entry.builtin
+
+
+def plugins_command(
+    as_json: bool = typer.Option(
+        False, "--json", help="Print a JSON list (one object per plugin) instead of a table."
+    ),
+) -> None:
+    """List every installed plugin: distribution, version, hooks, and whether it loaded.
+
+    Built-in plugins are listed too; they load only when named (plugins=["tracing"],
+    --plugin tracing, SAMPLEHOOKS_PLUGINS=tracing). A plugin that fails to load is listed
+    with its error; the command still succeeds.
+    """
+    described = inspect_plugins()
+    if as_json:
+        typer.echo(json.dumps(described, indent=2))
+        return
+    _print_table(described, Console())
+
+
+def _print_table(described: list[dict[str, Any]], console: Console) -> None:
+    if not described:
+        console.print("No samplehooks plugins are installed (entry-point group 'samplehooks').")
+        return
+    table = Table(title="samplehooks plugins", title_justify="left")
+    for header in ("plugin", "distribution", "version", "kind", "enabled", "loaded", "hooks"):
+        table.add_column(header, overflow="fold")
+    for plugin in described:
+        table.add_row(
+            escape(plugin["name"]),
+            escape(plugin["distribution"] or "?"),
+            plugin["version"] or "?",
+            "built-in" if plugin["builtin"] else "third-party",
+            "yes" if plugin["enabled"] else "no",
+            "[green]yes[/]" if plugin["loaded"] else "[red]no[/]",
+            ", ".join(plugin["hooks"]) or "-",
+        )
+    console.print(table)
+    for plugin in described:
+        if plugin["error"]:
+            console.print(
+                f"[red]{escape(plugin['name'])}[/] could not be loaded: {escape(plugin['error'])}",
+                highlight=False,
+            )
+    console.print(
+        "Third-party plugins load by default; built-ins only when named "
+        "(plugins=[...], --plugin NAME, SAMPLEHOOKS_PLUGINS=a,b). "
+        "SAMPLEHOOKS_DISABLE_PLUGINS=a,b blocks plugins by name.",
+        highlight=False,
+    )
