@@ -1,0 +1,113 @@
+"""Budgets: validated at construction and again after sampling_loop_start hooks ran."""
+
+from __future__ import annotations
+
+import pytest
+
+from hook_specs import hookimpl
+from sampling_core import BudgetError, Sampler, ScriptedBackend
+
+pytestmark = pytest.mark.anyio
+
+BAD_VALUES = [0, -1, True, 2.5]
+
+
+def never(text: str) -> bool:
+    """never passes"""
+    return False
+
+
+class SetBudgets:
+    def __init__(self, **values):
+        self.values = values
+
+    @hookimpl
+    def sampling_loop_start(self, payload):
+        for field, value in self.values.items():
+            setattr(payload, field, value)
+
+
+@pytest.mark.parametrize("value", BAD_VALUES)
+@pytest.mark.parametrize("field", ["loop_budget", "concurrency_budget"])
+async def test_bad_budgets_from_the_caller_are_refused_before_any_call(field, value):
+    backend = ScriptedBackend(["x"])
+    sampler = Sampler(backend, load_entrypoints=False)
+    with pytest.raises(BudgetError) as caught:
+        await sampler.sample("q", **{field: value})
+    assert field in str(caught.value) and repr(value) in str(caught.value)
+    assert "the caller" in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+    assert backend.calls == 0
+
+
+async def test_budgets_above_the_cap_are_refused():
+    sampler = Sampler(ScriptedBackend(["x"]), load_entrypoints=False, max_concurrency_budget=8)
+    with pytest.raises(BudgetError, match="cap of 8"):
+        await sampler.sample("q", concurrency_budget=9)
+
+
+@pytest.mark.parametrize("value", BAD_VALUES)
+@pytest.mark.parametrize("field", ["loop_budget", "concurrency_budget"])
+async def test_bad_budgets_written_by_a_plugin_name_it_and_make_no_call(field, value, recorder):
+    backend = ScriptedBackend(["x"])
+    sampler = Sampler(
+        backend, plugins=[recorder, SetBudgets(**{field: value})], load_entrypoints=False
+    )
+    with pytest.raises(BudgetError) as caught:
+        await sampler.sample("q", loop_budget=2, concurrency_budget=2)
+    message = str(caught.value)
+    assert field in message and repr(value) in message and "'SetBudgets'" in message
+    assert caught.value.source == "plugin 'SetBudgets'"
+    assert backend.calls == 0
+    ends = [p for h, p, _ in recorder.calls if h == "sampling_loop_end"]
+    assert len(ends) == 1 and ends[0].stop_reason == "error"
+    assert isinstance(ends[0].exception, BudgetError)
+
+
+async def test_the_last_plugin_that_wrote_is_named():
+    class Good:
+        @hookimpl(tryfirst=True)
+        def sampling_loop_start(self, payload):
+            payload.loop_budget = 3
+
+    class Bad:
+        @hookimpl(trylast=True)
+        def sampling_loop_start(self, payload):
+            payload.loop_budget = 0
+
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=[Bad(), Good()], load_entrypoints=False)
+    with pytest.raises(BudgetError, match="plugin 'Bad'"):
+        await sampler.sample("q")
+
+
+async def test_budgets_changed_by_a_plugin_are_honoured():
+    backend = ScriptedBackend(["x"])
+    sampler = Sampler(
+        backend, plugins=[SetBudgets(loop_budget=3, concurrency_budget=4)], load_entrypoints=False
+    )
+    result = await sampler.sample("q", requirements=[never], loop_budget=1, concurrency_budget=1)
+    assert backend.calls == 12
+    assert result.iterations_used == 12
+    assert (result.loop_budget, result.concurrency_budget) == (3, 4)
+    assert sorted(a.iteration for a in result.attempts) == list(range(1, 13))
+
+
+async def test_a_plugin_sees_the_previous_plugins_change():
+    seen = []
+
+    class First:
+        @hookimpl(tryfirst=True)
+        def sampling_loop_start(self, payload):
+            payload.concurrency_budget = 2
+
+    class Second:
+        @hookimpl
+        def sampling_loop_start(self, payload):
+            seen.append(payload.concurrency_budget)
+            payload.concurrency_budget += 1
+
+    backend = ScriptedBackend(["x"])
+    sampler = Sampler(backend, plugins=[First(), Second()], load_entrypoints=False)
+    result = await sampler.sample("q", requirements=[never])
+    assert seen == [2]
+    assert backend.calls == 3 and result.concurrency_budget == 3
