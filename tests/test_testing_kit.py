@@ -1,0 +1,140 @@
+"""The pytest plugin for plugin authors (``sampling_core.testing``), used as they would use it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+import sampling_core.testing
+from hook_specs import HookName, hookimpl
+from sampling_core.requirements import contains
+
+H = HookName
+
+
+def test_the_fixtures_come_from_the_pytest11_entry_point(request: pytest.FixtureRequest) -> None:
+    # Loaded by pytest from the installed distribution's entry point, not by a conftest.
+    assert request.config.pluginmanager.get_plugin("samplehooks") is sampling_core.testing
+    for name in ("hook_recorder", "scripted_backend", "sampler", "plugin_env"):
+        assert request.getfixturevalue(name) is not None
+
+
+@pytest.mark.anyio
+async def test_recorder_sees_every_hook_in_order_with_the_current_iteration(
+    sampler: Any, scripted_backend: Any, hook_recorder: Any
+) -> None:
+    s = sampler(scripted_backend(["no", "yes"]))
+    result = await s.sample("Say yes.", requirements=[contains("yes")], loop_budget=2)
+
+    assert result.success and result.text == "yes"
+    assert hook_recorder.names() == [
+        "sampling_loop_start",
+        "generation_pre_call",
+        "generation_post_call",
+        "sampling_iteration",
+        "sampling_repair",
+        "generation_pre_call",
+        "generation_post_call",
+        "sampling_iteration",
+        "sampling_loop_end",
+    ]
+    assert hook_recorder.sampling_ids() == [result.sampling_id]
+    assert hook_recorder.names(result.sampling_id) == hook_recorder.names()
+    assert hook_recorder.names("another call") == []
+    assert [e["passed"] for e in hook_recorder.for_hook(H.SAMPLING_ITERATION)] == [False, True]
+    assert hook_recorder.iterations() == [1, 2]
+    for event in hook_recorder:
+        if event.hook in (H.SAMPLING_LOOP_START, H.SAMPLING_LOOP_END):
+            assert event.iteration is None
+        elif event.hook is H.SAMPLING_REPAIR:
+            # fired from the failed attempt's context, about the next one
+            assert event.iteration.attempt == event["attempt"] == 1
+        else:
+            assert event.iteration.iteration == event["iteration"]
+    (end,) = hook_recorder.payloads("sampling_loop_end")
+    assert end.iterations_used == 2 and end.stop_reason == "success"
+
+
+def test_snapshot_keeps_what_the_recorder_saw(
+    sampler: Any, scripted_backend: Any, hook_recorder: Any
+) -> None:
+    class SetTemperature:
+        @hookimpl
+        def generation_pre_call(self, payload: Any) -> None:
+            payload.options = {**payload.options, "temperature": 0.5}
+
+    class RunsAfterTheRecorder:
+        @hookimpl(trylast=True)  # pluggy: of two trylast impls, the later registered runs last
+        def generation_pre_call(self, payload: Any) -> None:
+            payload.options = {**payload.options, "temperature": 0.9}
+
+    backend = scripted_backend(["hi"])
+    plugins = [SetTemperature(), hook_recorder, RunsAfterTheRecorder()]
+    sampler(backend, plugins=plugins, record=False).sample_sync("Hi.")
+
+    (event,) = hook_recorder.for_hook(H.GENERATION_PRE_CALL)
+    assert event["options"] == {"temperature": 0.5}
+    assert event.payload.options == {"temperature": 0.9}
+    assert backend.requests[0].options == {"temperature": 0.9}
+
+
+def test_sampler_fixture_loads_no_entry_point_and_can_skip_the_recorder(
+    sampler: Any, hook_recorder: Any, plugin_env: Any
+) -> None:
+    plugin_env.only("tracing")
+    quiet = sampler(record=False)
+    assert quiet.plugins.names() == []
+    assert quiet.sample_sync("Hi.").text == "ok"
+    assert len(hook_recorder) == 0
+
+    recorded = sampler()
+    assert recorded.plugins.names() == ["HookRecorder"]
+    recorded.sample_sync("Hi.")
+    assert hook_recorder.names() == [
+        "sampling_loop_start",
+        "generation_pre_call",
+        "generation_post_call",
+        "sampling_iteration",
+        "sampling_loop_end",
+    ]
+    hook_recorder.clear()
+    assert hook_recorder.events == []
+
+
+@pytest.mark.anyio
+async def test_scripted_backend_per_subsample_replies_and_latency(
+    sampler: Any, scripted_backend: Any, hook_recorder: Any
+) -> None:
+    # Subsample 0 is slow; subsample 1 answers at once and must win.
+    backend = scripted_backend({0: ["slow yes"], 1: ["no", "fast yes"]}, latency={0: 5.0})
+    result = await sampler(backend).sample(
+        "Say yes.", requirements=[contains("yes")], loop_budget=2, concurrency_budget=2
+    )
+    assert result.text == "fast yes"
+    assert (result.picked.subsample_index, result.picked.attempt) == (1, 2)
+    assert hook_recorder.iterations() == [3, 4]  # subsample 1 * loop_budget 2 + attempt
+    assert result.cancelled == 1
+
+
+def test_scripted_backend_passes_plain_lists_through(scripted_backend: Any) -> None:
+    backend = scripted_backend(["a", "b"], model="m")
+    assert backend.model == "m"
+    from sampling_core import sample_sync
+
+    assert [sample_sync("x", backend=backend).text for _ in range(3)] == ["a", "b", "a"]
+
+
+def test_plugin_env_sets_what_a_new_sampler_reads(sampler: Any, plugin_env: Any) -> None:
+    for name in sampling_core.testing.PLUGIN_ENV_VARS:
+        assert name not in os.environ
+    plugin_env.only("a", "b")
+    plugin_env.disable("c")
+    plugin_env.trace_hooks()
+    settings = sampler().settings
+    assert settings.only == {"a", "b"}
+    assert settings.disabled == {"c"}
+    assert settings.trace_hooks is True
+    plugin_env.only()
+    assert sampler().settings.only == frozenset()
