@@ -40,7 +40,7 @@ def inspect_plugins(environ: Mapping[str, str] | None = None) -> list[dict[str, 
     Returns one dict per entry point, sorted by name, with ``name``, ``value`` (the entry
     point's target), ``distribution``, ``version``, ``builtin``, ``enabled`` (whether a
     ``Sampler`` created with this environment loads it without being asked), ``loaded``,
-    ``hooks`` (in the order hooks fire) and ``error`` (``None`` when it loaded).
+    ``hooks`` (in the order of ``HookName``) and ``error`` (``None`` when it loaded).
     """
     settings = PluginSettings.from_env(environ)
     described = []

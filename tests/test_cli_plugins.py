@@ -1,0 +1,147 @@
+"""``samplehooks plugins``: built-ins, a really installed third-party plugin, broken ones.
+
+The third-party distribution is made the way an installer leaves it (a ``*.dist-info``
+directory with ``METADATA`` and ``entry_points.txt`` next to the plugin's modules) in a
+temporary directory put on ``PYTHONPATH`` of the command's process, so entry-point
+discovery finds it exactly as it finds anything in site-packages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PLUGIN_MODULE = '''
+from hook_specs import hookimpl
+
+class FooPlugin:
+    """Counts attempts and tags every backend call."""
+
+    def __init__(self):
+        self.seen = []
+
+    @hookimpl
+    def generation_pre_call(self, payload):
+        payload.options = {**payload.options, "tag": "foo"}
+
+    @hookimpl
+    def sampling_iteration(self, payload):
+        self.seen.append(payload.iteration)
+
+class Wrapper:
+    @hookimpl(wrapper=True)
+    def sampling_iteration(self, payload):
+        yield
+'''
+
+ENTRY_POINTS = """
+[samplehooks]
+foo = foo_plugin:FooPlugin
+broken = foo_broken
+wrapper = foo_plugin:Wrapper
+"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding an installed distribution ``foo-plugin`` 1.0 with three plugins."""
+    root = tmp_path_factory.mktemp("site")
+    info = root / "foo_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: foo-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    (root / "foo_plugin.py").write_text(PLUGIN_MODULE)
+    (root / "foo_broken.py").write_text("raise ImportError('foo_broken needs libfoo 2')\n")
+    return root
+
+
+def run(site: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
+    environ.update(PYTHONPATH=str(site), COLUMNS="200", **(env or {}))
+    return subprocess.run(
+        [sys.executable, *args], env=environ, capture_output=True, text=True, timeout=120
+    )
+
+
+def listing(site: Path, env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    done = run(site, "-m", "sampling_core.cli", "plugins", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    return {plugin["name"]: plugin for plugin in json.loads(done.stdout)}
+
+
+def our_builtins() -> set[str]:
+    """The built-ins our own distribution registers in group ``samplehooks``."""
+    eps = metadata.distribution("samplehooks").entry_points
+    return {ep.name for ep in eps if ep.group == "samplehooks"}
+
+
+def test_json_lists_builtins_the_third_party_plugin_and_the_broken_ones(site: Path) -> None:
+    plugins = listing(site)
+
+    foo = plugins["foo"]
+    assert foo["distribution"] == "foo-plugin" and foo["version"] == "1.0"
+    assert foo["value"] == "foo_plugin:FooPlugin"
+    assert foo["builtin"] is False and foo["enabled"] is True
+    assert foo["loaded"] is True and foo["error"] is None
+    assert foo["hooks"] == ["sampling_iteration", "generation_pre_call"]  # HookName's order
+
+    broken = plugins["broken"]
+    assert broken["loaded"] is False and broken["hooks"] == []
+    assert broken["error"] == "ImportError: foo_broken needs libfoo 2"
+    wrapper = plugins["wrapper"]
+    assert wrapper["loaded"] is False
+    assert "wrapper" in wrapper["error"] and "sampling_loop_start" in wrapper["error"]
+
+    builtins = our_builtins()
+    assert builtins, "samplehooks registers its built-in plugins as entry points"
+    for name in builtins:
+        entry = plugins[name]
+        assert entry["builtin"] is True and entry["distribution"] == "samplehooks"
+        assert entry["loaded"] is True, entry["error"]
+        assert entry["hooks"] and entry["enabled"] is False  # built-ins load only when named
+
+
+def test_enabled_follows_the_environment(site: Path) -> None:
+    name = sorted(our_builtins())[0]
+    plugins = listing(
+        site, env={"SAMPLEHOOKS_PLUGINS": f"{name},foo", "SAMPLEHOOKS_DISABLE_PLUGINS": "foo"}
+    )
+    assert plugins[name]["enabled"] is True
+    assert plugins["foo"]["enabled"] is False
+    assert plugins["broken"]["enabled"] is False
+
+
+def test_table_shows_every_plugin_and_why_one_did_not_load(site: Path) -> None:
+    done = run(site, "-m", "sampling_core.cli", "plugins")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "foo-plugin" in out and "third-party" in out and "built-in" in out
+    assert "sampling_iteration, generation_pre_call" in out
+    assert "broken could not be loaded: ImportError: foo_broken needs libfoo 2" in out
+    assert "wrapper could not be loaded" in out
+
+
+def test_the_listed_plugin_fires_and_the_broken_one_does_not_break_sampling(site: Path) -> None:
+    script = textwrap.dedent(
+        """
+        from sampling_core import Sampler, ScriptedBackend
+        backend = ScriptedBackend(["no", "yes"])
+        sampler = Sampler(backend)
+        result = sampler.sample_sync("Say yes.", requirements=[lambda t: t == "yes"],
+                                     loop_budget=2)
+        print(result.text, sampler.plugins.names(), sampler.plugins.get("foo").seen,
+              [r.options.get("tag") for r in backend.requests])
+        """
+    )
+    done = run(site, "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "yes ['foo'] [1, 2] ['foo', 'foo']"
+    assert "plugin 'broken' could not be loaded and was skipped" in done.stderr
