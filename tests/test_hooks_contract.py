@@ -1,0 +1,92 @@
+"""The hook contract: names, specs, payloads, and the write guard."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from hook_specs import PAYLOAD_TYPES, HookName, ReadOnlyFieldError, specs
+from hook_specs.payloads import SamplingLoopStartPayload, SamplingRepairPayload
+
+
+def test_every_hook_has_a_spec_with_one_payload_argument_and_a_docstring():
+    for hook in HookName:
+        spec = getattr(specs, hook.value)
+        assert list(inspect.signature(spec).parameters) == ["payload"]
+        assert inspect.getdoc(spec)
+        assert spec.samplehooks_spec is not None  # marked as a hookspec
+        assert PAYLOAD_TYPES[hook].hook is hook
+
+
+def test_hook_name_values_are_function_names():
+    assert HookName.SAMPLING_ITERATION == "sampling_iteration"
+    assert {h.value for h in HookName} == {
+        "sampling_loop_start",
+        "sampling_iteration",
+        "sampling_repair",
+        "sampling_loop_end",
+        "generation_pre_call",
+        "generation_post_call",
+        "generation_error",
+    }
+    assert [h for h in HookName if h.may_change_payload] == [
+        HookName.SAMPLING_LOOP_START,
+        HookName.SAMPLING_REPAIR,
+        HookName.GENERATION_PRE_CALL,
+    ]
+
+
+def test_every_payload_field_is_described():
+    for model in PAYLOAD_TYPES.values():
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name} has no description"
+
+
+def _start(**overrides):
+    fields = dict(
+        sampling_id="s",
+        strategy_name="RejectionSampling",
+        loop_budget=1,
+        concurrency_budget=1,
+        messages=[],
+        requirements=[],
+        selection="first",
+        options={},
+    )
+    fields.update(overrides)
+    return SamplingLoopStartPayload(**fields)
+
+
+def test_writable_fields_accept_anything_and_others_raise_naming_field_and_hook():
+    payload = _start()
+    payload.loop_budget = "lots"  # validated later by the engine, not here
+    assert payload.loop_budget == "lots"
+    with pytest.raises(ReadOnlyFieldError) as caught:
+        payload.selection = "ordered"
+    assert caught.value.field == "selection" and caught.value.hook == "sampling_loop_start"
+    assert "loop_budget" in str(caught.value)  # says what may be changed
+    with pytest.raises(ReadOnlyFieldError):
+        payload.new_field = 1
+
+
+def test_trusted_construction_matches_validated_construction():
+    fields = dict(
+        sampling_id="s",
+        strategy_name="x",
+        subsample_index=0,
+        attempt=1,
+        iteration=1,
+        text="t",
+        validations=[],
+        failure_reasons=[],
+        next_attempt=2,
+        messages=[{"role": "user", "content": "q"}],
+    )
+    assert SamplingRepairPayload.trusted(**fields) == SamplingRepairPayload(**fields)
+    assert SamplingRepairPayload.trusted(**fields).sequence is None
+
+
+def test_payloads_serialise_to_json():
+    dumped = _start().model_dump(mode="json")
+    assert dumped["sampling_id"] == "s" and dumped["loop_budget"] == 1
