@@ -1,0 +1,238 @@
+"""The ``budget_guard`` plugin: ceilings on budgets, generations and tokens.
+
+* ``max_loop_budget`` / ``max_concurrency_budget`` cap the budgets of every call, after
+  every other plugin wrote them (its ``sampling_loop_start`` runs last).
+* ``max_generations_per_call`` / ``max_generations_total``: at most this many backend calls
+  (transport retries included) per ``sample()`` call / in total. A backend call that would
+  go over is not made: the guard raises ``StopSampling`` in ``generation_pre_call``.
+* ``max_tokens_per_call`` / ``max_tokens_total``: input plus output tokens, as the backend
+  reports them. Tokens are known only once spent, so the guard raises ``StopSampling`` in
+  ``generation_post_call`` as soon as a total goes over its ceiling (cancelling what is in
+  flight), and refuses any new backend call once a ceiling is reached.
+
+Totals are shared by every guard of the process unless a guard is given its own
+:class:`Totals`. Enabled by name, the guard reads its settings from
+``SAMPLEHOOKS_BUDGET_GUARD``, e.g. ``max_tokens_total=20000,max_generations_per_call=8``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from hook_specs import (
+    GenerationErrorPayload,
+    GenerationPostCallPayload,
+    GenerationPreCallPayload,
+    SamplingLoopEndPayload,
+    SamplingLoopStartPayload,
+    StopSampling,
+    hookimpl,
+)
+
+__all__ = ["ENV_VAR", "PROCESS_TOTALS", "BudgetGuard", "Totals"]
+
+ENV_VAR = "SAMPLEHOOKS_BUDGET_GUARD"
+_SETTINGS = (
+    "max_loop_budget",
+    "max_concurrency_budget",
+    "max_generations_per_call",
+    "max_tokens_per_call",
+    "max_generations_total",
+    "max_tokens_total",
+)
+
+
+@dataclass(slots=True)
+class Totals:
+    """Generations and tokens counted so far; safe to share across threads.
+
+    ``started`` counts backend calls begun (the generation ceiling is checked against
+    it), ``generations`` those that returned or raised, ``tokens`` the tokens they
+    reported.
+    """
+
+    started: int = 0
+    generations: int = 0
+    tokens: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def reset(self) -> None:
+        """Start counting from zero again."""
+        with self.lock:
+            self.started = self.generations = self.tokens = 0
+
+
+PROCESS_TOTALS = Totals()
+"""The totals every :class:`BudgetGuard` shares unless given its own."""
+
+
+class BudgetGuard:
+    """Caps budgets and stops sampling when a generation or token ceiling is crossed.
+
+    Every ceiling is optional (``None``: no ceiling); left out, each is read from
+    ``SAMPLEHOOKS_BUDGET_GUARD``. ``totals`` holds the process-wide counts
+    (default :data:`PROCESS_TOTALS`).
+    """
+
+    def __init__(
+        self,
+        max_loop_budget: int | None = None,
+        max_concurrency_budget: int | None = None,
+        max_generations_per_call: int | None = None,
+        max_tokens_per_call: int | None = None,
+        max_generations_total: int | None = None,
+        max_tokens_total: int | None = None,
+        *,
+        totals: Totals | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        env = _read_env(os.environ if environ is None else environ)
+        self.max_loop_budget = _setting("max_loop_budget", max_loop_budget, env)
+        self.max_concurrency_budget = _setting(
+            "max_concurrency_budget", max_concurrency_budget, env
+        )
+        self.max_generations_per_call = _setting(
+            "max_generations_per_call", max_generations_per_call, env
+        )
+        self.max_tokens_per_call = _setting("max_tokens_per_call", max_tokens_per_call, env)
+        self.max_generations_total = _setting("max_generations_total", max_generations_total, env)
+        self.max_tokens_total = _setting("max_tokens_total", max_tokens_total, env)
+        self.totals = totals if totals is not None else PROCESS_TOTALS
+        self._calls: dict[str, Totals] = {}
+
+    def __repr__(self) -> str:
+        settings = ", ".join(
+            f"{name}={getattr(self, name)}" for name in _SETTINGS if getattr(self, name)
+        )
+        return f"BudgetGuard({settings})"
+
+    def call_totals(self, sampling_id: str) -> Totals | None:
+        """The counts of a call still running, or ``None``."""
+        return self._calls.get(sampling_id)
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    @hookimpl(trylast=True)
+    def sampling_loop_start(self, payload: SamplingLoopStartPayload) -> None:
+        """Cap the budgets others wrote; refuse the call if a process ceiling is reached."""
+        for field_name, cap in (
+            ("loop_budget", self.max_loop_budget),
+            ("concurrency_budget", self.max_concurrency_budget),
+        ):
+            value = getattr(payload, field_name)
+            if cap is not None and _is_int(value) and value > cap:
+                setattr(payload, field_name, cap)
+        with self.totals.lock:
+            self._check_total_before_call()
+        self._calls[payload.sampling_id] = Totals()
+
+    @hookimpl(trylast=True)
+    def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
+        """Refuse a backend call that would go over a ceiling; otherwise count it."""
+        call = self._call(payload.sampling_id)
+        total = self.totals
+        with total.lock:
+            self._check_total_before_call()
+            if self.max_generations_per_call is not None and (
+                call.started >= self.max_generations_per_call
+            ):
+                raise StopSampling(
+                    "budget_guard: max_generations_per_call="
+                    f"{self.max_generations_per_call} reached"
+                )
+            if self.max_tokens_per_call is not None and call.tokens >= self.max_tokens_per_call:
+                raise StopSampling(
+                    f"budget_guard: max_tokens_per_call={self.max_tokens_per_call} reached"
+                )
+            total.started += 1
+            call.started += 1
+
+    @hookimpl
+    def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
+        """Count the call and its tokens; stop when a token ceiling is crossed."""
+        self._spent(payload.sampling_id, payload.generation.usage.total_tokens)
+
+    @hookimpl
+    def generation_error(self, payload: GenerationErrorPayload) -> None:
+        """Count a failed backend call (it spent no reported tokens)."""
+        self._spent(payload.sampling_id, 0)
+
+    @hookimpl
+    def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
+        """Forget the call's counts."""
+        self._calls.pop(payload.sampling_id, None)
+
+    # -- counting -----------------------------------------------------------------------
+
+    def _call(self, sampling_id: str) -> Totals:
+        call = self._calls.get(sampling_id)
+        if call is None:
+            call = self._calls[sampling_id] = Totals()
+        return call
+
+    def _check_total_before_call(self) -> None:
+        """Raise ``StopSampling`` if a process ceiling is reached (hold ``totals.lock``)."""
+        total = self.totals
+        if self.max_generations_total is not None and (total.started >= self.max_generations_total):
+            raise StopSampling(
+                f"budget_guard: max_generations_total={self.max_generations_total} reached"
+            )
+        if self.max_tokens_total is not None and total.tokens >= self.max_tokens_total:
+            raise StopSampling(f"budget_guard: max_tokens_total={self.max_tokens_total} reached")
+
+    def _spent(self, sampling_id: str, tokens: int) -> None:
+        call = self._call(sampling_id)
+        total = self.totals
+        with total.lock:
+            total.generations += 1
+            total.tokens += tokens
+            call.generations += 1
+            call.tokens += tokens
+            process_tokens, call_tokens = total.tokens, call.tokens
+        if self.max_tokens_total is not None and process_tokens > self.max_tokens_total:
+            raise StopSampling(
+                f"budget_guard: {process_tokens} tokens spent in total, over "
+                f"max_tokens_total={self.max_tokens_total}"
+            )
+        if self.max_tokens_per_call is not None and call_tokens > self.max_tokens_per_call:
+            raise StopSampling(
+                f"budget_guard: {call_tokens} tokens spent by this call, over "
+                f"max_tokens_per_call={self.max_tokens_per_call}"
+            )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _setting(name: str, value: int | None, env: dict[str, int]) -> int | None:
+    if value is None:
+        value = env.get(name)
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise TypeError(f"BudgetGuard({name}=...) must be an int, not {value!r}")
+    if value < 1:
+        raise ValueError(f"BudgetGuard({name}={value}) must be >= 1")
+    return value
+
+
+def _read_env(environ: Any) -> dict[str, int]:
+    raw = environ.get(ENV_VAR, "")
+    settings: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in _SETTINGS:
+            raise ValueError(
+                f"{ENV_VAR}: cannot read {part!r}; write name=value pairs separated by "
+                f"commas, with names among: {', '.join(_SETTINGS)}"
+            )
+        try:
+            settings[name] = int(value)
+        except ValueError:
+            raise ValueError(f"{ENV_VAR}: {name} must be an integer, not {value!r}") from None
+    return settings

@@ -1,0 +1,248 @@
+"""The ``tracing`` plugin: one structlog event per hook call, and OpenTelemetry spans.
+
+Enable it by name (``plugins=["tracing"]``, ``--plugin tracing``,
+``SAMPLEHOOKS_PLUGINS=tracing``) or as an object::
+
+    from builtin_plugins.tracing import TracingPlugin
+
+    result = await sample(prompt, backend=backend, plugins=[TracingPlugin()])
+
+Events are emitted on the ``samplehooks.trace`` logger and carry data, not prose:
+``sampling_id``, ``iteration``, ``subsample_index``, ``attempt``, ``sequence``, ``passed``,
+``latency_s`` and token counts where the hook knows them. Prompts and generated text are
+left out unless ``capture_content=True``. The plugin never configures structlog: the
+application decides how (and whether) events are rendered.
+
+When the ``otel`` extra is installed, the same plugin also emits OpenTelemetry spans (see
+:mod:`builtin_plugins.otel`): pass ``otel=False`` to turn them off, ``otel=True`` to
+require them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import structlog
+
+from hook_specs import (
+    GenerationErrorPayload,
+    GenerationPostCallPayload,
+    GenerationPreCallPayload,
+    SamplingIterationPayload,
+    SamplingLoopEndPayload,
+    SamplingLoopStartPayload,
+    SamplingRepairPayload,
+    hookimpl,
+)
+
+__all__ = ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"]
+
+LOGGER_NAME = "samplehooks.trace"
+"""The structlog logger name every tracing event is emitted on."""
+
+EVENT_NAMES = {
+    "sampling_loop_start": "sampling.loop.start",
+    "sampling_iteration": "sampling.iteration",
+    "sampling_repair": "sampling.repair",
+    "sampling_loop_end": "sampling.loop.end",
+    "generation_pre_call": "generation.pre_call",
+    "generation_post_call": "generation.post_call",
+    "generation_error": "generation.error",
+}
+"""The event name emitted for each hook."""
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class TracingPlugin:
+    """Emits one structlog event per hook call, and OpenTelemetry spans when available.
+
+    ``capture_content`` adds prompts (``messages``), generated ``text`` and failure
+    reasons to the events (and the spans); off by default, or as
+    ``SAMPLEHOOKS_TRACE_CONTENT=1`` says when the plugin is enabled by name.
+    ``otel``: ``None`` (default) emits spans when ``opentelemetry`` is importable,
+    ``True`` requires it, ``False`` never emits spans. ``tracer_provider`` is passed on
+    to :class:`~builtin_plugins.otel.OtelPlugin` (default: the global provider).
+    """
+
+    def __init__(
+        self,
+        capture_content: bool | None = None,
+        *,
+        otel: bool | None = None,
+        tracer_provider: Any = None,
+        logger_name: str = LOGGER_NAME,
+    ) -> None:
+        if capture_content is None:
+            capture_content = os.environ.get("SAMPLEHOOKS_TRACE_CONTENT", "").lower() in _TRUE
+        self.capture_content = capture_content
+        self.logger = structlog.get_logger(logger_name)
+        self.otel: Any = None
+        if otel or otel is None:
+            try:
+                from builtin_plugins.otel import OtelPlugin
+            except ImportError as exc:
+                if otel:
+                    raise ImportError(
+                        "TracingPlugin(otel=True) needs OpenTelemetry: "
+                        "pip install 'samplehooks[otel]'"
+                    ) from exc
+            else:
+                self.otel = OtelPlugin(
+                    capture_content=capture_content, tracer_provider=tracer_provider
+                )
+
+    @hookimpl
+    def sampling_loop_start(self, payload: SamplingLoopStartPayload) -> None:
+        """Emit ``sampling.loop.start`` (and open the loop's span)."""
+        if self.otel is not None:
+            self.otel.sampling_loop_start(payload)
+        extra = {"messages": payload.messages} if self.capture_content else {}
+        self.logger.info(
+            "sampling.loop.start",
+            sampling_id=payload.sampling_id,
+            strategy_name=payload.strategy_name,
+            loop_budget=payload.loop_budget,
+            concurrency_budget=payload.concurrency_budget,
+            selection=payload.selection,
+            seed=payload.seed,
+            requirement_count=len(payload.requirements),
+            **extra,
+        )
+
+    @hookimpl
+    def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
+        """Emit ``generation.pre_call`` (and open the backend call's span)."""
+        if self.otel is not None:
+            self.otel.generation_pre_call(payload)
+        extra = {"messages": payload.messages} if self.capture_content else {}
+        self.logger.debug(
+            "generation.pre_call",
+            sampling_id=payload.sampling_id,
+            strategy_name=payload.strategy_name,
+            iteration=payload.iteration,
+            subsample_index=payload.subsample_index,
+            attempt=payload.attempt,
+            sequence=payload.sequence,
+            retry=payload.retry,
+            **extra,
+        )
+
+    @hookimpl
+    def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
+        """Emit ``generation.post_call`` with latency and tokens."""
+        if self.otel is not None:
+            self.otel.generation_post_call(payload)
+        generation = payload.generation
+        extra = {"text": generation.text} if self.capture_content else {}
+        self.logger.debug(
+            "generation.post_call",
+            sampling_id=payload.sampling_id,
+            strategy_name=payload.strategy_name,
+            iteration=payload.iteration,
+            subsample_index=payload.subsample_index,
+            attempt=payload.attempt,
+            sequence=payload.sequence,
+            retry=payload.retry,
+            latency_s=payload.latency_s,
+            input_tokens=generation.usage.input_tokens,
+            output_tokens=generation.usage.output_tokens,
+            finish_reason=generation.finish_reason,
+            model=generation.model,
+            **extra,
+        )
+
+    @hookimpl
+    def generation_error(self, payload: GenerationErrorPayload) -> None:
+        """Emit ``generation.error``: a warning when the call is not retried."""
+        if self.otel is not None:
+            self.otel.generation_error(payload)
+        log = self.logger.info if payload.will_retry else self.logger.warning
+        log(
+            "generation.error",
+            sampling_id=payload.sampling_id,
+            strategy_name=payload.strategy_name,
+            iteration=payload.iteration,
+            subsample_index=payload.subsample_index,
+            attempt=payload.attempt,
+            sequence=payload.sequence,
+            retry=payload.retry,
+            error_type=payload.error_type,
+            error=str(payload.exception),
+            will_retry=payload.will_retry,
+            retry_in_s=payload.retry_in_s,
+        )
+
+    @hookimpl
+    def sampling_iteration(self, payload: SamplingIterationPayload) -> None:
+        """Emit ``sampling.iteration``: one completed attempt, its verdict and cost."""
+        if self.otel is not None:
+            self.otel.sampling_iteration(payload)
+        extra = {"text": payload.text} if self.capture_content else {}
+        self.logger.info(
+            "sampling.iteration",
+            sampling_id=payload.sampling_id,
+            strategy_name=payload.strategy_name,
+            iteration=payload.iteration,
+            subsample_index=payload.subsample_index,
+            attempt=payload.attempt,
+            sequence=payload.sequence,
+            passed=payload.passed,
+            valid_count=payload.valid_count,
+            total_count=payload.total_count,
+            latency_s=payload.latency_s,
+            input_tokens=payload.usage.input_tokens,
+            output_tokens=payload.usage.output_tokens,
+            **extra,
+        )
+
+    @hookimpl
+    def sampling_repair(self, payload: SamplingRepairPayload) -> None:
+        """Emit ``sampling.repair``: a failed attempt is about to be retried."""
+        if self.otel is not None:
+            self.otel.sampling_repair(payload)
+        extra: dict[str, Any] = {}
+        if self.capture_content:
+            extra = {
+                "text": payload.text,
+                "failure_reasons": payload.failure_reasons,
+                "messages": payload.messages,
+            }
+        self.logger.info(
+            "sampling.repair",
+            sampling_id=payload.sampling_id,
+            strategy_name=payload.strategy_name,
+            iteration=payload.iteration,
+            subsample_index=payload.subsample_index,
+            attempt=payload.attempt,
+            sequence=payload.sequence,
+            next_attempt=payload.next_attempt,
+            failed_checks=len(payload.failure_reasons),
+            **extra,
+        )
+
+    @hookimpl
+    def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
+        """Emit ``sampling.loop.end`` with the outcome and the call's totals."""
+        if self.otel is not None:
+            self.otel.sampling_loop_end(payload)
+        extra: dict[str, Any] = {"text": payload.text} if self.capture_content else {}
+        if payload.exception is not None:
+            extra["error_type"] = type(payload.exception).__name__
+        self.logger.info(
+            "sampling.loop.end",
+            sampling_id=payload.sampling_id,
+            strategy_name=payload.strategy_name,
+            success=payload.success,
+            stop_reason=payload.stop_reason,
+            iterations_used=payload.iterations_used,
+            cancelled=payload.cancelled,
+            error_count=payload.error_count,
+            loop_budget=payload.loop_budget,
+            concurrency_budget=payload.concurrency_budget,
+            input_tokens=payload.usage.input_tokens,
+            output_tokens=payload.usage.output_tokens,
+            elapsed_s=payload.elapsed_s,
+            **extra,
+        )
