@@ -103,7 +103,7 @@ async def test_backend_errors_are_recorded_when_some_attempt_completed(recorder)
     assert result.stop_reason == "budget_exhausted"
     assert [(e.subsample_index, e.attempt) for e in result.errors] == [(1, 1)]
     assert isinstance(result.errors[0].exception, Boom)
-    assert "subsample 1, attempt 1: Boom: subsample 1 broke" == str(result.errors[0])
+    assert str(result.errors[0]) == "subsample 1, attempt 1: Boom: subsample 1 broke"
     assert result.iterations_used == 2  # the errored attempt is not counted
     assert result.cancelled == 0
 
