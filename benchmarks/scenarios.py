@@ -1,0 +1,322 @@
+"""The scenarios of issue 6: each runs the engine and its baselines in one process.
+
+Every scenario returns :class:`~benchmarks.report.Row` objects: one value per
+implementation (``engine``, ``bare``, ``mellea``; ``None`` where Mellea is not installed)
+and the checks against the targets of DESIGN section 6.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks import mellea_baseline
+from benchmarks.baselines import BareResult, bare_sample
+from benchmarks.fakes import (
+    PASSES,
+    PROMPT,
+    EngineBackend,
+    FakeModel,
+    TrivialPlugin,
+    passes,
+    tracing_plugin,
+)
+from benchmarks.report import Check, Row
+from benchmarks.timing import Runner, median, peak_memory_growth, tasks_left, time_batches
+from sampling_core import Sampler, SamplingResult
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How much to measure. ``quick`` is the smoke mode: every scenario, tiny counts."""
+
+    repeats: int = 7
+    calls: int = 300
+    many: int = 1000
+    warmup: int = 20
+    quick: bool = False
+
+    @classmethod
+    def smoke(cls) -> Settings:
+        """The settings of ``--quick``."""
+        return cls(repeats=1, calls=3, many=50, warmup=1, quick=True)
+
+
+def engine_runner(
+    model: FakeModel, *, loop_budget: int, concurrency_budget: int, plugins: Iterable[Any] = ()
+) -> Runner:
+    """One engine ``sample()`` call on ``model``."""
+    sampler = Sampler(EngineBackend(model), plugins=list(plugins), load_entrypoints=False)
+
+    async def run() -> SamplingResult:
+        return await sampler.sample(
+            PROMPT,
+            requirements=[PASSES],
+            loop_budget=loop_budget,
+            concurrency_budget=concurrency_budget,
+        )
+
+    return run
+
+
+def bare_runner(model: FakeModel, *, loop_budget: int, concurrency_budget: int) -> Runner:
+    """One bare-loop call on ``model``."""
+    backend = EngineBackend(model)
+
+    async def run() -> BareResult:
+        return await bare_sample(
+            backend,
+            PROMPT,
+            passes,
+            loop_budget=loop_budget,
+            concurrency_budget=concurrency_budget,
+        )
+
+    return run
+
+
+def implementations(model: FakeModel, *, loop_budget: int, concurrency_budget: int) -> dict:
+    """The engine, the bare loop and (when installed) Mellea, on the same ``model``."""
+    budgets = {"loop_budget": loop_budget, "concurrency_budget": concurrency_budget}
+    runners: dict[str, Runner] = {
+        "engine": engine_runner(model, **budgets),
+        "bare": bare_runner(model, **budgets),
+    }
+    if mellea_baseline.available() is None:
+        runners["mellea"] = mellea_baseline.mellea_runner(model, **budgets)
+    return runners
+
+
+def succeeded(result: Any) -> bool:
+    """Whether an implementation's result holds a passing answer."""
+    if isinstance(result, SamplingResult):
+        return result.success
+    if isinstance(result, BareResult):
+        return result.winner is not None
+    return bool(result.success)  # Mellea's SamplingResult
+
+
+async def backend_calls(runners: dict[str, Runner], model: FakeModel) -> dict[str, int]:
+    """How many backend calls one run of each implementation makes (the same work?)."""
+    calls = {}
+    for name, run in runners.items():
+        model.reset()
+        await run()
+        calls[name] = model.calls
+    return calls
+
+
+def _complete(values: dict[str, float]) -> dict[str, float | None]:
+    return {name: values.get(name) for name in ("engine", "bare", "mellea")}
+
+
+def _ratio(values: dict[str, float | None], top: str, bottom: str) -> float | None:
+    a, b = values.get(top), values.get(bottom)
+    return None if a is None or not b else a / b
+
+
+async def cost_per_attempt(s: Settings) -> list[Row]:
+    """Zero-latency backend, ``loop_budget=4``, never passing: µs per attempt."""
+    rows = []
+    for concurrency in (1, 4):
+        model = FakeModel()
+        runners = implementations(model, loop_budget=4, concurrency_budget=concurrency)
+        work = await backend_calls(runners, model)
+        seconds = await time_batches(runners, calls=s.calls, repeats=s.repeats, warmup=s.warmup)
+        attempts = s.calls * 4 * concurrency
+        values = _complete({n: median(v) / attempts * 1e6 for n, v in seconds.items()})
+        rows.append(
+            Row(
+                "cost per attempt",
+                f"0 ms backend, loop_budget=4, concurrency_budget={concurrency}",
+                "µs/attempt",
+                values,
+                [Check("Mellea/engine", _ratio(values, "mellea", "engine"), ">=", 8)],
+                {"backend_calls_per_sample": work},
+            )
+        )
+    return rows
+
+
+async def concurrency_scaling(s: Settings) -> list[Row]:
+    """20 ms backend, ``loop_budget=1``: wall time of one call against the ideal 20 ms."""
+    rows = []
+    ideal = 0.020
+    for concurrency in (1, 8, 64, 512):
+        model = FakeModel(latency=ideal)
+        runners = implementations(model, loop_budget=1, concurrency_budget=concurrency)
+        work = await backend_calls(runners, model)
+        seconds = await time_batches(runners, calls=1, repeats=s.repeats, warmup=1)
+        values = _complete({n: median(v) / ideal for n, v in seconds.items()})
+        rows.append(
+            Row(
+                "concurrency scaling",
+                f"20 ms backend, loop_budget=1, concurrency_budget={concurrency}",
+                "x ideal 20 ms",
+                values,
+                [Check("engine", values["engine"], "<=", 1.15)],
+                {"backend_calls_per_sample": work},
+            )
+        )
+    return rows
+
+
+async def early_exit(s: Settings) -> list[Row]:
+    """8 subsamples, attempt i takes 20 ms x (1+i), the first passes."""
+    model = FakeModel(latency=lambda n: 0.020 * (1 + n), passes=lambda n: n == 0)
+    runners = implementations(model, loop_budget=1, concurrency_budget=8)
+    for run in runners.values():
+        model.reset()
+        await run()
+    took: dict[str, list[float]] = {name: [] for name in runners}
+    cancelled: dict[str, list[float]] = {name: [] for name in runners}
+    left: dict[str, int] = dict.fromkeys(runners, 0)
+    passed: dict[str, bool] = dict.fromkeys(runners, True)
+    for _ in range(s.repeats):
+        for name, run in runners.items():
+            model.reset()
+            gc.collect()
+            began = time.perf_counter()
+            result = await run()
+            took[name].append((time.perf_counter() - began) * 1e3)
+            left[name] = max(left[name], tasks_left())
+            cancelled[name].append(model.cancelled)
+            passed[name] = passed[name] and succeeded(result)
+    setting = "8 subsamples, attempt i takes 20 ms x (1+i), the first passes"
+    ms = _complete({n: median(v) for n, v in took.items()})
+    engine_ms = ms["engine"]
+    return [
+        Row(
+            "early exit",
+            setting,
+            "ms to return",
+            ms,
+            [Check("engine/ideal", None if engine_ms is None else engine_ms / 20, "<=", 1.15)],
+            {"ideal_ms": 20, "returned_the_passing_answer": passed},
+        ),
+        Row(
+            "early exit",
+            setting,
+            "siblings cancelled",
+            _complete({n: median(v) for n, v in cancelled.items()}),
+            [Check("engine", median(cancelled["engine"]), "==", 7)],
+        ),
+        Row(
+            "early exit",
+            setting,
+            "tasks left behind",
+            _complete({n: float(v) for n, v in left.items()}),
+            [Check("engine", float(left["engine"]), "==", 0)],
+        ),
+    ]
+
+
+def _all_at_once(run: Runner, count: int) -> Callable[[], Awaitable[list[Any]]]:
+    async def run_all() -> list[Any]:
+        return await asyncio.gather(*(run() for _ in range(count)))
+
+    return run_all
+
+
+async def many_calls(s: Settings) -> list[Row]:
+    """``s.many`` concurrent ``sample()`` calls, ``loop_budget=2, concurrency_budget=2``, 5 ms."""
+    model = FakeModel(latency=0.005)
+    single = implementations(model, loop_budget=2, concurrency_budget=2)
+    work = await backend_calls(single, model)
+    runners = {name: _all_at_once(run, s.many) for name, run in single.items()}
+    seconds = await time_batches(runners, calls=1, repeats=s.repeats, warmup=1)
+    wall = _complete({n: median(v) * 1e3 for n, v in seconds.items()})
+    per_second = _complete({n: s.many / median(v) for n, v in seconds.items()})
+    memory: dict[str, float] = {}
+    left: dict[str, float] = {}
+    for name, run in runners.items():
+        growth = [await peak_memory_growth(run) for _ in range(min(3, s.repeats))]
+        memory[name] = median(growth) / 2**20
+        await run()
+        left[name] = float(tasks_left())
+    mib = _complete(memory)
+    setting = f"{s.many} concurrent calls, loop_budget=2, concurrency_budget=2, 5 ms backend"
+    return [
+        Row(
+            "many calls",
+            setting,
+            "wall ms",
+            wall,
+            [Check("engine/bare", _ratio(wall, "engine", "bare"), "<=", 3)],
+            {"ideal_ms": 10, "backend_calls_per_sample": work},
+        ),
+        Row("many calls", setting, "calls/s", per_second),
+        Row(
+            "many calls",
+            setting,
+            "peak memory growth MiB",
+            mib,
+            [Check("engine/bare", _ratio(mib, "engine", "bare"), "<=", 2)],
+            {"measured_with": "tracemalloc, results kept until the peak is read"},
+        ),
+        Row(
+            "many calls",
+            setting,
+            "tasks left behind",
+            _complete(left),
+            [Check("engine", left["engine"], "==", 0)],
+        ),
+    ]
+
+
+async def hooks(s: Settings) -> list[Row]:
+    """Cost per attempt with no plugin, a trivial plugin on every hook, the tracing plugin."""
+    rows = []
+    for concurrency in (1, 4):
+        model = FakeModel()
+        budgets = {"loop_budget": 4, "concurrency_budget": concurrency}
+        runners = implementations(model, **budgets)
+        variants: dict[str, Runner] = {
+            "no plugin": runners.pop("engine"),
+            "trivial": engine_runner(model, plugins=[TrivialPlugin()], **budgets),
+        }
+        tracing = tracing_plugin()
+        if tracing is not None:
+            variants["tracing"] = engine_runner(model, plugins=[tracing], **budgets)
+        seconds = await time_batches(
+            {**variants, **runners}, calls=s.calls, repeats=s.repeats, warmup=s.warmup
+        )
+        attempts = s.calls * 4 * concurrency
+        us = {n: median(v) / attempts * 1e6 for n, v in seconds.items()}
+        reference = {n: us.get(n) for n in ("bare", "mellea")}
+        none = us["no plugin"]
+        setting = f"0 ms backend, loop_budget=4, concurrency_budget={concurrency}"
+        trivial, traced = us["trivial"], us.get("tracing")
+        rows += [
+            Row("hooks", f"{setting}, no plugin", "µs/attempt", {"engine": none, **reference}),
+            Row(
+                "hooks",
+                f"{setting}, trivial plugin on every hook",
+                "µs/attempt",
+                {"engine": trivial, **reference},
+                [Check("÷ no plugin", trivial / none, "<=", 2)],
+            ),
+            Row(
+                "hooks",
+                f"{setting}, tracing plugin",
+                "µs/attempt",
+                {"engine": traced, **reference},
+                [Check("engine µs", traced, "<", 1000)],
+                {"tracing_plugin": "builtin_plugins.tracing" if traced else "not available"},
+            ),
+        ]
+    return rows
+
+
+SCENARIOS: dict[str, Callable[[Settings], Awaitable[list[Row]]]] = {
+    "cost_per_attempt": cost_per_attempt,
+    "concurrency_scaling": concurrency_scaling,
+    "early_exit": early_exit,
+    "many_calls": many_calls,
+    "hooks": hooks,
+}
+"""Every scenario, by the name ``--only`` takes."""
