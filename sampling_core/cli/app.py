@@ -7,6 +7,8 @@ from importlib import metadata
 import typer
 
 from sampling_core.cli.plugins_cmd import plugins_command
+from sampling_core.cli.run_cmd import report_command, run_command
+from sampling_core.cli.trace_cmd import trace_app
 
 app = typer.Typer(
     name="samplehooks",
@@ -33,6 +35,9 @@ def _root(
 
 
 app.command("plugins")(plugins_command)
+app.add_typer(trace_app, name="trace")
+app.command("run")(run_command)
+app.command("report")(report_command)
 
 
 def main() -> None:

@@ -1,0 +1,80 @@
+"""``samplehooks run CONFIG --out DIR [--resume] [--retry-failed]`` and ``samplehooks report``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from sampling_core.runs import RunError, run_batch_sync, summarize
+from sampling_core.runs.runner import default_log
+
+__all__ = ["report_command", "run_command"]
+
+
+def run_command(
+    config: Path = typer.Argument(..., help="The run config (YAML).", show_default=False),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="The run directory to write (or, with --resume, to continue)."
+    ),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in --out: finished prompts are skipped."
+    ),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="With --resume: run failed and errored prompts again."
+    ),
+) -> None:
+    """Sample every prompt of a JSONL dataset into a run directory that survives crashes.
+
+    Killed or interrupted? Run the same command with --resume. Throughput settings
+    (concurrency, rate limits, flushing, progress) may change on resume; settings that
+    change results must match, or the resume is refused with the differences.
+    """
+    if retry_failed and not resume:
+        _fail("--retry-failed continues a run: add --resume")
+    argv = (
+        ["samplehooks", *sys.argv[1:]]
+        if sys.argv[1:2] == ["run"]
+        else _argv(config, out, resume, retry_failed)
+    )
+    try:
+        summary = run_batch_sync(
+            config, out, resume=resume, retry_failed=retry_failed, argv=argv, log=default_log
+        )
+    except RunError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        typer.echo(
+            f"samplehooks: interrupted; finished prompts are saved. Continue with:\n"
+            f"  samplehooks run {config} --out {out} --resume",
+            err=True,
+        )
+        raise typer.Exit(130) from None
+    typer.echo(summary.render())
+
+
+def report_command(
+    run_dir: Path = typer.Argument(..., help="A run directory.", show_default=False),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Print the summary of a run (finished or not): success rate, attempts, tokens, time."""
+    try:
+        summary = summarize(run_dir)
+    except RunError as exc:
+        _fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict(), indent=2))
+    else:
+        typer.echo(summary.render())
+
+
+def _argv(config: Path, out: Path, resume: bool, retry_failed: bool) -> list[str]:
+    flags = ["--resume"] * resume + ["--retry-failed"] * retry_failed
+    return ["samplehooks", "run", str(config), "--out", str(out), *flags]
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"samplehooks: error: {message}", err=True)
+    raise typer.Exit(2)

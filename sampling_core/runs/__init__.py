@@ -1,0 +1,42 @@
+"""Batch runs: sample every prompt of a JSONL dataset into a run directory that survives crashes.
+
+::
+
+    from sampling_core.runs import RunConfig, load_config, run_batch_sync
+
+    summary = run_batch_sync("examples/quickstart.yaml", "runs/quickstart")
+    print(summary.render())
+    # killed, or changed max_concurrent_prompts? continue where it stopped:
+    run_batch_sync("examples/quickstart.yaml", "runs/quickstart", resume=True)
+
+The same as ``samplehooks run CONFIG --out DIR [--resume] [--retry-failed]`` and
+``samplehooks report DIR``. See ``docs/batch-runs.md``.
+"""
+
+from sampling_core.runs.config import RunConfig, classified_fields
+from sampling_core.runs.errors import (
+    ConfigError,
+    DatasetError,
+    ResumeRefused,
+    RunDirError,
+    RunError,
+)
+from sampling_core.runs.loading import load_config, parse_config
+from sampling_core.runs.runner import run_batch, run_batch_sync
+from sampling_core.runs.summary import RunSummary, summarize
+
+__all__ = [
+    "ConfigError",
+    "DatasetError",
+    "ResumeRefused",
+    "RunConfig",
+    "RunDirError",
+    "RunError",
+    "RunSummary",
+    "classified_fields",
+    "load_config",
+    "parse_config",
+    "run_batch",
+    "run_batch_sync",
+    "summarize",
+]

@@ -1,0 +1,164 @@
+"""From config to engine objects: the backend, the strategy, requirements, plugins, seeds."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sampling_core.backends import ScriptedBackend
+from sampling_core.errors import PluginError
+from sampling_core.plugins import PluginSpec
+from sampling_core.requirements import (
+    Requirement,
+    contains,
+    is_json,
+    matches,
+    max_chars,
+    max_words,
+    min_words,
+    not_contains,
+)
+from sampling_core.runs.config import BackendConfig, RequirementSpec, RunConfig, StrategyConfig
+from sampling_core.runs.errors import ConfigError
+from sampling_core.sampler import Sampler
+from sampling_core.strategies import (
+    BestOfN,
+    MajorityVote,
+    MultiTurn,
+    RejectionSampling,
+    RepairTemplate,
+    Strategy,
+)
+
+__all__ = [
+    "build_backend",
+    "build_requirements",
+    "build_sampler",
+    "build_strategy",
+    "prompt_seed",
+]
+
+_BUILDERS: dict[str, Any] = {
+    "contains": contains,
+    "not_contains": not_contains,
+    "matches": matches,
+    "max_words": max_words,
+    "min_words": min_words,
+    "max_chars": max_chars,
+}
+
+
+def build_requirements(specs: Iterable[RequirementSpec]) -> list[Requirement]:
+    """The requirement each spec names, built with :mod:`sampling_core.requirements`."""
+    out = []
+    for spec in specs:
+        kind = spec.kind
+        out.append(is_json() if kind == "is_json" else _BUILDERS[kind](spec.argument))
+    return out
+
+
+def build_strategy(config: StrategyConfig) -> Strategy:
+    """The strategy named in the config."""
+    keep = config.keep_failures
+    match config.name:
+        case "repair":
+            return RepairTemplate(config.template, keep_failures=keep)
+        case "multiturn":
+            return MultiTurn(config.template, keep_failures=keep)
+        case "best_of_n":
+            return BestOfN(keep_failures=keep)
+        case "majority":
+            return MajorityVote(keep_failures=keep)
+        case _:
+            return RejectionSampling(keep_failures=keep)
+
+
+def build_backend(config: RunConfig) -> Any:
+    """The backend the config names; real backends are imported only when asked for."""
+    b: BackendConfig = config.backend
+    if b.kind == "scripted":
+        return ScriptedBackend(list(b.replies or []), latency=b.latency_s)
+    if b.kind == "local":
+        cls = _real_backend("LocalBackend", "local")
+        parallel = b.parallel or (
+            config.run.max_concurrent_prompts * config.budgets.concurrency_budget
+        )
+        kwargs: dict[str, Any] = {"parallel": parallel}
+        return cls(b.model_path, **_accepted(cls, kwargs, timeout=b.timeout_s))
+    cls = _real_backend("OpenAIBackend", "openai")
+    kwargs = {
+        "base_url": b.base_url,
+        "api_key_env": b.api_key_env,
+        "max_in_flight": b.max_in_flight,
+        "rpm": b.rpm,
+    }
+    return cls(b.model, **_accepted(cls, kwargs, timeout=b.timeout_s))
+
+
+def _real_backend(name: str, extra: str) -> Any:
+    try:
+        from sampling_core import backends
+
+        return getattr(backends, name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"backend.kind {extra!r} is not available here ({type(exc).__name__}: {exc}); "
+            f"install it with: pip install 'samplehooks[{extra}]'"
+        ) from exc
+
+
+def _accepted(cls: Any, kwargs: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """``kwargs``, plus the ``optional`` ones the constructor takes."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    return {**kwargs, **{k: v for k, v in optional.items() if k in params}}
+
+
+def plugin_specs(names: Sequence[str], events_file: Path) -> list[PluginSpec]:
+    """What the config's plugin names become; ``recorder`` writes into the run directory."""
+    out: list[PluginSpec] = []
+    for name in names:
+        if name == "recorder":
+            recorder = _recorder(events_file)
+            out.append(recorder if recorder is not None else name)
+        else:
+            out.append(name)
+    return out
+
+
+def _recorder(path: Path) -> Any:
+    try:
+        from builtin_plugins.recorder import RecorderPlugin  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return RecorderPlugin(path)
+
+
+def build_sampler(
+    backend: Any, names: Sequence[str], events_file: Path, extra: Iterable[PluginSpec] = ()
+) -> Sampler:
+    """One sampler for the whole run, with exactly the configured plugins (and ``extra``).
+
+    Entry points are not loaded implicitly, so a resumed run sees the same plugins.
+    """
+    try:
+        return Sampler(
+            backend,
+            plugins=[*plugin_specs(names, events_file), *extra],
+            load_entrypoints=False,
+        )
+    except PluginError as exc:
+        raise ConfigError(f"plugins: {exc}") from exc
+
+
+def prompt_seed(seed: int | None, key: str) -> int | None:
+    """A prompt's own seed, derived from the run's seed and the prompt's key."""
+    if seed is None:
+        return None
+    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF

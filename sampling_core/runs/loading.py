@@ -1,0 +1,108 @@
+"""Reading a run config from YAML, with errors that name the offending key's full path."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from sampling_core.runs.config import RunConfig, nested_model
+from sampling_core.runs.errors import ConfigError
+
+__all__ = ["describe_errors", "format_loc", "load_config", "parse_config"]
+
+_SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password")
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate the YAML run config at ``path``.
+
+    A relative dataset path is taken relative to the config file's folder and made absolute.
+    Raises :class:`ConfigError` with one line per problem.
+    """
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config {source}: {exc.strerror or exc}") from exc
+    return parse_config(text, source=source)
+
+
+def parse_config(text: str, *, source: Path | None = None) -> RunConfig:
+    """Validate YAML ``text``; ``source`` names it in errors and anchors relative paths."""
+    where = str(source) if source is not None else "the config"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML{at}: {problem}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: the config must be a YAML mapping (dataset:, backend:, ...)")
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError("\n".join(f"{where}: {line}" for line in describe_errors(exc))) from exc
+    if source is not None and not config.dataset.path.is_absolute():
+        anchored = (source.parent / config.dataset.path).resolve()
+        config = config.model_copy(
+            update={"dataset": config.dataset.model_copy(update={"path": anchored})}
+        )
+    return config
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    """``("requirements", 1, "max_words")`` -> ``requirements[1].max_words``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def describe_errors(
+    exc: ValidationError, model: type[BaseModel] = RunConfig, prefix: Sequence[str | int] = ()
+) -> list[str]:
+    """One readable line per problem: the key's full path, then what is wrong."""
+    lines = []
+    for err in exc.errors():
+        loc = [*prefix, *err["loc"]]
+        path = format_loc(loc)
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{path}: unknown key{_hint(model, list(err['loc']))}")
+        elif err["type"] == "missing":
+            lines.append(f"{path}: required key is missing")
+        else:
+            message = str(err["msg"]).removeprefix("Value error, ")
+            shown = "" if isinstance(err.get("input"), dict | list) else f" (got {err['input']!r})"
+            lines.append(f"{path}: {message}{shown}")
+    return lines
+
+
+def _hint(model: type[BaseModel], loc: list[Any]) -> str:
+    name = str(loc[-1])
+    current: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or current is None:
+            continue
+        info = current.model_fields.get(part)
+        current = nested_model(info.annotation)[0] if info is not None else None
+    if any(word in name.lower() for word in _SECRET_HINTS):
+        return (
+            "; secrets never go in a config: put the key in an environment variable and "
+            "give its NAME as backend.api_key_env"
+        )
+    if current is None:
+        return ""
+    allowed = list(current.model_fields)
+    close = difflib.get_close_matches(name, allowed, n=1)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (allowed: {', '.join(allowed)})"

@@ -1,0 +1,203 @@
+"""Resuming a run: the effective config file, the config comparison, lineage notes, refusals.
+
+The comparison walks the config model's field labels (:func:`classified_fields`): a
+``result`` difference refuses the resume, a ``throughput`` difference is accepted and noted,
+a ``location`` difference is not compared. Blocks are compared field by field on resolved
+values, so a block written out in the new config but absent from the old (defaults) differs
+only where a value does.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from sampling_core.runs.config import Label, RunConfig, label_of, nested_model
+from sampling_core.runs.dataset import Dataset
+from sampling_core.runs.errors import ResumeRefused, RunDirError
+from sampling_core.runs.loading import describe_errors
+from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
+
+__all__ = [
+    "Difference",
+    "check_dataset",
+    "compare_configs",
+    "lineage_note",
+    "provenance_header",
+    "read_effective_config",
+    "refuse",
+    "render_effective_config",
+]
+
+LINEAGE_MARK = "# lineage:"
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One config value that differs between the run and the resume."""
+
+    path: str
+    label: Label
+    old: Any
+    new: Any
+
+    def __str__(self) -> str:
+        return f"{self.path}: {_show(self.old)} -> {_show(self.new)}"
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+# -- the effective config file -------------------------------------------------------------
+
+
+def provenance_header(version: str, argv: Sequence[str], source: Path | None) -> list[str]:
+    """The comment lines on top of a new run's ``effective_config.yaml``."""
+    return [
+        "# samplehooks run: the resolved settings of this run (defaults included).",
+        "# Resume with: samplehooks run CONFIG --out THIS_DIR --resume",
+        f"# samplehooks version: {version}",
+        f"# created (UTC): {utc_now()}",
+        f"# argv: {shlex.join(argv)}",
+        f"# source: {source.resolve() if source is not None else '(Python API)'}",
+        LINEAGE_MARK,
+    ]
+
+
+def render_effective_config(config: RunConfig, header: Sequence[str]) -> str:
+    """The header, then the config as YAML."""
+    body = yaml.safe_dump(
+        config.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100
+    )
+    return "\n".join(header) + "\n" + body
+
+
+def read_effective_config(run_dir: RunDirectory) -> tuple[list[str], RunConfig]:
+    """The header lines and the config of an existing run."""
+    try:
+        text = run_dir.config_file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RunDirError(f"cannot read {run_dir.config_file}: {exc}") from exc
+    lines = text.splitlines()
+    header = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        header.append(line)
+    if LINEAGE_MARK not in header:
+        raise RunDirError(f"{run_dir.config_file} is damaged: its provenance header is missing")
+    try:
+        config = RunConfig.model_validate(yaml.safe_load("\n".join(lines[len(header) :])))
+    except (yaml.YAMLError, ValidationError) as exc:
+        detail = "; ".join(describe_errors(exc)) if isinstance(exc, ValidationError) else str(exc)
+        raise RunDirError(
+            f"{run_dir.config_file} is damaged or from an incompatible version: {detail}"
+        ) from exc
+    return header, config
+
+
+def lineage_note(changes: Sequence[Difference], argv: Sequence[str], extra: str = "") -> str:
+    """A dated header line for one resume: the throughput changes, or "no change"."""
+    what = "; ".join(str(c) for c in changes) if changes else "no change"
+    return f"#   {utc_now()} resumed ({shlex.join(argv)}): {what}{extra}"
+
+
+# -- comparing -------------------------------------------------------------------------------
+
+
+def compare_configs(old: RunConfig, new: RunConfig) -> list[Difference]:
+    """Every compared value that differs, with its label (location fields are skipped)."""
+    return list(_walk(type(old), old, new, ""))
+
+
+def _walk(model: type[BaseModel], old: BaseModel, new: BaseModel, prefix: str) -> Any:
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        label = label_of(info)
+        if label is None:
+            raise TypeError(f"config field {path} has no resume label")
+        old_value, new_value = getattr(old, name), getattr(new, name)
+        sub, is_list = nested_model(info.annotation)
+        if sub is not None and not is_list and old_value is not None and new_value is not None:
+            yield from _walk(sub, old_value, new_value, f"{path}.")
+            continue
+        if label == "location":
+            continue
+        old_json, new_json = _as_json(old_value), _as_json(new_value)
+        if old_json != new_json:
+            yield Difference(path, label, old_json, new_json)
+
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, list):
+        return [_as_json(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def check_dataset(meta: dict[str, Any], dataset: Dataset, scan: RecordsScan) -> list[Difference]:
+    """Dataset drift: prompts whose content changed, and prompts added or removed."""
+    recorded = meta.get("dataset", {})
+    if recorded.get("fingerprint") == dataset.fingerprint:
+        return []
+    old_hashes: dict[str, str] = dict(recorded.get("hashes", {}))
+    for record in scan.records:  # a finished prompt's own hash is the authority
+        old_hashes[record["key"]] = record.get("content_hash", old_hashes.get(record["key"]))
+    new_hashes = dataset.hashes()
+    drift = []
+    for key, new_hash in new_hashes.items():
+        old_hash = old_hashes.get(key)
+        if old_hash != new_hash:
+            drift.append(Difference(f"dataset[{key}]", "result", old_hash, new_hash))
+    drift.extend(
+        Difference(f"dataset[{key}]", "result", old_hashes[key], None)
+        for key in old_hashes
+        if key not in new_hashes
+    )
+    if not drift:  # the same prompts in another order
+        drift.append(
+            Difference(
+                "dataset (order)", "result", recorded.get("fingerprint"), dataset.fingerprint
+            )
+        )
+    return drift
+
+
+def refuse(run_dir: Path, differences: Sequence[Difference], *, drift: bool) -> ResumeRefused:
+    """The error that refuses a resume: each difference, then the ways out."""
+    shown = list(differences[:20])
+    lines = [
+        f"refusing to resume {run_dir}: "
+        + (
+            "the dataset changed since the run started (dataset drift; old -> new content hash):"
+            if drift
+            else "these settings change results, and differ from the run's (old -> new):"
+        )
+    ]
+    lines += [f"  {d}" for d in shown]
+    if len(differences) > len(shown):
+        lines.append(f"  ... and {len(differences) - len(shown)} more")
+    lines.append("Ways out:")
+    if drift:
+        lines.append("  - restore the dataset the run started with, then resume; or")
+    else:
+        lines.append(
+            f"  - resume with the run's own settings: samplehooks run "
+            f"{run_dir / 'effective_config.yaml'} --out {run_dir} --resume; or"
+        )
+    lines.append("  - start a new run with these settings: samplehooks run CONFIG --out NEW_DIR")
+    lines.append(f"Nothing was written to {run_dir}.")
+    return ResumeRefused(
+        "\n".join(lines), [(d.path, _show(d.old), _show(d.new)) for d in differences]
+    )

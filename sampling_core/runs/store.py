@@ -1,0 +1,315 @@
+"""The run directory: its files, the append-only records, progress, and the run lock.
+
+::
+
+    RUN_DIR/
+      effective_config.yaml   the resolved config, under a provenance header and lineage notes
+      meta.json               format, samplehooks version, dataset fingerprint and per-key hashes
+      records.jsonl           one JSON line per finished prompt, appended, never rewritten
+      progress.json           counts and sessions, replaced atomically
+      events.jsonl            hook events, when the ``recorder`` plugin is on
+      .lock                   held (flock) while a process runs the batch
+
+A new run directory is built under a temporary name beside ``RUN_DIR`` and renamed into
+place, so a run killed while starting leaves either nothing or a complete directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from sampling_core.runs.errors import RunDirError
+
+__all__ = [
+    "CONFIG_FILE",
+    "META_FILE",
+    "PROGRESS_FILE",
+    "RECORDS_FILE",
+    "RecordWriter",
+    "RecordsScan",
+    "RunDirectory",
+    "utc_now",
+]
+
+CONFIG_FILE = "effective_config.yaml"
+META_FILE = "meta.json"
+RECORDS_FILE = "records.jsonl"
+PROGRESS_FILE = "progress.json"
+EVENTS_FILE = "events.jsonl"
+LOCK_FILE = ".lock"
+FORMAT = 1
+
+
+def utc_now() -> str:
+    """The current UTC time, to the second, as ``2025-01-31T12:00:00Z``."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class RecordsScan:
+    """What ``records.jsonl`` holds: its complete records, and a torn tail if any."""
+
+    records: list[dict[str, Any]]
+    good_size: int
+    torn: bytes = b""
+
+    def latest(self) -> dict[str, dict[str, Any]]:
+        """The last record of each key (a retried prompt has several)."""
+        out: dict[str, dict[str, Any]] = {}
+        for record in self.records:
+            out[record["key"]] = record
+        return out
+
+    @property
+    def last_seq(self) -> int:
+        """The highest sequence number written so far (0 for none)."""
+        return max((int(r.get("seq", 0)) for r in self.records), default=0)
+
+
+@dataclass(slots=True)
+class RunDirectory:
+    """A run directory on disk (which may not exist yet)."""
+
+    path: Path
+    _lock: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def meta_file(self) -> Path:
+        return self.path / META_FILE
+
+    @property
+    def records_file(self) -> Path:
+        return self.path / RECORDS_FILE
+
+    @property
+    def progress_file(self) -> Path:
+        return self.path / PROGRESS_FILE
+
+    @property
+    def events_file(self) -> Path:
+        return self.path / EVENTS_FILE
+
+    # -- states ------------------------------------------------------------------------
+
+    def is_empty_or_missing(self) -> bool:
+        """True when nothing would be overwritten by starting a run here."""
+        if not self.path.exists():
+            return True
+        return self.path.is_dir() and not any(self.path.iterdir())
+
+    def check_is_run(self) -> None:
+        """Raise :class:`RunDirError` unless this holds a run (config, meta and records)."""
+        if not self.path.is_dir():
+            raise RunDirError(
+                f"{self.path} does not exist: there is no run to resume "
+                "(leave out --resume to start one)"
+            )
+        missing = [
+            p.name for p in (self.config_file, self.meta_file, self.records_file) if not p.is_file()
+        ]
+        if missing:
+            raise RunDirError(
+                f"{self.path} is not a samplehooks run directory (missing {', '.join(missing)})"
+            )
+
+    # -- creating ----------------------------------------------------------------------
+
+    def create(self, config_text: str, meta: dict[str, Any]) -> None:
+        """Build the directory under a temporary name, then rename it into place."""
+        parent = self.path.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = parent / f".{self.path.name}.init-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        try:
+            (staging / CONFIG_FILE).write_text(config_text, encoding="utf-8")
+            _write_json(staging / META_FILE, meta)
+            (staging / RECORDS_FILE).touch()
+            (staging / LOCK_FILE).touch()
+            _fsync_dir(staging)
+            if self.path.exists():
+                self.path.rmdir()  # empty, checked by the caller
+            os.rename(staging, self.path)
+            _fsync_dir(parent)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+    # -- the lock ----------------------------------------------------------------------
+
+    def lock(self) -> None:
+        """Take the run lock (without writing), or raise if another process holds it."""
+        lock_path = self.path / LOCK_FILE
+        try:
+            handle = open(lock_path, "rb")  # noqa: SIM115 - held until unlock()
+        except FileNotFoundError:
+            lock_path.touch()
+            handle = open(lock_path, "rb")  # noqa: SIM115
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise RunDirError(
+                f"{self.path} is in use by another samplehooks process; wait for it to end"
+            ) from None
+        self._lock = handle
+
+    def unlock(self) -> None:
+        """Release the run lock."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    # -- reading -----------------------------------------------------------------------
+
+    def read_meta(self) -> dict[str, Any]:
+        """``meta.json``, checked to be of a format this version reads."""
+        try:
+            meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise RunDirError(f"{self.meta_file} is damaged: {exc}") from exc
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise RunDirError(f"{self.meta_file}: unknown run directory format")
+        return meta
+
+    def read_progress(self) -> dict[str, Any]:
+        """``progress.json``, or an empty mapping when it is missing or unreadable."""
+        try:
+            data = json.loads(self.progress_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def scan_records(self) -> RecordsScan:
+        """Read ``records.jsonl``; a torn last line is returned apart, never parsed as a record.
+
+        A damaged line anywhere but last raises :class:`RunDirError` naming it.
+        """
+        try:
+            data = self.records_file.read_bytes()
+        except OSError as exc:
+            raise RunDirError(f"cannot read {self.records_file}: {exc}") from exc
+        end = data.rfind(b"\n") + 1
+        complete, torn = data[:end], data[end:]
+        lines = complete.split(b"\n")[:-1] if complete else []
+        records: list[dict[str, Any]] = []
+        good_size = 0
+        for number, line in enumerate(lines, start=1):
+            record = _parse_record(line)
+            if record is None:
+                if number == len(lines) and not torn:
+                    return RecordsScan(records, good_size, line + b"\n")
+                raise RunDirError(
+                    f"{self.records_file}:{number} is damaged (not a record); "
+                    "repair or remove that line, or start a new run"
+                )
+            records.append(record)
+            good_size += len(line) + 1
+        return RecordsScan(records, good_size, torn)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def drop_torn_tail(self, scan: RecordsScan) -> None:
+        """Cut a torn last line off ``records.jsonl`` before appending."""
+        if scan.torn:
+            os.truncate(self.records_file, scan.good_size)
+
+    def write_progress(self, progress: dict[str, Any]) -> None:
+        """Replace ``progress.json`` atomically."""
+        _write_json(self.progress_file, progress)
+
+    def write_config(self, text: str) -> None:
+        """Replace ``effective_config.yaml`` atomically."""
+        tmp = self.config_file.with_name(f".{CONFIG_FILE}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, self.config_file)
+
+    def open_writer(self, *, flush_every: int, fsync: bool) -> RecordWriter:
+        """An appender on ``records.jsonl``."""
+        return RecordWriter(self.records_file, flush_every=flush_every, fsync=fsync)
+
+
+def _parse_record(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict) or "key" not in record or "status" not in record:
+        return None
+    return record
+
+
+class RecordWriter:
+    """Appends records as whole lines; flushes every ``flush_every`` records and on demand.
+
+    Waiting lines are kept in memory and handed to the OS together, in one ``write`` of
+    whole lines, so the file only ever ends in the middle of a line if the process dies
+    inside that call; a resume then drops the torn tail.
+    """
+
+    def __init__(self, path: Path, *, flush_every: int, fsync: bool) -> None:
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        self._waiting: list[bytes] = []
+        self.flush_every = flush_every
+        self.fsync = fsync
+        self.written = 0
+        self.last_flush = time.monotonic()
+
+    @property
+    def pending(self) -> int:
+        """Records appended but not yet handed to the OS."""
+        return len(self._waiting)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record; flush when ``flush_every`` records are waiting."""
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        self._waiting.append(line.encode("utf-8"))
+        self.written += 1
+        if len(self._waiting) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write waiting records to the file (and to the disk, with ``fsync``)."""
+        if self._waiting and self._fd is not None:
+            view = memoryview(b"".join(self._waiting))
+            self._waiting.clear()
+            while view:
+                view = view[os.write(self._fd, view) :]
+            if self.fsync:
+                os.fsync(self._fd)
+        self.last_flush = time.monotonic()
+
+    def close(self) -> None:
+        """Flush and close."""
+        if self._fd is not None:
+            try:
+                self.flush()
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,128 @@
+"""The end-of-run summary, computed from a run directory's records (``samplehooks report``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sampling_core.runs.store import RunDirectory
+
+__all__ = ["RunSummary", "summarize"]
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """What a run achieved so far: counts, attempts, tokens, wall time.
+
+    Counts use the latest record of each prompt (a retried prompt counts once).
+    """
+
+    run_dir: Path
+    total: int
+    ok: int = 0
+    failed: int = 0
+    error: int = 0
+    attempts_histogram: dict[int, int] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    wall_time_s: float = 0.0
+    sessions: int = 0
+    top_reasons: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def done(self) -> int:
+        """Prompts with a record."""
+        return self.ok + self.failed + self.error
+
+    @property
+    def pending(self) -> int:
+        """Prompts without a record yet."""
+        return max(self.total - self.done, 0)
+
+    @property
+    def success_rate(self) -> float:
+        """``ok / done`` (0.0 before any prompt finished)."""
+        return self.ok / self.done if self.done else 0.0
+
+    @property
+    def complete(self) -> bool:
+        """Every prompt has a record."""
+        return self.pending == 0
+
+    def render(self) -> str:
+        """The summary as plain text, as ``samplehooks run`` and ``report`` print it."""
+        state = "complete" if self.complete else f"{self.pending} pending; resume to finish"
+        lines = [f"Run {self.run_dir}: {self.done} of {self.total} prompts done ({state})"]
+        for name, count in (("ok", self.ok), ("failed", self.failed), ("error", self.error)):
+            share = f"{100 * count / self.done:5.1f}%" if self.done else "    -"
+            lines.append(f"  {name:<7}{count:>6}  {share}")
+        lines.append(f"  success rate: {100 * self.success_rate:.1f}% of finished prompts")
+        if self.attempts_histogram:
+            lines.append("Attempts per prompt:")
+            widest = max(self.attempts_histogram.values())
+            for attempts in sorted(self.attempts_histogram):
+                count = self.attempts_histogram[attempts]
+                bar = "#" * max(1, round(30 * count / widest))
+                lines.append(f"  {attempts:>3}  {bar} {count}")
+        total = self.input_tokens + self.output_tokens
+        lines.append(
+            f"Tokens: {self.input_tokens:,} in, {self.output_tokens:,} out ({total:,} total)"
+        )
+        per = f", {self.wall_time_s / self.done:.2f} s per prompt" if self.done else ""
+        sessions = f"{self.sessions} session{'s' if self.sessions != 1 else ''}"
+        lines.append(f"Wall time: {self.wall_time_s:.1f} s over {sessions}{per}")
+        if self.top_reasons:
+            lines.append("Most common failure reasons:")
+            lines += [f"  {count:>5}  {reason}" for reason, count in self.top_reasons]
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as JSON-ready data."""
+        return {
+            "total": self.total,
+            "done": self.done,
+            "ok": self.ok,
+            "failed": self.failed,
+            "error": self.error,
+            "pending": self.pending,
+            "success_rate": self.success_rate,
+            "attempts_histogram": {str(k): v for k, v in sorted(self.attempts_histogram.items())},
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "wall_time_s": round(self.wall_time_s, 3),
+            "sessions": self.sessions,
+        }
+
+
+def summarize(path: str | Path) -> RunSummary:
+    """The summary of the run in ``path`` (raises ``RunDirError`` if it is not a run)."""
+    run_dir = RunDirectory(Path(path))
+    run_dir.check_is_run()
+    meta = run_dir.read_meta()
+    latest = run_dir.scan_records().latest()
+    progress = run_dir.read_progress()
+    summary = RunSummary(run_dir.path, total=int(meta.get("dataset", {}).get("count", 0)))
+    histogram: Counter[int] = Counter()
+    reasons: Counter[str] = Counter()
+    for record in latest.values():
+        status = record.get("status")
+        if status == "ok":
+            summary.ok += 1
+        elif status == "failed":
+            summary.failed += 1
+        else:
+            summary.error += 1
+        if status != "ok" and record.get("reason"):
+            reasons[str(record["reason"])[:120]] += 1
+        histogram[int(record.get("attempts", {}).get("used", 0))] += 1
+        usage = record.get("usage", {})
+        summary.input_tokens += int(usage.get("input_tokens", 0))
+        summary.output_tokens += int(usage.get("output_tokens", 0))
+    sessions = progress.get("sessions", [])
+    summary.sessions = len(sessions)
+    summary.wall_time_s = sum(float(s.get("elapsed_s", 0.0)) for s in sessions)
+    summary.attempts_histogram = dict(histogram)
+    summary.top_reasons = reasons.most_common(3)
+    return summary
