@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import structlog
 
 from hook_specs.errors import StopSampling
@@ -74,7 +75,7 @@ def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementa
 class HookDispatcher:
     """Calls the implementations of each hook; immutable once built."""
 
-    __slots__ = ("_impls", "_strict", "_trace", "registered")
+    __slots__ = ("_impls", "_strict", "_timeout", "_trace", "registered")
 
     def __init__(
         self,
@@ -82,11 +83,13 @@ class HookDispatcher:
         *,
         strict: bool = False,
         trace: bool = False,
+        timeout: float | None = None,
     ) -> None:
         self.registered = {hook: tuple(impls) for hook, impls in registered.items()}
         self._impls = {hook: call_order(impls) for hook, impls in self.registered.items()}
         self._strict = strict
         self._trace = trace
+        self._timeout = timeout
 
     def implements(self, hook: HookName) -> bool:
         """Whether any plugin implements ``hook`` (when none does, build no payload)."""
@@ -97,7 +100,9 @@ class HookDispatcher:
         combined = {
             hook: self.registered.get(hook, ()) + tuple(extra.get(hook, ())) for hook in HookName
         }
-        return HookDispatcher(combined, strict=self._strict, trace=self._trace)
+        return HookDispatcher(
+            combined, strict=self._strict, trace=self._trace, timeout=self._timeout
+        )
 
     async def call(self, hook: HookName, payload: HookPayload, faults: list[PluginFault]) -> None:
         """Call every implementation of ``hook`` with ``payload``.
@@ -113,11 +118,15 @@ class HookDispatcher:
                 private["_active_plugin"] = impl.plugin_name
             try:
                 if impl.is_async:
-                    await (impl.function(payload) if impl.takes_payload else impl.function())
+                    out = impl.function(payload) if impl.takes_payload else impl.function()
                 else:
                     out = impl.function(payload) if impl.takes_payload else impl.function()
-                    if out is not None and inspect.isawaitable(out):
-                        await out
+                    if out is None or not inspect.isawaitable(out):
+                        continue
+                if self._timeout is None:
+                    await out
+                else:
+                    await _within(self._timeout, out)
             except StopSampling as exc:
                 if hook is not HookName.SAMPLING_LOOP_END:
                     raise
@@ -145,6 +154,17 @@ class HookDispatcher:
             error_type=type(exc).__name__,
             error=str(exc),
         )
+
+
+class PluginTimeout(TimeoutError):
+    """An async hook implementation ran longer than the dispatcher's timeout."""
+
+
+async def _within(timeout: float, pending: Any) -> None:
+    with anyio.move_on_after(timeout) as scope:
+        await pending
+    if scope.cancelled_caught:
+        raise PluginTimeout(f"took longer than {timeout:g}s and was cancelled")
 
 
 def _describe(exc: BaseException) -> str:

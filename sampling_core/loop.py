@@ -71,6 +71,7 @@ class CallSettings:
     format: Any
     dispatcher: HookDispatcher
     retry: RetryPolicy
+    attempt_timeout: float | None
     max_loop_budget: int
     max_concurrency_budget: int
 
@@ -249,9 +250,11 @@ class SamplingCall:
             request = GenerationRequest(call_messages, call_options, info)
             began = time.perf_counter()
             try:
-                generation = _as_generation(
-                    await s.backend.generate(request), time.perf_counter() - began
-                )
+                if s.attempt_timeout is None:
+                    reply = await s.backend.generate(request)
+                else:
+                    reply = await _generate_within(s.attempt_timeout, s.backend, request)
+                generation = _as_generation(reply, time.perf_counter() - began)
             except Exception as exc:
                 will_retry = is_transient(exc) and retry < s.retry.max_retries
                 delay = (
@@ -492,6 +495,18 @@ def _where(s: CallSettings, info: IterationInfo) -> dict[str, Any]:
         "attempt": info.attempt,
         "iteration": info.iteration,
     }
+
+
+class AttemptTimeout(TimeoutError):
+    """A backend call ran longer than the sampler's ``attempt_timeout``."""
+
+
+async def _generate_within(timeout: float, backend: Backend, request: GenerationRequest) -> Any:
+    with anyio.move_on_after(timeout) as scope:
+        return await backend.generate(request)
+    if scope.cancelled_caught:
+        raise AttemptTimeout(f"the backend call took longer than {timeout:g}s")
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _as_generation(reply: Any, latency: float) -> Generation:

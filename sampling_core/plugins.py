@@ -133,8 +133,10 @@ class PluginRegistry:
         strict: bool = False,
         settings: PluginSettings | None = None,
         reserved_names: Iterable[str] = (),
+        timeout: float | None = None,
     ) -> None:
         self.strict = strict
+        self.timeout = timeout
         self.settings = settings or PluginSettings()
         self.manager = pluggy.PluginManager(PROJECT_NAME)
         self.manager.add_hookspecs(specs)
@@ -279,7 +281,10 @@ class PluginRegistry:
         """The dispatcher for the plugins registered now (cached until the next change)."""
         if self._dispatcher is None:
             self._dispatcher = HookDispatcher(
-                self.implementations(), strict=self.strict, trace=self.settings.trace_hooks
+                self.implementations(),
+                strict=self.strict,
+                trace=self.settings.trace_hooks,
+                timeout=self.timeout,
             )
         return self._dispatcher
 

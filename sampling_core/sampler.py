@@ -39,7 +39,10 @@ class Sampler:
     the installed entry-point plugins are loaded too, as ``SAMPLEHOOKS_PLUGINS`` and
     ``SAMPLEHOOKS_DISABLE_PLUGINS`` say (read now, when the sampler is created).
     ``strict_plugins`` turns plugin-fault isolation off. ``retry`` governs transport retries
-    of transient backend failures; they never consume ``loop_budget``.
+    of transient backend failures; they never consume ``loop_budget``. ``attempt_timeout``
+    bounds each backend call (a timeout is transient: retried under ``retry``).
+    ``plugin_timeout`` bounds each async hook implementation; one that overruns is
+    cancelled and treated like a plugin that raised.
     """
 
     def __init__(
@@ -50,6 +53,8 @@ class Sampler:
         load_entrypoints: bool = True,
         strict_plugins: bool = False,
         retry: RetryPolicy | None = None,
+        attempt_timeout: float | None = None,
+        plugin_timeout: float | None = None,
         max_loop_budget: int = DEFAULT_MAX_LOOP_BUDGET,
         max_concurrency_budget: int = DEFAULT_MAX_CONCURRENCY_BUDGET,
     ) -> None:
@@ -61,12 +66,16 @@ class Sampler:
         self.backend = backend
         self.strict_plugins = strict_plugins
         self.retry = retry or RetryPolicy()
+        self.attempt_timeout = _positive_or_none("attempt_timeout", attempt_timeout)
+        self.plugin_timeout = _positive_or_none("plugin_timeout", plugin_timeout)
         self.max_loop_budget = check_budget("max_loop_budget", max_loop_budget, 10**9, "the caller")
         self.max_concurrency_budget = check_budget(
             "max_concurrency_budget", max_concurrency_budget, 10**9, "the caller"
         )
         self.settings = PluginSettings.from_env()
-        self.plugins = PluginRegistry(strict=strict_plugins, settings=self.settings)
+        self.plugins = PluginRegistry(
+            strict=strict_plugins, settings=self.settings, timeout=self.plugin_timeout
+        )
         if load_entrypoints:
             self.plugins.load_entrypoints()
         for plugin in plugins:
@@ -126,6 +135,7 @@ class Sampler:
                 strict=self.strict_plugins,
                 settings=self.settings,
                 reserved_names=self.plugins.names(),
+                timeout=self.plugin_timeout,
             )
             for plugin in plugins:
                 extra.add(plugin)
@@ -145,6 +155,7 @@ class Sampler:
                 format=format,
                 dispatcher=dispatcher,
                 retry=self.retry,
+                attempt_timeout=self.attempt_timeout,
                 max_loop_budget=self.max_loop_budget,
                 max_concurrency_budget=self.max_concurrency_budget,
             )
@@ -154,6 +165,14 @@ class Sampler:
     def sample_sync(self, prompt: Prompt, **kwargs: Any) -> SamplingResult:
         """Run :meth:`sample` to completion from synchronous code."""
         return _run_sync(partial(self.sample, prompt, **kwargs))
+
+
+def _positive_or_none(name: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"{name} must be a number of seconds > 0 or None, got {value!r}")
+    return float(value)
 
 
 def _as_messages(prompt: Prompt) -> list[Message]:
