@@ -1,0 +1,122 @@
+"""``examples/plugin-example`` installed for real with pip, then discovered, listed and fired.
+
+pip builds the example's wheel from its own ``pyproject.toml`` (hatchling, no build
+isolation, no index: nothing is downloaded) and installs it into a temporary directory; a
+subprocess with that directory on ``PYTHONPATH`` sees it as an installed distribution.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plugin-example"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example distribution, installed by pip into a directory of its own."""
+    target = tmp_path_factory.mktemp("example-site")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(EXAMPLE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return target
+
+
+def run(site: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
+    environ.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(
+        [sys.executable, *args], env=environ, cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_pip_installed_it_as_a_distribution_with_an_entry_point(site: Path) -> None:
+    (info,) = site.glob("samplehooks_example_plugin-0.1.0.dist-info")
+    assert "[samplehooks]" in (info / "entry_points.txt").read_text()
+    assert (site / "samplehooks_example_plugin" / "plugin.py").is_file()
+
+
+def test_samplehooks_plugins_lists_it_with_its_hooks(site: Path) -> None:
+    done = run(site, "-m", "sampling_core.cli", "plugins", "--json")
+    assert done.returncode == 0, done.stderr
+    (example,) = [p for p in json.loads(done.stdout) if p["name"] == "example"]
+    assert example == {
+        "name": "example",
+        "value": "samplehooks_example_plugin:ExamplePlugin",
+        "distribution": "samplehooks-example-plugin",
+        "version": "0.1.0",
+        "builtin": False,
+        "enabled": True,
+        "loaded": True,
+        "error": None,
+        "hooks": ["sampling_iteration", "generation_pre_call"],
+    }
+
+
+def test_it_fires_during_sample(site: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import json
+        from sampling_core import ScriptedBackend, sample_sync
+        from sampling_core.sampler import default_sampler
+
+        backend = ScriptedBackend(["no", "yes"])
+        result = sample_sync("Say yes.", backend=backend,
+                             requirements=[lambda text: text == "yes"], loop_budget=2)
+        plugin = default_sampler().plugins.get("example")
+        print(json.dumps({
+            "text": result.text,
+            "plugins": default_sampler().plugins.names(),
+            "attempts": plugin.attempts[result.sampling_id],
+            "first_roles": [r.messages[0]["role"] for r in backend.requests],
+        }))
+        """
+    )
+    done = run(site, "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "text": "yes",
+        "plugins": ["example"],
+        "attempts": 2,
+        "first_roles": ["system", "system"],
+    }
+
+
+def test_its_own_tests_pass_with_the_samplehooks_pytest_fixtures(
+    site: Path, tmp_path: Path
+) -> None:
+    tests = tmp_path / "tests"
+    shutil.copytree(EXAMPLE / "tests", tests)
+    # samplehooks' fixtures come from its pytest11 entry point; hypothesis (slow to import)
+    # is not needed here.
+    flags = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
+    done = run(site, "-m", "pytest", *flags, str(tests), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 passed" in done.stdout
