@@ -81,6 +81,18 @@ class Sampler:
         for plugin in plugins:
             self.plugins.add(plugin)
 
+    async def aclose(self) -> None:
+        """Free the backend's resources (servers, connections), if it holds any."""
+        close = getattr(self.backend, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Sampler:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     def register(self, plugin: PluginSpec, name: str | None = None) -> str | None:
         """Register one more plugin for every later call; returns its name."""
         return self.plugins.add(plugin, name)

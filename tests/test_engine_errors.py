@@ -284,3 +284,27 @@ def test_keyboard_interrupt_from_the_backend_propagates_as_itself(loop):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "propagated: KeyboardInterrupt"
     assert "Task was destroyed" not in done.stderr and "never awaited" not in done.stderr
+
+
+async def test_stop_sampling_raised_by_a_requirement_check_stops_the_loop():
+    def stop_now(text: str) -> bool:
+        """stops"""
+        raise StopSampling("enough")
+
+    sampler = Sampler(ScriptedBackend(["x"]), load_entrypoints=False)
+    result = await sampler.sample("q", requirements=[stop_now], loop_budget=3)
+    assert result.stop_reason == "stopped_by_plugin" and result.iterations_used == 0
+    assert result.errors == []
+
+
+async def test_the_sampler_closes_its_backend():
+    class Closable(ScriptedBackend):
+        closed = False
+
+        async def aclose(self):
+            self.closed = True
+
+    backend = Closable(["x"])
+    async with Sampler(backend, load_entrypoints=False) as sampler:
+        await sampler.sample("q")
+    assert backend.closed
