@@ -13,7 +13,8 @@ The same as ``samplehooks run CONFIG --out DIR [--resume] [--retry-failed]`` and
 ``samplehooks report DIR``. See ``docs/batch-runs.md``.
 """
 
-from sampling_core.runs.config import RunConfig, classified_fields
+from sampling_core.runs.classification import classified_fields
+from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import (
     ConfigError,
     DatasetError,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import inspect
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -119,28 +121,37 @@ def _accepted(cls: Any, kwargs: dict[str, Any], **optional: Any) -> dict[str, An
     return {**kwargs, **{k: v for k, v in optional.items() if k in params}}
 
 
-def plugin_specs(names: Sequence[str], events_file: Path) -> list[PluginSpec]:
-    """What the config's plugin names become; ``recorder`` writes into the run directory."""
+def plugin_specs(names: Sequence[str], events_file: Path, total: int = 0) -> list[PluginSpec]:
+    """What the config's plugin names become.
+
+    ``recorder`` writes into the run directory (``events.jsonl``) and ``progress`` gets one
+    bar over the ``total`` prompts to run; other names are resolved by the plugin registry.
+    """
     out: list[PluginSpec] = []
     for name in names:
+        built = None
         if name == "recorder":
-            recorder = _recorder(events_file)
-            out.append(recorder if recorder is not None else name)
-        else:
-            out.append(name)
+            built = _builtin("builtin_plugins.recorder", "RecorderPlugin", events_file)
+        elif name == "progress":
+            built = _builtin("builtin_plugins.progress", "ProgressPlugin", total=total)
+        out.append(built if built is not None else name)
     return out
 
 
-def _recorder(path: Path) -> Any:
+def _builtin(module: str, cls_name: str, *args: Any, **kwargs: Any) -> Any:
     try:
-        from builtin_plugins.recorder import RecorderPlugin  # type: ignore[import-not-found]
-    except ImportError:
+        cls = getattr(importlib.import_module(module), cls_name)
+    except (ImportError, AttributeError):
         return None
-    return RecorderPlugin(path)
+    return cls(*args, **kwargs)
 
 
 def build_sampler(
-    backend: Any, names: Sequence[str], events_file: Path, extra: Iterable[PluginSpec] = ()
+    backend: Any,
+    names: Sequence[str],
+    events_file: Path,
+    extra: Iterable[PluginSpec] = (),
+    total: int = 0,
 ) -> Sampler:
     """One sampler for the whole run, with exactly the configured plugins (and ``extra``).
 
@@ -149,11 +160,20 @@ def build_sampler(
     try:
         return Sampler(
             backend,
-            plugins=[*plugin_specs(names, events_file), *extra],
+            plugins=[*plugin_specs(names, events_file, total), *extra],
             load_entrypoints=False,
         )
     except PluginError as exc:
         raise ConfigError(f"plugins: {exc}") from exc
+
+
+def close_plugins(sampler: Sampler) -> None:
+    """Close the plugins that hold a file or a display (``close()``), errors ignored."""
+    for name in sampler.plugins.names():
+        close = getattr(sampler.plugins.get(name), "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
 
 
 def prompt_seed(seed: int | None, key: str) -> int | None:

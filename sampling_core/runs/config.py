@@ -11,24 +11,21 @@ Every field, nested ones included, says in its metadata how a resume treats it:
 
 A block (a nested model) is labelled with the strictest label among its fields. The resume
 comparison (:mod:`sampling_core.runs.resume`) and the table in ``docs/batch-runs.md`` are both
-derived from these labels, through :func:`classified_fields`.
+derived from these labels, through
+:func:`sampling_core.runs.classification.classified_fields`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.fields import FieldInfo
 
 __all__ = [
     "BackendConfig",
     "BudgetsConfig",
-    "ClassifiedField",
     "DatasetConfig",
     "GenerationOptions",
     "Label",
@@ -36,8 +33,6 @@ __all__ = [
     "RunConfig",
     "RunSettings",
     "StrategyConfig",
-    "classified_fields",
-    "label_of",
 ]
 
 Label = Literal["throughput", "result", "location"]
@@ -174,7 +169,11 @@ StrategyName = Literal["rejection", "repair", "multiturn", "best_of_n", "majorit
 class StrategyConfig(_Strict):
     """How failed attempts are repaired and which attempt is picked."""
 
-    name: StrategyName = _field("result", "rejection", description="The strategy.")
+    name: StrategyName = _field(
+        "result",
+        "rejection",
+        description="rejection, repair, multiturn, best_of_n or majority (`strategy: NAME` for short).",
+    )
     keep_failures: int = _field(
         "result", 3, ge=1, description="Failures kept in the repair context."
     )
@@ -293,56 +292,3 @@ class RunConfig(_Strict):
         "result", [], description="Plugins by name, e.g. tracing, recorder, progress."
     )
     run: RunSettings = _block("throughput", RunSettings, description="Runner throughput settings.")
-
-
-# -- the classification, walked --------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ClassifiedField:
-    """One field of the config model, by its dotted path, with its label."""
-
-    path: str
-    label: Label | None
-    model: type[BaseModel]
-    name: str
-    info: FieldInfo
-    sub_model: type[BaseModel] | None
-    is_list: bool
-
-
-def label_of(info: FieldInfo) -> Label | None:
-    """The resume label in a field's metadata, or ``None`` when it has none."""
-    extra = info.json_schema_extra
-    if isinstance(extra, dict):
-        label = extra.get("resume")
-        if label in LABELS:
-            return label  # type: ignore[return-value]
-    return None
-
-
-def nested_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
-    """The BaseModel inside ``annotation`` (``M``, ``M | None``, ``list[M]``), and if a list."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation, False
-    origin = get_origin(annotation)
-    for arg in get_args(annotation):
-        found, in_list = nested_model(arg)
-        if found is not None:
-            return found, in_list or origin is list
-    return None, False
-
-
-def classified_fields(
-    model: type[BaseModel] = RunConfig, prefix: str = ""
-) -> Iterator[ClassifiedField]:
-    """Every field of ``model`` and of the models nested in it, depth first.
-
-    Fields of models inside a list are named ``list[].field``.
-    """
-    for name, info in model.model_fields.items():
-        path = f"{prefix}{name}"
-        sub, is_list = nested_model(info.annotation)
-        yield ClassifiedField(path, label_of(info), model, name, info, sub, is_list)
-        if sub is not None:
-            yield from classified_fields(sub, f"{path}[]." if is_list else f"{path}.")

@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sampling_core.runs.config import RunConfig, nested_model
+from sampling_core.runs.classification import nested_model
+from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import ConfigError
 
 __all__ = ["describe_errors", "format_loc", "load_config", "parse_config"]

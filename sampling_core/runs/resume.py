@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sampling_core.runs.config import Label, RunConfig, label_of, nested_model
+from sampling_core.runs.classification import label_of, nested_model
+from sampling_core.runs.config import Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
 from sampling_core.runs.loading import describe_errors

@@ -26,6 +26,7 @@ from sampling_core.runs.components import (
     build_requirements,
     build_sampler,
     build_strategy,
+    close_plugins,
     plugin_specs,
     prompt_seed,
 )
@@ -108,11 +109,20 @@ async def run_batch(
         _create(run_dir, config, dataset, argv, source)
         scan = RecordsScan([], 0)
         say(f"started run {run_dir.path}: {len(dataset.items)} prompts")
+    sampler = None
     try:
-        sampler = build_sampler(chosen_backend, config.plugins, run_dir.events_file, extra_plugins)
         batch = _Batch(config, dataset, run_dir, scan, retry_failed, argv)
+        sampler = build_sampler(
+            chosen_backend,
+            config.plugins,
+            run_dir.events_file,
+            extra_plugins,
+            total=len(batch.pending),
+        )
         await batch.run(sampler)
     finally:
+        if sampler is not None:
+            close_plugins(sampler)
         run_dir.unlock()
         if own_backend:
             await _close(chosen_backend)

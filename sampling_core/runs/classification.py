@@ -1,0 +1,128 @@
+"""The resume labels of the run config, walked: the one place resume rules are derived from.
+
+:func:`classified_fields` lists every field of :class:`RunConfig`, nested ones included, with
+its label; :func:`unclassified_fields` is what a test checks is empty;
+:func:`classification_table` is the table in ``docs/batch-runs.md``
+(``tests/test_runs_config.py`` checks the page holds exactly this table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from sampling_core.runs.config import LABELS, STRICTNESS, Label, RunConfig
+
+__all__ = [
+    "ClassifiedField",
+    "classification_table",
+    "classified_fields",
+    "inconsistent_blocks",
+    "label_of",
+    "nested_model",
+    "unclassified_fields",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifiedField:
+    """One field of the config model, by its dotted path, with its label."""
+
+    path: str
+    label: Label | None
+    model: type[BaseModel]
+    name: str
+    info: FieldInfo
+    sub_model: type[BaseModel] | None
+    is_list: bool
+
+
+def label_of(info: FieldInfo) -> Label | None:
+    """The resume label in a field's metadata, or ``None`` when it has none."""
+    extra = info.json_schema_extra
+    if isinstance(extra, dict):
+        label = extra.get("resume")
+        if label in LABELS:
+            return label  # type: ignore[return-value]
+    return None
+
+
+def nested_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The BaseModel inside ``annotation`` (``M``, ``M | None``, ``list[M]``), and if a list."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    origin = get_origin(annotation)
+    for arg in get_args(annotation):
+        found, in_list = nested_model(arg)
+        if found is not None:
+            return found, in_list or origin is list
+    return None, False
+
+
+def classified_fields(
+    model: type[BaseModel] = RunConfig, prefix: str = ""
+) -> Iterator[ClassifiedField]:
+    """Every field of ``model`` and of the models nested in it, depth first.
+
+    Fields of models inside a list are named ``list[].field``.
+    """
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        sub, is_list = nested_model(info.annotation)
+        yield ClassifiedField(path, label_of(info), model, name, info, sub, is_list)
+        if sub is not None:
+            yield from classified_fields(sub, f"{path}[]." if is_list else f"{path}.")
+
+
+def unclassified_fields(model: type[BaseModel] = RunConfig) -> list[str]:
+    """The paths of fields without a resume label (must be empty)."""
+    return [f.path for f in classified_fields(model) if f.label is None]
+
+
+def inconsistent_blocks(model: type[BaseModel] = RunConfig) -> list[str]:
+    """Blocks whose label is not the strictest label among their fields (must be empty)."""
+    fields = list(classified_fields(model))
+    out = []
+    for block in fields:
+        if block.sub_model is None or block.label is None:
+            continue
+        inner = [f.label for f in classified_fields(block.sub_model) if f.label is not None]
+        strictest = max(inner, key=STRICTNESS.__getitem__, default=block.label)
+        if block.label != strictest:
+            out.append(f"{block.path} is {block.label!r} but holds {strictest!r} fields")
+    return out
+
+
+def _default(info: FieldInfo) -> str:
+    if info.default_factory is not None:
+        return "(block)" if isinstance(info.default_factory, type) else "`[]`"
+    if info.default is PydanticUndefined:
+        return "required"
+    if info.default is None:
+        return "—"
+    value = info.default
+    if isinstance(value, bool):
+        value = str(value).lower()
+    return f"`{value}`" if value != [] else "`[]`"
+
+
+def classification_table(model: type[BaseModel] = RunConfig) -> str:
+    """A Markdown table of every config field: its path, label, default and meaning."""
+    lines = [
+        "| field | on resume | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    for f in classified_fields(model):
+        label = f.label or "UNCLASSIFIED"
+        shown = {"throughput": "throughput (may change)", "result": "result (must match)"}
+        label_text = shown.get(label, "location (not compared)" if label == "location" else label)
+        name = f"**`{f.path}`**" if f.sub_model is not None else f"`{f.path}`"
+        default = "(block)" if f.sub_model is not None and not f.is_list else _default(f.info)
+        description = (f.info.description or "").replace("|", "\\|")
+        lines.append(f"| {name} | {label_text} | {default} | {description} |")
+    return "\n".join(lines) + "\n"
