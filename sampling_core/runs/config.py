@@ -172,7 +172,7 @@ class StrategyConfig(_Strict):
     name: StrategyName = _field(
         "result",
         "rejection",
-        description="rejection, repair, multiturn, best_of_n or majority (`strategy: NAME` for short).",
+        description="rejection, repair, multiturn, best_of_n or majority (or `strategy: NAME`).",
     )
     keep_failures: int = _field(
         "result", 3, ge=1, description="Failures kept in the repair context."
