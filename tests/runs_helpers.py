@@ -1,0 +1,48 @@
+"""Helpers shared by the batch-run tests: datasets, configs, directory snapshots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def write_dataset(path: Path, count: int, *, zebra_every: int = 0) -> Path:
+    """``count`` prompts ``p0..``; every ``zebra_every``-th also requires the word zebra."""
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(count):
+            line: dict[str, Any] = {"id": f"p{i}", "prompt": f"Question number {i}?"}
+            if zebra_every and i % zebra_every == 0:
+                line["require"] = [{"contains": "zebra"}]
+            out.write(json.dumps(line) + "\n")
+    return path
+
+
+def write_config(path: Path, dataset: Path, **overrides: Any) -> Path:
+    """A scripted-backend config over ``dataset``; ``overrides`` replace top-level blocks."""
+    config: dict[str, Any] = {
+        "dataset": {"path": str(dataset), "id_field": "id"},
+        "backend": {"kind": "scripted", "replies": ["a short answer"]},
+        "requirements": [{"max_words": 5}],
+        "seed": 11,
+    }
+    config.update(overrides)
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` with its bytes (to show nothing was written)."""
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    """The complete records of a run directory, in file order."""
+    text = (run_dir / "records.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
