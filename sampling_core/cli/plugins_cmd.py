@@ -16,6 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -100,18 +101,25 @@ def _print_table(described: list[dict[str, Any]], console: Console) -> None:
     if not described:
         console.print("No samplehooks plugins are installed (entry-point group 'samplehooks').")
         return
-    table = Table(title="samplehooks plugins", title_justify="left")
-    for header in ("plugin", "distribution", "version", "kind", "enabled", "loaded", "hooks"):
-        table.add_column(header, overflow="fold")
+    table = Table(
+        title="samplehooks plugins", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    table.add_column("plugin", no_wrap=True)
+    table.add_column("distribution", overflow="fold", min_width=12)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("enabled", no_wrap=True)
+    table.add_column("loaded", no_wrap=True)
+    table.add_column("hooks", no_wrap=True)
     for plugin in described:
+        source = "\n".join(filter(None, (plugin["distribution"], plugin["version"]))) or "?"
         table.add_row(
             escape(plugin["name"]),
-            escape(plugin["distribution"] or "?"),
-            plugin["version"] or "?",
-            "built-in" if plugin["builtin"] else "third-party",
+            escape(source),
+            "built-in" if plugin["builtin"] else "3rd-party",
             "yes" if plugin["enabled"] else "no",
             "[green]yes[/]" if plugin["loaded"] else "[red]no[/]",
-            ", ".join(plugin["hooks"]) or "-",
+            "\n".join(plugin["hooks"]) or "-",
+            end_section=True,
         )
     console.print(table)
     for plugin in described:
