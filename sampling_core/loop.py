@@ -224,7 +224,6 @@ class SamplingCall:
         except _BackendFailed:
             self.in_flight -= 1
             return None
-        self.usage += generation.usage
         validations = await self._validate(generation.text)
         self.in_flight -= 1
         with anyio.CancelScope(shield=True):
@@ -255,6 +254,8 @@ class SamplingCall:
                 else:
                     reply = await _generate_within(s.attempt_timeout, s.backend, request)
                 generation = _as_generation(reply, time.perf_counter() - began)
+            except StopSampling:
+                raise
             except Exception as exc:
                 will_retry = is_transient(exc) and retry < s.retry.max_retries
                 delay = (
@@ -281,6 +282,8 @@ class SamplingCall:
                 retry += 1
                 await anyio.sleep(delay or 0.0)
                 continue
+            # Counted before post_call: a plugin stopping the loop there must not hide it.
+            self.usage += generation.usage
             if hooks.implements(H.GENERATION_POST_CALL):
                 await hooks.call(
                     H.GENERATION_POST_CALL,
@@ -309,6 +312,8 @@ class SamplingCall:
                 verdict = requirement.validate_now(text)
                 if not isinstance(verdict, ValidationResult):
                     verdict = await verdict
+            except StopSampling:
+                raise
             except Exception as exc:
                 verdict = ValidationResult(
                     False,
