@@ -102,7 +102,11 @@ def _print_table(described: list[dict[str, Any]], console: Console) -> None:
         console.print("No samplehooks plugins are installed (entry-point group 'samplehooks').")
         return
     table = Table(
-        title="samplehooks plugins", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+        title="samplehooks plugins",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
     )
     table.add_column("plugin", no_wrap=True)
     table.add_column("distribution", overflow="fold", min_width=12)
