@@ -1,0 +1,124 @@
+"""The batch runner: prompts at once, plugins, flushing on a timer, fsync, the summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from runs_helpers import records, write_config, write_dataset
+
+from hook_specs import hookimpl
+from sampling_core import ScriptedBackend
+from sampling_core.runs import run_batch, summarize
+from sampling_core.runs import store as store_module
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_prompts_run_at_once_up_to_the_limit(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 9)
+    state = {"now": 0, "peak": 0}
+
+    async def reply(request):
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await anyio.sleep(0.02)
+        state["now"] -= 1
+        return "fine"
+
+    config = write_config(tmp_path / "a.yaml", dataset, run={"max_concurrent_prompts": 3})
+    await run_batch(config, tmp_path / "out", backend=ScriptedBackend(reply))
+    assert state["peak"] == 3
+
+
+class LoopEnds:
+    """Counts the end of every sample() call the batch makes."""
+
+    def __init__(self) -> None:
+        self.ends: list[bool] = []
+
+    @hookimpl
+    def sampling_loop_end(self, payload) -> None:
+        self.ends.append(payload.success)
+
+
+async def test_plugins_see_every_prompt_and_the_recorder_writes_into_the_run(
+    tmp_path: Path,
+) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 5)
+    config = write_config(tmp_path / "a.yaml", dataset, plugins=["recorder", "tracing"])
+    watcher = LoopEnds()
+    await run_batch(config, tmp_path / "out", plugins=[watcher])
+    assert watcher.ends == [True] * 5
+    events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").open()]
+    assert sum(e["hook"] == "sampling_loop_end" for e in events) == 5
+
+
+async def test_a_bad_plugin_name_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    from sampling_core.runs import ConfigError
+
+    dataset = write_dataset(tmp_path / "d.jsonl", 2)
+    config = write_config(tmp_path / "a.yaml", dataset, plugins=["no_such_plugin"])
+    with pytest.raises(ConfigError, match="plugins: .*no_such_plugin"):
+        await run_batch(config, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+async def test_records_are_flushed_on_the_timer(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 3)
+    out = tmp_path / "out"
+
+    async def reply(request):
+        if "number 2?" not in request.prompt:
+            return "fine"
+        # the last prompt waits until the first two records reached the file
+        with anyio.move_on_after(10):
+            while len(records(out)) < 2:
+                await anyio.sleep(0.01)
+            return "fine"
+        return "the records never reached the file"
+
+    config = write_config(
+        tmp_path / "a.yaml",
+        dataset,
+        run={"max_concurrent_prompts": 1, "flush_every": 1000, "flush_interval_s": 0.02},
+    )
+    await run_batch(config, out, backend=ScriptedBackend(reply))
+    assert {r["key"]: r["status"] for r in records(out)}["p2"] == "ok"
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+async def test_fsync_is_used_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool
+) -> None:
+    calls: list[int] = []
+    real = store_module.os.fsync
+    monkeypatch.setattr(store_module.os, "fsync", lambda fd: calls.append(fd) or real(fd))
+    dataset = write_dataset(tmp_path / "d.jsonl", 3)
+    config = write_config(tmp_path / "a.yaml", dataset, run={"fsync": fsync})
+    await run_batch(config, tmp_path / "out")
+    directories = 2  # a new run directory and its parent are synced once
+    assert len(calls) - directories == (3 if fsync else 0)  # one per record flushed
+
+
+async def test_the_summary_counts_attempts_tokens_and_reasons(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 4, zebra_every=2)  # p0, p2 need zebra
+    config = write_config(tmp_path / "a.yaml", dataset, budgets={"loop_budget": 3})
+    replies = {"p0": ["no"] * 3, "p1": ["ok"], "p2": ["no", "zebra"], "p3": ["ok"]}
+
+    def reply(request):
+        key = "p" + request.prompt.split()[-1].rstrip("?")
+        return replies[key].pop(0)
+
+    summary = await run_batch(config, tmp_path / "out", backend=ScriptedBackend(reply))
+    assert (summary.ok, summary.failed) == (3, 1)
+    assert summary.attempts_histogram == {1: 2, 2: 1, 3: 1}
+    assert summary.output_tokens == 7
+    assert summary.success_rate == 0.75
+    assert summary.top_reasons == [("The answer must contain 'zebra'.", 1)]
+    text = summary.render()
+    assert "4 of 4 prompts done (complete)" in text
+    assert "success rate: 75.0%" in text and "Tokens:" in text and "Wall time:" in text
+    assert summarize(tmp_path / "out").render() == text
