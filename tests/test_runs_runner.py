@@ -61,7 +61,7 @@ async def test_a_bad_plugin_name_is_refused_before_anything_is_written(tmp_path:
 
     dataset = write_dataset(tmp_path / "d.jsonl", 2)
     config = write_config(tmp_path / "a.yaml", dataset, plugins=["no_such_plugin"])
-    with pytest.raises(ConfigError, match="plugins: .*no_such_plugin"):
+    with pytest.raises(ConfigError, match=r"plugins: .*no_such_plugin"):
         await run_batch(config, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
