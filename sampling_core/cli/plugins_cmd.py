@@ -119,7 +119,7 @@ def _print_table(described: list[dict[str, Any]], console: Console) -> None:
         table.add_row(
             escape(plugin["name"]),
             escape(source),
-            "built-in" if plugin["builtin"] else "3rd-party",
+            "built-in" if plugin["builtin"] else "third-party",
             "yes" if plugin["enabled"] else "no",
             "[green]yes[/]" if plugin["loaded"] else "[red]no[/]",
             "\n".join(plugin["hooks"]) or "-",
