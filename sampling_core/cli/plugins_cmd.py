@@ -86,9 +86,9 @@ def plugins_command(
 ) -> None:
     """List every installed plugin: distribution, version, hooks, and whether it loaded.
 
-    Built-in plugins are listed too; they load only when named (plugins=["tracing"],
-    --plugin tracing, SAMPLEHOOKS_PLUGINS=tracing). A plugin that fails to load is listed
-    with its error; the command still succeeds.
+    Built-in plugins are listed too; they load only when named (plugins=["tracing"] in
+    code or a run config, SAMPLEHOOKS_PLUGINS=tracing). A plugin that fails to load is
+    listed with its error; the command still succeeds.
     """
     described = inspect_plugins()
     if as_json:
@@ -134,7 +134,7 @@ def _print_table(described: list[dict[str, Any]], console: Console) -> None:
             )
     console.print(
         "Third-party plugins load by default; built-ins only when named "
-        "(plugins=[...], --plugin NAME, SAMPLEHOOKS_PLUGINS=a,b). "
+        "(plugins=[...] in code or a run config, SAMPLEHOOKS_PLUGINS=a,b). "
         "SAMPLEHOOKS_DISABLE_PLUGINS=a,b blocks plugins by name.",
         highlight=False,
     )
