@@ -3,17 +3,19 @@
 The file is what the ``recorder`` plugin writes: one JSON line per hook event. For every
 ``sample()`` call in it, the command prints the call's settings and outcome and one row
 per attempt, in the order attempts finished: time since the call started, iteration,
-subsample, attempt, sequence, passed, backend latency, tokens, transport retries, and a
-note for attempts that ended in a backend error or were cancelled.
+subsample, attempt, sequence, passed, backend latency, tokens, and a note for attempts
+that ended in a backend error, were cancelled, or needed transport retries.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -28,6 +30,11 @@ trace_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+@trace_app.callback()
+def _trace() -> None:
+    """Read files written by the recorder plugin."""
 
 
 @dataclass(slots=True)
@@ -150,7 +157,8 @@ def show_command(
         timelines = [t for t in timelines if t.sampling_id.startswith(call)]
         if not timelines:
             _fail(f"{file}: no call's sampling_id starts with {call!r}")
-    console = Console()
+    # Piped output gets a width that fits every column (rich assumes 80 otherwise).
+    console = Console() if sys.stdout.isatty() else Console(width=120)
     if not timelines:
         console.print(f"{escape(str(file))}: no calls recorded.", highlight=False)
         return
@@ -171,12 +179,11 @@ def _print_call(console: Console, timeline: CallTimeline) -> None:
         loop_budget = end.get("loop_budget", start.get("loop_budget", "?"))
         concurrency = end.get("concurrency_budget", start.get("concurrency_budget", "?"))
         title += f"  {strategy}  loop_budget={loop_budget} concurrency_budget={concurrency}"
-    table = Table(title=escape(title), title_justify="left")
+    table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD)
     for header in ("t (ms)", "iteration", "subsample", "attempt", "sequence", "passed"):
         table.add_column(header, justify="right")
     table.add_column("latency (ms)", justify="right")
     table.add_column("tokens in/out", justify="right")
-    table.add_column("retries", justify="right")
     table.add_column("note")
     for row in timeline.rows():
         table.add_row(
@@ -188,8 +195,7 @@ def _print_call(console: Console, timeline: CallTimeline) -> None:
             _passed(row.passed),
             "-" if row.latency_s is None else f"{row.latency_s * 1000:.1f}",
             _tokens(row.input_tokens, row.output_tokens),
-            str(row.retries) if row.retries else "",
-            "" if row.outcome == "completed" else escape(row.outcome),
+            escape(_note(row)),
         )
     console.print(table)
     if end:
@@ -201,6 +207,13 @@ def _print_call(console: Console, timeline: CallTimeline) -> None:
         )
     else:
         console.print("  (no sampling_loop_end recorded: the call did not finish)")
+
+
+def _note(row: AttemptRow) -> str:
+    notes = [] if row.outcome == "completed" else [row.outcome]
+    if row.retries:
+        notes.append(f"{row.retries} transport {'retry' if row.retries == 1 else 'retries'}")
+    return ", ".join(notes)
 
 
 def _ms(when: float | None, origin: float | None) -> str:

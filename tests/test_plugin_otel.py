@@ -1,0 +1,185 @@
+"""OpenTelemetry spans of the tracing plugin, checked with the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from builtin_plugins.otel import CANCELLED, OtelPlugin
+from builtin_plugins.tracing import TracingPlugin
+from sampling_core import GenerationRequest
+
+pytestmark = pytest.mark.anyio
+
+LOOP = "invoke_workflow samplehooks"
+ATTEMPT = "samplehooks.attempt"
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> TracerProvider:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+def _children(spans: list[ReadableSpan], parent: ReadableSpan) -> list[ReadableSpan]:
+    return [s for s in spans if s.parent is not None and s.parent.span_id == parent.context.span_id]
+
+
+def _named(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name.startswith(prefix)]
+
+
+async def test_a_span_per_loop_attempt_and_backend_call(
+    sampler, scripted_backend, provider, exporter
+):
+    release = anyio.Event()
+
+    async def reply(request: GenerationRequest) -> str:
+        info = request.iteration
+        if info.subsample_index == 1:
+            await release.wait()  # never set: cancelled in flight when subsample 0 wins
+        return "good" if info.attempt == 2 else "bad"
+
+    s = sampler(scripted_backend(reply), plugins=[TracingPlugin(tracer_provider=provider)])
+    result = await s.sample(
+        "q",
+        requirements=[lambda text: text == "good"],
+        loop_budget=2,
+        concurrency_budget=2,
+        options={"model": "m-1", "temperature": 0.2, "max_tokens": 64, "stop": ["END"]},
+    )
+    assert result.success and result.cancelled == 1
+    spans = list(exporter.get_finished_spans())
+
+    (loop,) = _named(spans, LOOP)
+    assert loop.parent is None and loop.kind is SpanKind.INTERNAL
+    assert loop.attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert loop.attributes["samplehooks.sampling_id"] == result.sampling_id
+    assert loop.attributes["samplehooks.stop_reason"] == "success"
+    assert loop.attributes["samplehooks.iterations_used"] == 2
+    assert loop.attributes["samplehooks.cancelled_attempts"] == 1
+    assert loop.attributes["gen_ai.usage.input_tokens"] == result.usage.input_tokens
+    assert loop.status.status_code is StatusCode.UNSET
+
+    attempts = _children(spans, loop)
+    assert all(a.name == ATTEMPT for a in attempts)
+    by_position = {
+        (a.attributes["samplehooks.subsample_index"], a.attributes["samplehooks.attempt"]): a
+        for a in attempts
+    }
+    assert set(by_position) == {(0, 1), (0, 2), (1, 1)}
+    assert by_position[(0, 1)].attributes["samplehooks.passed"] is False
+    assert by_position[(0, 2)].attributes["samplehooks.passed"] is True
+    assert by_position[(0, 2)].attributes["samplehooks.iteration"] == 2
+    assert by_position[(0, 2)].attributes["samplehooks.sequence"] == 2
+
+    cancelled = by_position[(1, 1)]
+    assert cancelled.attributes["samplehooks.cancelled"] is True
+    assert cancelled.attributes["error.type"] == CANCELLED
+    assert cancelled.status.status_code is StatusCode.ERROR
+
+    for position, attempt in by_position.items():
+        (call,) = _children(spans, attempt)
+        assert call.kind is SpanKind.CLIENT and call.name == "chat m-1"
+        attributes = call.attributes
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.provider.name"]
+        assert attributes["gen_ai.request.model"] == "m-1"
+        assert attributes["gen_ai.request.temperature"] == 0.2
+        assert attributes["gen_ai.request.max_tokens"] == 64
+        assert tuple(attributes["gen_ai.request.stop_sequences"]) == ("END",)
+        assert call.start_time >= attempt.start_time and call.end_time <= attempt.end_time
+        if position == (1, 1):
+            assert attributes["samplehooks.cancelled"] is True
+            assert call.status.status_code is StatusCode.ERROR
+            continue
+        assert attributes["gen_ai.response.model"] == "scripted"
+        assert tuple(attributes["gen_ai.response.finish_reasons"]) == ("stop",)
+        assert attributes["gen_ai.usage.input_tokens"] == 1
+        assert attributes["gen_ai.usage.output_tokens"] == 1
+        assert "gen_ai.input.messages" not in attributes
+        assert "gen_ai.output.messages" not in attributes
+    assert len(spans) == 1 + 3 + 3
+
+
+async def test_backend_failures_set_error_type(sampler, scripted_backend, provider, exporter):
+    s = sampler(
+        scripted_backend(["x"], failures={1: ValueError("boom")}),
+        plugins=[OtelPlugin(tracer_provider=provider, provider_name="acme")],
+    )
+    with pytest.raises(ValueError, match="boom"):
+        await s.sample("q")
+    spans = list(exporter.get_finished_spans())
+    (loop,) = _named(spans, LOOP)
+    (attempt,) = _children(spans, loop)
+    (call,) = _children(spans, attempt)
+    assert call.name == "chat"
+    assert call.attributes["gen_ai.provider.name"] == "acme"
+    for span in (call, attempt, loop):
+        assert span.attributes["error.type"] == "ValueError"
+        assert span.status.status_code is StatusCode.ERROR
+    assert call.attributes["samplehooks.will_retry"] is False
+    assert [e.name for e in call.events] == ["exception"]
+    assert loop.attributes["samplehooks.stop_reason"] == "error"
+
+
+async def test_the_call_span_is_a_child_of_the_callers_span(
+    sampler, scripted_backend, provider, exporter
+):
+    s = sampler(scripted_backend(["ok"]), plugins=[OtelPlugin(tracer_provider=provider)])
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("request") as outer:
+        await s.sample("q")
+    (loop,) = _named(list(exporter.get_finished_spans()), LOOP)
+    assert loop.parent is not None and loop.parent.span_id == outer.get_span_context().span_id
+
+
+async def test_concurrent_calls_get_separate_trees(sampler, scripted_backend, provider, exporter):
+    plugin = OtelPlugin(tracer_provider=provider)
+    s = sampler(scripted_backend(["a", "b"], latency=0.005), plugins=[plugin])
+    results: list[Any] = []
+
+    async def one() -> None:
+        results.append(
+            await s.sample("q", requirements=[lambda t: False], loop_budget=2, concurrency_budget=2)
+        )
+
+    async with anyio.create_task_group() as group:
+        for _ in range(3):
+            group.start_soon(one)
+    spans = list(exporter.get_finished_spans())
+    loops = _named(spans, LOOP)
+    assert sorted(span.attributes["samplehooks.sampling_id"] for span in loops) == sorted(
+        r.sampling_id for r in results
+    )
+    for loop in loops:
+        attempts = _children(spans, loop)
+        assert len(attempts) == 4
+        assert {a.attributes["samplehooks.sampling_id"] for a in attempts} == {
+            loop.attributes["samplehooks.sampling_id"]
+        }
+        assert all(len(_children(spans, a)) == 1 for a in attempts)
+    assert plugin.open_spans() == 0
+
+
+async def test_content_only_when_asked(sampler, scripted_backend, provider, exporter):
+    s = sampler(
+        scripted_backend(["the answer"]),
+        plugins=[OtelPlugin(tracer_provider=provider, capture_content=True)],
+    )
+    await s.sample("the question")
+    (call,) = _named(list(exporter.get_finished_spans()), "chat")
+    assert "the question" in call.attributes["gen_ai.input.messages"]
+    assert "the answer" in call.attributes["gen_ai.output.messages"]

@@ -1,0 +1,193 @@
+"""The recorder plugin, and `samplehooks trace show` reading what it wrote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from builtin_plugins.recorder import RecorderPlugin, read_events
+from hook_specs import Generation, Usage
+from sampling_core import GenerationRequest
+from sampling_core.cli.app import app
+from sampling_core.cli.trace_cmd import build_timelines, trace_app
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_every_hook_event_is_one_json_line(tmp_path, sampler, scripted_backend, hook_recorder):
+    path = tmp_path / "deep" / "events.jsonl"
+    recorder = RecorderPlugin(path)
+
+    def reply(request: GenerationRequest) -> Generation:
+        # `raw` may hold anything a backend returns; it is never written.
+        text = "SECRET-OUT yes" if request.iteration.attempt == 2 else "SECRET-OUT no"
+        return Generation(text, Usage(3, 2), "stop", "m", raw=object())
+
+    s = sampler(scripted_backend(reply), plugins=[recorder])
+    with recorder:
+        result = s.sample_sync(
+            "SECRET-PROMPT",
+            requirements=[lambda t: t.endswith("yes")],
+            loop_budget=2,
+            concurrency_budget=2,
+        )
+    events = lines(path)
+    assert [e["hook"] for e in events] == hook_recorder.names()
+    assert recorder.lines_written == len(events)
+    assert all(e["payload"]["sampling_id"] == result.sampling_id for e in events)
+    assert all(isinstance(e["time"], float) for e in events)
+    assert "SECRET" not in path.read_text() and "raw" not in path.read_text()
+
+    iterations = [e["payload"] for e in events if e["hook"] == "sampling_iteration"]
+    assert sorted(p["sequence"] for p in iterations) == list(range(1, result.iterations_used + 1))
+    assert all(p["usage"] == {"input_tokens": 3, "output_tokens": 2} for p in iterations)
+    (end,) = [e["payload"] for e in events if e["hook"] == "sampling_loop_end"]
+    assert end["stop_reason"] == "success" and end["iterations_used"] == result.iterations_used
+
+
+def test_content_is_written_when_asked(tmp_path, sampler, scripted_backend):
+    path = tmp_path / "events.jsonl"
+    s = sampler(
+        scripted_backend(["the answer"]), plugins=[RecorderPlugin(path, capture_content=True)]
+    )
+    s.sample_sync("the question")
+    events = {e["hook"]: e["payload"] for e in lines(path)}
+    assert events["sampling_loop_start"]["messages"][0]["content"] == "the question"
+    assert events["sampling_iteration"]["text"] == "the answer"
+    assert events["generation_post_call"]["generation"]["text"] == "the answer"
+    assert "raw" not in events["generation_post_call"]["generation"]
+
+
+def test_errors_are_written_as_text(tmp_path, sampler, scripted_backend):
+    path = tmp_path / "events.jsonl"
+    backend = scripted_backend(["x"], failures={1: ValueError("boom")})
+    s = sampler(backend, plugins=[RecorderPlugin(path)], load_entrypoints=False)
+    with pytest.raises(ValueError):
+        s.sample_sync("q")
+    events = {e["hook"]: e["payload"] for e in lines(path)}
+    assert events["generation_error"]["exception"] == "ValueError: boom"
+    assert events["generation_error"]["will_retry"] is False
+    assert events["sampling_loop_end"]["exception"] == "ValueError: boom"
+
+
+@pytest.mark.anyio
+async def test_concurrent_calls_share_one_file(tmp_path, sampler, scripted_backend, hook_recorder):
+    path = tmp_path / "events.jsonl"
+    recorder = RecorderPlugin(path)
+    s = sampler(scripted_backend(["x"], latency=0.001), plugins=[recorder])
+
+    async def one() -> None:
+        await s.sample("q", requirements=[lambda t: False], loop_budget=2, concurrency_budget=3)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(10):
+            group.start_soon(one)
+    recorder.close()
+    events = read_events(path)
+    assert (
+        len(events) == len(hook_recorder) == 10 * (2 + 6 * 3 + 3)
+    )  # start, end; pre/post/iteration each; repairs
+    assert len({e["payload"]["sampling_id"] for e in events}) == 10
+
+
+def test_enabled_by_name_writes_where_the_environment_says(
+    tmp_path, sampler, scripted_backend, monkeypatch
+):
+    path = tmp_path / "named.jsonl"
+    monkeypatch.setenv("SAMPLEHOOKS_RECORDER_PATH", str(path))
+    s = sampler(scripted_backend(["x"]), plugins=["recorder"])
+    s.sample_sync("q")
+    s.plugins.get("recorder").close()
+    hooks = [e["hook"] for e in read_events(path)]
+    assert hooks[0] == "sampling_loop_start" and hooks[-1] == "sampling_loop_end"
+
+
+# -- samplehooks trace show -------------------------------------------------------------
+
+
+def _record_a_call(path: Path, sampler: Any, scripted_backend: Any) -> Any:
+    release = anyio.Event()
+
+    async def reply(request: GenerationRequest) -> str:
+        info = request.iteration
+        if info.subsample_index == 2:
+            await release.wait()  # still in flight when subsample 1 wins: cancelled
+        return "yes" if (info.subsample_index, info.attempt) == (1, 2) else "no"
+
+    recorder = RecorderPlugin(path)
+    s = sampler(
+        scripted_backend(
+            reply,
+            failures=lambda r: RuntimeError("down") if r.iteration.subsample_index == 0 else None,
+        ),
+        plugins=[recorder],
+    )
+    result = s.sample_sync(
+        "q", requirements=[lambda t: t == "yes"], loop_budget=2, concurrency_budget=3
+    )
+    recorder.close()
+    return result
+
+
+def test_timeline_of_a_recorded_call(tmp_path, sampler, scripted_backend):
+    path = tmp_path / "events.jsonl"
+    result = _record_a_call(path, sampler, scripted_backend)
+    (timeline,) = build_timelines(read_events(path))
+    assert timeline.sampling_id == result.sampling_id
+    rows = timeline.rows()
+    outcomes = {(r.subsample_index, r.attempt): r.outcome for r in rows}
+    assert outcomes == {
+        (0, 1): "error: RuntimeError",
+        (1, 1): "completed",
+        (1, 2): "completed",
+        (2, 1): "cancelled",
+    }
+    completed = [r for r in rows if r.outcome == "completed"]
+    assert [r.sequence for r in completed] == [1, 2]
+    assert [r.passed for r in completed] == [False, True]
+    assert rows[-1].outcome == "cancelled"  # unfinished attempts come last
+
+    out = CliRunner().invoke(app, ["trace", "show", str(path)])
+    assert out.exit_code == 0, out.output
+    assert result.sampling_id in out.output
+    for header in ("iteration", "subsample", "attempt", "sequence", "passed", "latency"):
+        assert header in out.output
+    assert "cancelled" in out.output and "RuntimeError" in out.output
+    assert "stop_reason=success" in out.output
+
+
+def test_trace_show_filters_calls(tmp_path, sampler, scripted_backend):
+    path = tmp_path / "events.jsonl"
+    first = _record_a_call(path, sampler, scripted_backend)
+    second = _record_a_call(path, sampler, scripted_backend)
+    out = CliRunner().invoke(trace_app, ["show", str(path), "--call", second.sampling_id[:6]])
+    assert out.exit_code == 0, out.output
+    assert second.sampling_id in out.output and first.sampling_id not in out.output
+    out = CliRunner().invoke(trace_app, ["show", str(path), "--call", "zzz"])
+    assert out.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read"),
+        ("not json\n", "line 1 is not JSON"),
+        ('{"hook": "sampling_loop_start"}\n', "line 1 is not a recorded hook event"),
+        ("[1, 2]\n", "line 1 is not a recorded hook event"),
+    ],
+)
+def test_trace_show_rejects_a_bad_file_in_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    if content is not None:
+        path.write_text(content)
+    out = CliRunner().invoke(trace_app, ["show", str(path)])
+    assert out.exit_code == 2
+    assert message in out.output
+    assert len(out.output.strip().splitlines()) == 1
