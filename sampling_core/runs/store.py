@@ -109,13 +109,15 @@ class RunDirectory:
             return True
         return self.path.is_dir() and not any(self.path.iterdir())
 
-    def check_is_run(self) -> None:
+    def check_is_run(self, *, resuming: bool = True) -> None:
         """Raise :class:`RunDirError` unless this holds a run (config, meta and records)."""
         if not self.path.is_dir():
-            raise RunDirError(
-                f"{self.path} does not exist: there is no run to resume "
-                "(leave out --resume to start one)"
-            )
+            if resuming:
+                raise RunDirError(
+                    f"{self.path} does not exist: there is no run to resume "
+                    "(leave out --resume to start one)"
+                )
+            raise RunDirError(f"{self.path} does not exist (give a run directory)")
         missing = [
             p.name for p in (self.config_file, self.meta_file, self.records_file) if not p.is_file()
         ]

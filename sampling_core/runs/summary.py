@@ -99,7 +99,7 @@ class RunSummary:
 def summarize(path: str | Path) -> RunSummary:
     """The summary of the run in ``path`` (raises ``RunDirError`` if it is not a run)."""
     run_dir = RunDirectory(Path(path))
-    run_dir.check_is_run()
+    run_dir.check_is_run(resuming=False)
     meta = run_dir.read_meta()
     latest = run_dir.scan_records().latest()
     progress = run_dir.read_progress()
