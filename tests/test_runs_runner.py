@@ -122,3 +122,33 @@ async def test_the_summary_counts_attempts_tokens_and_reasons(tmp_path: Path) ->
     assert "4 of 4 prompts done (complete)" in text
     assert "success rate: 75.0%" in text and "Tokens:" in text and "Wall time:" in text
     assert summarize(tmp_path / "out").render() == text
+
+
+def test_the_progress_bar_draws_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from sampling_core.runs.progress import ProgressDisplay
+
+    screen = StringIO()
+    display = ProgressDisplay(
+        "on", total=3, console=Console(file=screen, force_terminal=True, width=100)
+    )
+    display.start({"ok": 1})
+    display.advance({"ok": 2, "failed": 1})
+    display.stop()
+    assert "sampling" in screen.getvalue() and "3/3" in screen.getvalue()
+    assert "failed 1" in screen.getvalue()
+    monkeypatch.setattr("sys.stderr", StringIO())
+    assert ProgressDisplay("auto", total=3).enabled is False
+    assert ProgressDisplay("off", total=3).enabled is False
+
+
+def test_the_progress_plugin_gets_one_bar_over_the_prompts_to_run(tmp_path: Path) -> None:
+    from builtin_plugins.progress import ProgressPlugin
+    from sampling_core.runs.components import plugin_specs
+
+    specs = plugin_specs(["tracing", "progress", "recorder"], tmp_path / "e.jsonl", total=7)
+    assert specs[0] == "tracing"
+    assert isinstance(specs[1], ProgressPlugin) and specs[1].total == 7

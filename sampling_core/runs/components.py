@@ -168,12 +168,14 @@ def build_sampler(
 
 
 def close_plugins(sampler: Sampler) -> None:
-    """Close the plugins that hold a file or a display (``close()``), errors ignored."""
+    """Release what the run's plugins hold: ``close()`` files, ``stop()`` the progress bar."""
     for name in sampler.plugins.names():
-        close = getattr(sampler.plugins.get(name), "close", None)
-        if callable(close):
-            with contextlib.suppress(Exception):
-                close()
+        plugin = sampler.plugins.get(name)
+        for method in ("stop", "close") if name == "progress" else ("close",):
+            release = getattr(plugin, method, None)
+            if callable(release):
+                with contextlib.suppress(Exception):
+                    release()
 
 
 def prompt_seed(seed: int | None, key: str) -> int | None:

@@ -257,7 +257,9 @@ class _Batch:
         self.writer = run_dir.open_writer(
             flush_every=config.run.flush_every, fsync=config.run.fsync
         )
-        self.display = ProgressDisplay(config.run.progress, total=self.total)
+        # the `progress` plugin, when configured, draws the bar instead
+        mode = "off" if "progress" in config.plugins else config.run.progress
+        self.display = ProgressDisplay(mode, total=self.total)
 
     async def run(self, sampler: Any) -> None:
         """Sample every pending prompt; flush and record progress on every way out."""
