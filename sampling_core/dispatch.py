@@ -96,10 +96,17 @@ class HookDispatcher:
         return bool(self._impls.get(hook))
 
     def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookDispatcher:
-        """A dispatcher with ``extra`` implementations registered after these."""
-        combined = {
-            hook: self.registered.get(hook, ()) + tuple(extra.get(hook, ())) for hook in HookName
-        }
+        """A dispatcher with ``extra`` implementations registered after these.
+
+        As in pluggy, a later ``trylast`` implementation goes before the earlier ones in
+        registration order (so it is called after them); the others go after.
+        """
+        combined = {}
+        for hook in HookName:
+            more = tuple(extra.get(hook, ()))
+            late = tuple(impl for impl in more if impl.order == 0)
+            rest = tuple(impl for impl in more if impl.order != 0)
+            combined[hook] = late + self.registered.get(hook, ()) + rest
         return HookDispatcher(
             combined, strict=self._strict, trace=self._trace, timeout=self._timeout
         )
