@@ -138,3 +138,17 @@ def test_plugin_env_sets_what_a_new_sampler_reads(sampler: Any, plugin_env: Any)
     assert settings.trace_hooks is True
     plugin_env.only()
     assert sampler().settings.only == frozenset()
+
+
+def test_a_recorder_given_per_call_runs_after_the_samplers_trylast_plugins(
+    sampler: Any, scripted_backend: Any, hook_recorder: Any
+) -> None:
+    class LastWord:
+        @hookimpl(trylast=True)
+        def generation_pre_call(self, payload: Any) -> None:
+            payload.options = {**payload.options, "stop": ["\n"]}
+
+    s = sampler(scripted_backend(["hi"]), plugins=[LastWord()], record=False)
+    s.sample_sync("Hi.", plugins=[hook_recorder])  # registered later: called later, as in pluggy
+    (event,) = hook_recorder.for_hook(H.GENERATION_PRE_CALL)
+    assert event["options"] == {"stop": ["\n"]}
