@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ from sampling_core.requirements import Requirement, parse_model
 from sampling_core.results import AttemptError, SamplingResult
 from sampling_core.seeds import derive_seed
 from sampling_core.strategies import Strategy
+from sampling_core.subsample_tasks import SubsampleTasks, subsample_tasks
 from sampling_core.transport import RetryPolicy, is_transient
 
 logger = structlog.get_logger("samplehooks")
@@ -97,10 +99,10 @@ class SamplingCall:
         self.stopped = False
         self.fatal: BaseException | None = None
         self.started = 0.0
-        self._group_scope: anyio.CancelScope | None = None
-        self._subsample_scopes: list[anyio.CancelScope] = []
+        self._tasks: SubsampleTasks | None = None  # None while no subsample task runs
         self._current_attempt: list[int] = []
-        self._delivery = anyio.Lock(fast_acquire=True)
+        self._delivery: anyio.Lock | None = None  # made when sampling_iteration is implemented
+        self._on_iteration = self.hooks.implements(H.SAMPLING_ITERATION)
 
     # -- the call -----------------------------------------------------------------------
 
@@ -153,13 +155,15 @@ class SamplingCall:
 
     async def _run_subsamples(self) -> None:
         count = self.s.concurrency_budget
-        self._subsample_scopes = [anyio.CancelScope() for _ in range(count)]
         self._current_attempt = [0] * count
+        if count == 1:
+            # One subsample has no sibling to cancel or to be cancelled by: it runs in the
+            # caller's task (and restores the caller's context variables when it ends).
+            await self._subsample(0)
+            return
+        self._tasks = subsample_tasks(count)
         try:
-            async with anyio.create_task_group() as group:
-                self._group_scope = group.cancel_scope
-                for index in range(count):
-                    group.start_soon(self._subsample, index)
+            await self._tasks.run(self._subsample, count)
         except BaseExceptionGroup as group_error:
             # Subsamples catch every Exception; what is left (KeyboardInterrupt, SystemExit,
             # ...) is re-raised as itself rather than wrapped in a group.
@@ -172,14 +176,14 @@ class SamplingCall:
         logger.info(
             "sampling.stopped_by_plugin", sampling_id=self.s.sampling_id, reason=stop.reason
         )
-        if self._group_scope is not None:
-            self._group_scope.cancel()
+        if self._tasks is not None:
+            self._tasks.cancel_all()
 
     def _fail(self, exc: BaseException) -> None:
         if self.fatal is None:
             self.fatal = exc
-        if self._group_scope is not None:
-            self._group_scope.cancel()
+        if self._tasks is not None:
+            self._tasks.cancel_all()
 
     # -- one subsample ------------------------------------------------------------------
 
@@ -188,32 +192,38 @@ class SamplingCall:
         strategy, loop_budget = s.strategy, s.loop_budget
         failures: deque[Attempt] = deque(maxlen=strategy.keep_failures)
         messages = s.messages
+        # The first tokens of each variable restore the values from before the subsample.
         tokens = _bind(sampling_id=s.sampling_id, subsample_index=index)
+        current = None
         try:
-            with self._subsample_scopes[index]:
-                for number in range(1, loop_budget + 1):
-                    if self.best_key is not None and (number, index) > self.best_key:
-                        return  # selection="ordered": this subsample can no longer win
-                    self._current_attempt[index] = number
-                    info = IterationInfo(s.sampling_id, index, number, index * loop_budget + number)
+            for number in range(1, loop_budget + 1):
+                if self.best_key is not None and (number, index) > self.best_key:
+                    return  # selection="ordered": this subsample can no longer win
+                self._current_attempt[index] = number
+                info = IterationInfo(s.sampling_id, index, number, index * loop_budget + number)
+                if current is None:
+                    current = _current.set(info)
+                    tokens.update(_bind(attempt=number, iteration=info.iteration))
+                else:
                     _current.set(info)
                     _bind(attempt=number, iteration=info.iteration)
-                    attempt = await self._attempt(info, messages)
-                    if attempt is None or attempt.passed or self.stopped or self.fatal:
-                        return
-                    if number == loop_budget:
-                        return
-                    failures.append(attempt)
-                    messages = strategy.repair(s.messages, failures)
-                    messages = await self._repair(attempt, messages)
-                    if messages is None:
-                        return
+                attempt = await self._attempt(info, messages)
+                if attempt is None or attempt.passed or self.stopped or self.fatal:
+                    return
+                if number == loop_budget:
+                    return
+                failures.append(attempt)
+                messages = strategy.repair(s.messages, failures)
+                messages = await self._repair(attempt, messages)
+                if messages is None:
+                    return
         except StopSampling as stop:
             self._stop(stop)
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
             self._fail(exc)
         finally:
-            _current.set(None)
+            if current is not None:
+                _current.reset(current)
             _reset(**tokens)
 
     async def _attempt(self, info: IterationInfo, messages: list[Message]) -> Attempt | None:
@@ -226,8 +236,15 @@ class SamplingCall:
             return None
         validations = await self._validate(generation.text)
         self.in_flight -= 1
-        with anyio.CancelScope(shield=True):
+        if not self._on_iteration:
+            return await self._complete(info, messages, generation, validations)  # no await
+        with self._shield(info.subsample_index):
             return await self._complete(info, messages, generation, validations)
+
+    def _shield(self, index: int) -> AbstractContextManager[object]:
+        if self._tasks is None:
+            return anyio.CancelScope(shield=True)
+        return self._tasks.shielded(index)
 
     async def _generate(self, info: IterationInfo, messages: list[Message]) -> Generation:
         s, hooks = self.s, self.hooks
@@ -331,7 +348,10 @@ class SamplingCall:
         generation: Generation,
         validations: tuple[ValidationResult, ...],
     ) -> Attempt:
-        """Number, judge and announce a validated attempt. Runs shielded."""
+        """Number, judge and announce a validated attempt.
+
+        Runs shielded when it awaits (when ``sampling_iteration`` is implemented).
+        """
         self.sequence += 1
         passed = all(v.passed for v in validations)
         attempt = Attempt(
@@ -348,7 +368,7 @@ class SamplingCall:
         self.attempts.append(attempt)
         if passed:
             self._judge_pass(attempt)
-        if self.hooks.implements(H.SAMPLING_ITERATION):
+        if self._on_iteration:
             payload = SamplingIterationPayload.trusted(
                 **_where(self.s, info),
                 sequence=attempt.sequence,
@@ -361,6 +381,8 @@ class SamplingCall:
                 latency_s=generation.latency_s,
                 usage=generation.usage,
             )
+            if self._delivery is None:
+                self._delivery = anyio.Lock(fast_acquire=True)
             async with self._delivery:
                 try:
                     await self.hooks.call(H.SAMPLING_ITERATION, payload, self.faults)
@@ -377,17 +399,17 @@ class SamplingCall:
         if s.selection == "first":
             if self.winner is None:
                 self.winner = attempt
-                if self._group_scope is not None:
-                    self._group_scope.cancel()
+                if self._tasks is not None:
+                    self._tasks.cancel_all()
             return
         key = (attempt.attempt, attempt.subsample_index)
         if self.best_key is None or key < self.best_key:
             self.best_key = key
-            for index, scope in enumerate(self._subsample_scopes):
-                if index != attempt.subsample_index and (
-                    (self._current_attempt[index], index) > key
-                ):
-                    scope.cancel()
+            if self._tasks is None:
+                return
+            for index, number in enumerate(self._current_attempt):
+                if index != attempt.subsample_index and (number, index) > key:
+                    self._tasks.cancel(index)
 
     async def _repair(self, failed: Attempt, messages: list[Message]) -> list[Message] | None:
         if not self.hooks.implements(H.SAMPLING_REPAIR):

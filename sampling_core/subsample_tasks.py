@@ -1,0 +1,207 @@
+"""The tasks of one call's subsamples: start them, cancel them, shield a completion.
+
+The sampling loop asks four things of the tasks its subsamples run in:
+
+* ``run(subsample, count)``: start ``subsample(0) .. subsample(count - 1)`` as tasks and
+  return once every one has finished; if the caller is cancelled meanwhile, cancel them
+  all, wait for them, then re-raise the caller's cancellation. Nothing outlives ``run``.
+* ``cancel_all()``: early exit, ``StopSampling``, a fatal error.
+* ``cancel(index)``: one subsample that can no longer win (``selection="ordered"``).
+* ``shielded(index)``: a block (an attempt's completion) that no cancellation interrupts;
+  a cancellation that arrives meanwhile lands at the subsample's next wait after it.
+
+:class:`AnyioSubsampleTasks` does this with an anyio task group and a cancel scope per
+subsample, under any backend anyio supports. :class:`AsyncioSubsampleTasks` does the
+same with plain asyncio tasks, for a fraction of the cost (an anyio task group and its
+scopes cost more than all the rest of the engine's work on an attempt; see
+``docs/benchmarks.md``); :func:`subsample_tasks` picks it when the loop runs on asyncio.
+
+Both follow anyio's rules, so that a call behaves the same on every backend: a cancelled
+task is cancelled only once it has started and while it waits (a subsample scheduled
+before its group was cancelled still starts, and stops at its first wait); a task is
+never cancelled while shielded; a task that cancels its own group runs on until its next
+wait. An exception other than ``Exception`` escaping a subsample cancels the others and
+is re-raised once all have finished (several: as a ``BaseExceptionGroup``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+import anyio
+
+try:
+    import sniffio
+except ImportError:  # pragma: no cover - anyio no longer requires sniffio
+    sniffio = None  # type: ignore[assignment]
+
+Subsample = Callable[[int], Awaitable[None]]
+
+
+class SubsampleTasks(Protocol):
+    """What the loop needs from the tasks of its subsamples."""
+
+    async def run(self, subsample: Subsample, count: int) -> None:
+        """Run ``count`` subsamples as tasks until every one has finished."""
+
+    def cancel_all(self) -> None:
+        """Cancel every subsample."""
+
+    def cancel(self, index: int) -> None:
+        """Cancel subsample ``index``."""
+
+    def shielded(self, index: int) -> AbstractContextManager[object]:
+        """A block of subsample ``index`` that no cancellation interrupts."""
+
+
+def subsample_tasks(count: int) -> SubsampleTasks:
+    """Plain asyncio tasks when running on asyncio, else an anyio task group."""
+    return AnyioSubsampleTasks(count)
+
+
+def _running_asyncio() -> bool:
+    if sniffio is not None:
+        try:
+            return sniffio.current_async_library() == "asyncio"
+        except sniffio.AsyncLibraryNotFoundError:
+            return False
+    try:  # pragma: no cover - without sniffio
+        asyncio.get_running_loop()
+    except RuntimeError:  # pragma: no cover
+        return False
+    return True  # pragma: no cover
+
+
+class AnyioSubsampleTasks:
+    """An anyio task group, with a cancel scope per subsample."""
+
+    __slots__ = ("_group_scope", "_scopes")
+
+    def __init__(self, count: int) -> None:
+        self._scopes = [anyio.CancelScope() for _ in range(count)]
+        self._group_scope: anyio.CancelScope | None = None
+
+    async def run(self, subsample: Subsample, count: int) -> None:
+        """Run the subsamples in one task group."""
+        async with anyio.create_task_group() as group:
+            self._group_scope = group.cancel_scope
+            for index in range(count):
+                group.start_soon(self._run_one, subsample, index)
+
+    async def _run_one(self, subsample: Subsample, index: int) -> None:
+        with self._scopes[index]:
+            await subsample(index)
+
+    def cancel_all(self) -> None:
+        """Cancel the group's scope."""
+        if self._group_scope is not None:
+            self._group_scope.cancel()
+
+    def cancel(self, index: int) -> None:
+        """Cancel one subsample's scope."""
+        self._scopes[index].cancel()
+
+    def shielded(self, index: int) -> AbstractContextManager[object]:
+        """A shielded cancel scope."""
+        return anyio.CancelScope(shield=True)
+
+
+class AsyncioSubsampleTasks:
+    """Plain asyncio tasks, cancelled by anyio's rules (see the module's docstring)."""
+
+    __slots__ = ("_errors", "_loop", "_pending", "_remaining", "_shielded", "_tasks", "_waiter")
+
+    def __init__(self, count: int) -> None:
+        self._tasks: list[asyncio.Task[None]] = []
+        self._shielded = [False] * count
+        self._pending = [False] * count  # cancelled while shielded
+        self._remaining = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self._errors: list[BaseException] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def run(self, subsample: Subsample, count: int) -> None:
+        """Start the tasks, wait for all of them, re-raise the caller's cancellation."""
+        loop = self._loop = asyncio.get_running_loop()
+        self._remaining = count
+        tasks = self._tasks
+        for index in range(count):
+            task = loop.create_task(subsample(index))
+            task.add_done_callback(self._finished)
+            tasks.append(task)
+        cancelled: BaseException | None = None
+        while self._remaining:
+            self._waiter = loop.create_future()
+            try:
+                await self._waiter
+            except asyncio.CancelledError as exc:
+                # The caller is cancelled: cancel every subsample and wait for them all.
+                # Repeated cancellations while waiting are absorbed; the first is re-raised.
+                if cancelled is None:
+                    cancelled = exc
+                self.cancel_all()
+        self._waiter = None
+        if cancelled is not None:
+            raise cancelled
+        if self._errors:
+            if len(self._errors) == 1:
+                raise self._errors[0]
+            raise BaseExceptionGroup("subsamples failed", self._errors)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._remaining -= 1
+        if not task.cancelled():
+            error = task.exception()
+            if error is not None:
+                self._errors.append(error)
+                self.cancel_all()
+        if not self._remaining and self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def cancel_all(self) -> None:
+        """Cancel every subsample that has not finished."""
+        for index in range(len(self._tasks)):
+            self.cancel(index)
+
+    def cancel(self, index: int) -> None:
+        """Cancel subsample ``index`` as soon as anyio's rules allow."""
+        task = self._tasks[index]
+        if task.done():
+            return
+        if self._shielded[index]:
+            self._pending[index] = True
+            return
+        waiter = getattr(task, "_fut_waiter", None)
+        if waiter is not None and not waiter.done():
+            task.cancel()
+        else:
+            # Not started yet, running now, or about to resume: like anyio, try again on
+            # the next turn of the event loop.
+            assert self._loop is not None
+            self._loop.call_soon(self.cancel, index)
+
+    def shielded(self, index: int) -> _Shield:
+        """A block of subsample ``index`` that :meth:`cancel` does not interrupt."""
+        return _Shield(self, index)
+
+
+class _Shield:
+    __slots__ = ("_index", "_tasks")
+
+    def __init__(self, tasks: AsyncioSubsampleTasks, index: int) -> None:
+        self._tasks = tasks
+        self._index = index
+
+    def __enter__(self) -> _Shield:
+        self._tasks._shielded[self._index] = True
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        tasks, index = self._tasks, self._index
+        tasks._shielded[index] = False
+        if tasks._pending[index]:
+            tasks._pending[index] = False
+            tasks.cancel(index)
