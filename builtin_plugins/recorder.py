@@ -20,6 +20,7 @@ import json
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -71,8 +72,8 @@ class RecorderPlugin:
 
     ``path``: the file (created with its parent directories; appended to if it exists).
     ``capture_content``: also write prompts, generated text and failure reasons.
-    The file is opened on the first event and closed by :meth:`close` (or on exit from a
-    ``with`` block).
+    The file is opened on the first event and closed by :meth:`close`, on exit from a
+    ``with`` block, or when the recorder is garbage-collected.
     """
 
     def __init__(
@@ -86,15 +87,16 @@ class RecorderPlugin:
         self.capture_content = capture_content
         self._exclude = _ALWAYS if capture_content else _CONTENT
         self._file: IO[str] | None = None
+        self._closer: weakref.finalize | None = None
         self._lock = threading.Lock()
         self.lines_written = 0
 
     def close(self) -> None:
         """Close the file (a later event opens it again, appending)."""
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            if self._closer is not None:
+                self._closer()  # closes the file
+            self._file = self._closer = None
 
     def __enter__(self) -> RecorderPlugin:
         return self
@@ -119,6 +121,9 @@ class RecorderPlugin:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._file = self.path.open("a", encoding="utf-8")
+                # A recorder enabled by name is never closed explicitly: close the file
+                # when the recorder goes away, without a ResourceWarning.
+                self._closer = weakref.finalize(self, self._file.close)
             self._file.write(line + "\n")
             self._file.flush()
             self.lines_written += 1
