@@ -1,0 +1,18 @@
+"""samplehooks' built-in plugins: ordinary plugins, enabled by name.
+
+Each is an entry point of group ``samplehooks`` in samplehooks' own distribution, loaded
+only when named (``plugins=["tracing"]``, ``SAMPLEHOOKS_PLUGINS=tracing``), and uses only
+``hook_specs`` and ``sampling_core``'s public API:
+
+* ``tracing`` — :class:`builtin_plugins.tracing.TracingPlugin`: a structlog event per hook
+  call, and OpenTelemetry spans with the ``otel`` extra (:mod:`builtin_plugins.otel`).
+* ``ordering`` — :class:`builtin_plugins.ordering.OrderingChecker`: the reference checker
+  of iteration ordering.
+* ``budget_guard`` — :class:`builtin_plugins.budget_guard.BudgetGuard`: budget caps and
+  generation/token ceilings.
+* ``progress`` — :class:`builtin_plugins.progress.ProgressPlugin`: rich progress bars.
+* ``recorder`` — :class:`builtin_plugins.recorder.RecorderPlugin`: every hook event as a
+  JSON line.
+
+The modules are not imported here, so enabling one plugin imports only that one.
+"""
