@@ -1,0 +1,335 @@
+"""Write ``docs/hooks.md``, the hook reference, from the hook contract in ``hook_specs``.
+
+Run ``python docs/gen_hooks.py`` after changing a hookspec, a payload field or an example;
+``tests/test_docs.py`` fails while the committed page differs from what this script writes.
+Signatures and docstrings come from :mod:`hook_specs.specs`, payload fields (type as written
+in the source, description, whether writable) from the pydantic models in
+:data:`hook_specs.PAYLOAD_TYPES`; only the examples below are written here by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+from hook_specs import PAYLOAD_TYPES, HookName, HookPayload, specs
+from hook_specs.records import Generation, IterationInfo, Usage, ValidationResult
+
+OUTPUT = Path(__file__).with_name("hooks.md")
+
+# One example implementation per hook. Every one is a complete plugin: tests/test_docs.py
+# runs them all together in a `sample()` call.
+EXAMPLES: dict[HookName, str] = {
+    HookName.SAMPLING_LOOP_START: '''
+        from hook_specs import SamplingLoopStartPayload, hookimpl
+
+
+        class CapConcurrency:
+            """Never run more than 4 subsamples at once, whatever the caller asked."""
+
+            @hookimpl
+            def sampling_loop_start(self, payload: SamplingLoopStartPayload) -> None:
+                payload.concurrency_budget = min(payload.concurrency_budget, 4)
+    ''',
+    HookName.SAMPLING_ITERATION: '''
+        import structlog
+
+        from hook_specs import SamplingIterationPayload, hookimpl
+
+        log = structlog.get_logger("my_plugin")
+
+
+        class LogAttempts:
+            """One log line per completed attempt."""
+
+            @hookimpl
+            def sampling_iteration(self, payload: SamplingIterationPayload) -> None:
+                log.info(
+                    "attempt.done",
+                    iteration=payload.iteration,
+                    sequence=payload.sequence,
+                    passed=payload.passed,
+                    checks=f"{payload.valid_count}/{payload.total_count}",
+                )
+    ''',
+    HookName.SAMPLING_REPAIR: '''
+        from hook_specs import SamplingRepairPayload, hookimpl
+
+
+        class Reminder:
+            """Add the failure reasons as a last user message before the next attempt."""
+
+            @hookimpl
+            def sampling_repair(self, payload: SamplingRepairPayload) -> None:
+                note = "Please fix: " + "; ".join(payload.failure_reasons)
+                payload.messages = [*payload.messages, {"role": "user", "content": note}]
+    ''',
+    HookName.SAMPLING_LOOP_END: '''
+        from hook_specs import SamplingLoopEndPayload, hookimpl
+
+
+        class CallSummary:
+            """Keep one line per call: why it ended, how many attempts, how many tokens."""
+
+            def __init__(self) -> None:
+                self.lines: list[str] = []
+
+            @hookimpl
+            def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
+                self.lines.append(
+                    f"{payload.sampling_id}: {payload.stop_reason} after "
+                    f"{payload.iterations_used} attempts ({payload.cancelled} cancelled), "
+                    f"{payload.usage.total_tokens} tokens"
+                )
+    ''',
+    HookName.GENERATION_PRE_CALL: '''
+        from hook_specs import GenerationPreCallPayload, hookimpl
+
+
+        class WarmUp:
+            """Raise the temperature with every attempt of a subsample."""
+
+            @hookimpl(tryfirst=True)
+            def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
+                temperature = min(1.0, 0.2 * payload.attempt)
+                payload.options = {**payload.options, "temperature": temperature}
+    ''',
+    HookName.GENERATION_POST_CALL: '''
+        import anyio
+
+        from hook_specs import GenerationPostCallPayload, hookimpl
+
+
+        class TokenMeter:
+            """Count the tokens of every backend call; async implementations are awaited."""
+
+            def __init__(self) -> None:
+                self.tokens = 0
+                self._lock = anyio.Lock()
+
+            @hookimpl
+            async def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
+                async with self._lock:  # e.g. while writing to a shared store
+                    self.tokens += payload.generation.usage.total_tokens
+    ''',
+    HookName.GENERATION_ERROR: '''
+        from collections import Counter
+
+        from hook_specs import GenerationErrorPayload, hookimpl
+
+
+        class ErrorCounter:
+            """Count backend errors by type, retried ones apart."""
+
+            def __init__(self) -> None:
+                self.errors: Counter[str] = Counter()
+
+            @hookimpl
+            def generation_error(self, payload: GenerationErrorPayload) -> None:
+                kind = "retried" if payload.will_retry else "final"
+                self.errors[f"{payload.error_type} ({kind})"] += 1
+    ''',
+}
+
+# What to know when writing a field, beyond its description.
+WRITABLE_NOTES: dict[str, str] = {
+    "loop_budget": "",
+    "concurrency_budget": (
+        " The engine checks both budgets after the last implementation ran: an `int` >= 1"
+        " (not a `bool`) within the sampler's caps, else `BudgetError` names the field, the"
+        " value and the plugin that wrote it."
+    ),
+    "messages": (
+        " The list is this payload's own, but the message dicts in it are shared with the"
+        ' call\'s prompt: replace a message (`{**message, "content": ...}`) or assign a new'
+        " list; never edit a message dict in place."
+    ),
+    "options": (
+        " `options` is a copy for this backend call: assigning or editing its keys affects this"
+        " call only."
+    ),
+}
+
+RECORDS = (Generation, Usage, ValidationResult, IterationInfo)
+
+INTRO = """\
+# Hook reference
+
+<!-- Generated by docs/gen_hooks.py from hook_specs: edit the hookspecs, the payload models or
+the examples in that script, then run `python docs/gen_hooks.py`. -->
+
+Every hook takes exactly one argument, `payload`: a pydantic model whose fields are listed
+below. New fields may be added in later versions, so read the fields you need and ignore the
+rest. An implementation may be a plain function or `async def` (it is awaited before the next
+implementation runs), and may leave out the `payload` argument if it does not need it.
+
+Writing a field that the hook does not let plugins change raises `ReadOnlyFieldError` (an
+`AttributeError`) at once, naming the field and the hook. How a fault is handled depends on
+the hook: where plugins may change the payload, the engine **fails closed** (`sample()`
+raises `PluginError(plugin_name, hook)`); in observe-only hooks the fault is **isolated**
+(logged as `plugin.error` and kept in `result.plugin_errors`) unless the sampler is strict
+(`Sampler(..., strict_plugins=True)`). See [Writing plugins](writing-plugins.md) for
+ordering, packaging and testing, and [Concepts](concepts.md) for the numbering fields.
+
+For one attempt the hooks fire in this order:
+
+```text
+sampling_loop_start                          once per call
+  generation_pre_call                        before each backend call (and each transport retry)
+  generation_post_call | generation_error    after it returned | raised
+  sampling_iteration                         the attempt, validated
+  sampling_repair                            it failed and its subsample tries again
+  ...
+sampling_loop_end                            once per call, on every path
+```
+"""
+
+
+def annotation_of(model: type, field_name: str) -> str:
+    """A field's type as written in the source (the first class in the MRO that declares it)."""
+    for klass in model.__mro__:
+        written = vars(klass).get("__annotations__", {}).get(field_name)
+        if written is not None:
+            return written if isinstance(written, str) else inspect.formatannotation(written)
+    raise LookupError(f"{model.__name__}.{field_name} has no annotation")
+
+
+def first_paragraph(text: str) -> tuple[str, str]:
+    """Split a docstring into its first paragraph and the rest, both unwrapped."""
+    cleaned = inspect.cleandoc(text)
+    head, _, rest = cleaned.partition("\n\n")
+    return _unwrap(head), "\n\n".join(_unwrap(p) for p in rest.split("\n\n") if p.strip())
+
+
+def _unwrap(paragraph: str) -> str:
+    """One line of Markdown from a reST-ish docstring paragraph."""
+    text = " ".join(line.strip() for line in paragraph.splitlines()).replace("``", "`")
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", text)
+
+
+def summary_table() -> str:
+    rows = ["| hook | fires | a plugin may change | a fault |", "|---|---|---|---|"]
+    for hook in HookName:
+        payload = PAYLOAD_TYPES[hook]
+        fires, _ = first_paragraph(getattr(specs, hook.value).__doc__ or "")
+        change = ", ".join(f"`{f}`" for f in sorted(payload.writable)) or "nothing"
+        fault = "fails closed" if hook.may_change_payload else "is isolated"
+        rows.append(f"| [`{hook.value}`](#{hook.value}) | {fires} | {change} | {fault} |")
+    return "\n".join(rows)
+
+
+def stop_sampling_note(hook: HookName) -> str:
+    if hook is HookName.SAMPLING_LOOP_START:
+        return 'ends the call before any generation (`stop_reason="stopped_by_plugin"`).'
+    if hook is HookName.SAMPLING_LOOP_END:
+        return "is a plugin error, handled like any other fault here: the loop is already over."
+    return (
+        "ends the loop: attempts in flight are cancelled and the result is picked from the "
+        'completed attempts, with `stop_reason="stopped_by_plugin"`.'
+    )
+
+
+def fields_table(payload: type[HookPayload]) -> str:
+    rows = ["| field | type | description |", "|---|---|---|"]
+    for name, info in payload.model_fields.items():
+        if not info.description:
+            raise ValueError(f"{payload.__name__}.{name} has no Field(description=...)")
+        kind = annotation_of(payload, name).replace("|", "\\|")
+        writable = " **Writable.**" if name in payload.writable else ""
+        text = info.description.removesuffix(" Writable.").replace("|", "\\|")
+        rows.append(f"| `{name}` | `{kind}` | {text}{writable} |")
+    return "\n".join(rows)
+
+
+def hook_section(hook: HookName) -> str:
+    function = getattr(specs, hook.value)
+    payload = PAYLOAD_TYPES[hook]
+    (parameter,) = inspect.signature(function).parameters
+    signature = f"{hook.value}({parameter}: {payload.__name__})"
+    fires, details = first_paragraph(function.__doc__ or "")
+    if hook not in EXAMPLES:
+        raise ValueError(f"docs/gen_hooks.py has no example for {hook.value}")
+    if payload.writable:
+        change = "A plugin may change " + ", ".join(
+            f"`{name}`" for name in sorted(payload.writable)
+        )
+        change += ". Every other field is read-only."
+        change += "".join(WRITABLE_NOTES[name] for name in sorted(payload.writable))
+    else:
+        change = "Nothing: this hook is observe-only; every field is read-only."
+    fault = (
+        "the engine fails closed: `sample()` raises `PluginError`."
+        if hook.may_change_payload
+        else "the fault is isolated and recorded in `result.plugin_errors` "
+        "(strict samplers raise `PluginError`)."
+    )
+    example = textwrap.dedent(EXAMPLES[hook]).strip()
+    parts = [
+        f"## `{hook.value}` {{#{hook.value}}}",
+        f"```python\n{signature}\n```",
+        f"**When it fires.** {fires}",
+        details,
+        f"**What may be changed.** {change}",
+        f"**If an implementation raises** an exception, {fault} "
+        f"**Raising `StopSampling`** here {stop_sampling_note(hook)}",
+        f"**Payload: `{payload.__name__}`**",
+        fields_table(payload),
+        "**Example.**",
+        f"```python\n{example}\n```",
+    ]
+    return "\n\n".join(part for part in parts if part)
+
+
+def record_section(record: type) -> str:
+    doc, details = first_paragraph(record.__doc__ or "")
+    rows = ["| field | type | default |", "|---|---|---|"]
+    for item in dataclasses.fields(record):
+        if item.default is not dataclasses.MISSING:
+            default = f"`{item.default!r}`"
+        elif item.default_factory is not dataclasses.MISSING:
+            default = f"`{item.default_factory.__name__}()`"
+        else:
+            default = "required"
+        kind = str(item.type).replace("|", "\\|")
+        rows.append(f"| `{item.name}` | `{kind}` | {default} |")
+    properties = [
+        f"`{name}`"
+        for name, value in vars(record).items()
+        if isinstance(value, property) and not name.startswith("_")
+    ]
+    extra = f"Properties: {', '.join(properties)}." if properties else ""
+    body = "\n\n".join(p for p in (doc, details, "\n".join(rows), extra) if p)
+    return f"### `{record.__name__}`\n\n{body}"
+
+
+def render() -> str:
+    """The whole page."""
+    records = "\n\n".join(record_section(r) for r in RECORDS)
+    values = (
+        "## Values inside payloads\n\n"
+        "Plain dataclasses (import them from `hook_specs`). A `Message` is a "
+        '`dict[str, Any]` such as `{"role": "user", "content": "..."}`.\n\n' + records
+    )
+    sections = [INTRO, summary_table(), *(hook_section(h) for h in HookName), values]
+    return "\n\n".join(s.strip() for s in sections) + "\n"
+
+
+def main() -> int:
+    text = render()
+    if "--check" in sys.argv[1:]:
+        current = OUTPUT.read_text() if OUTPUT.exists() else ""
+        if current != text:
+            print(f"{OUTPUT} is stale: run `python docs/gen_hooks.py`", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.write_text(text)
+    print(f"wrote {OUTPUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
