@@ -1,0 +1,218 @@
+"""The docs site: the hook reference matches ``hook_specs``, the examples run, it builds strictly.
+
+Python blocks fenced as ```` ```python ```` in the pages below are executed, each page's blocks
+in order in one namespace. A block whose first line is ``# test_<name>.py`` is a pytest module:
+it is run by pytest in a subprocess instead, with the page's first block as the plugin module
+it imports.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import typer
+
+from hook_specs import PAYLOAD_TYPES, HookName, specs
+from sampling_core import RepairTemplate, Sampler, TransientBackendError
+from sampling_core.cli.app import app
+from sampling_core.requirements import contains
+from sampling_core.transport import RetryPolicy
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+EXECUTED_PAGES = ["index.md", "quickstart.md", "concepts.md", "writing-plugins.md"]
+
+
+def load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```\s*$", text, re.S | re.M)
+
+
+def example_blocks(section: str) -> list[str]:
+    """The python blocks after a hook section's "**Example.**" label."""
+    _, _, after = section.partition("**Example.**")
+    return python_blocks(after)
+
+
+def sections(text: str) -> dict[str, str]:
+    """Level-2 sections of a page by heading text (up to the next level-2 heading)."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+@pytest.fixture(scope="module")
+def hook_sections() -> dict[HookName, str]:
+    found = {}
+    for heading, body in sections((DOCS / "hooks.md").read_text()).items():
+        match = re.fullmatch(r"`(\w+)`(?: \{#\w+\})?", heading)
+        if match and match.group(1) in {h.value for h in HookName}:
+            found[HookName(match.group(1))] = body
+    return found
+
+
+# -- the hook reference -----------------------------------------------------------------
+
+
+def test_the_committed_hook_reference_is_what_gen_hooks_writes() -> None:
+    gen_hooks = load(DOCS / "gen_hooks.py", "gen_hooks")
+    assert (DOCS / "hooks.md").read_text() == gen_hooks.render(), (
+        "docs/hooks.md is stale: run `python docs/gen_hooks.py`"
+    )
+
+
+def test_every_hook_and_every_payload_field_is_documented(
+    hook_sections: dict[HookName, str],
+) -> None:
+    missing = [hook.value for hook in HookName if hook not in hook_sections]
+    assert not missing, f"hooks without a section in docs/hooks.md: {missing}"
+    for hook, body in hook_sections.items():
+        assert callable(getattr(specs, hook.value)) and getattr(specs, hook.value).__doc__
+        payload = PAYLOAD_TYPES[hook]
+        assert f"{hook.value}(payload: {payload.__name__})" in body
+        for name, info in payload.model_fields.items():
+            assert info.description, f"{payload.__name__}.{name} has no description"
+            row = re.search(rf"^\| `{name}` \| `[^`]+` \| (.+) \|$", body, re.M)
+            assert row, f"{hook.value}: payload field {name!r} is not documented"
+            assert info.description.removesuffix(" Writable.").split("`")[0] in row.group(1)
+            assert ("**Writable.**" in row.group(1)) == (name in payload.writable)
+        assert "**When it fires.**" in body and "**What may be changed.**" in body
+        assert len(example_blocks(body)) == 1, f"{hook.value}: expected one example"
+
+
+def test_the_hook_examples_are_plugins_that_run(hook_sections: dict[HookName, str]) -> None:
+    plugins = []
+    for hook, body in hook_sections.items():
+        namespace: dict[str, Any] = {"__name__": f"hooks_md_{hook.value}"}
+        exec(compile(example_blocks(body)[0], f"hooks.md:{hook.value}", "exec"), namespace)
+        (cls,) = [v for v in namespace.values() if isinstance(v, type) and hasattr(v, hook.value)]
+        assert hasattr(getattr(cls, hook.value), "samplehooks_impl"), f"{cls} is no hookimpl"
+        plugins.append(cls())
+
+    def reply(request: Any) -> str:
+        return "yes" if request.iteration.attempt == 2 else "no"
+
+    from sampling_core.testing import HookRecorder, make_scripted_backend
+
+    recorder = HookRecorder()
+    backend = make_scripted_backend(reply, failures={1: TransientBackendError("429")})
+    sampler = Sampler(
+        backend,
+        plugins=[*plugins, recorder],
+        load_entrypoints=False,
+        strict_plugins=True,
+        retry=RetryPolicy(max_retries=1, base_delay=0.001),
+    )
+    result = sampler.sample_sync(
+        "Say yes.",
+        requirements=[contains("yes")],
+        strategy=RepairTemplate(),
+        loop_budget=2,
+        concurrency_budget=8,
+    )
+    assert result.success and result.plugin_errors == []
+    assert set(recorder.names()) == {hook.value for hook in HookName}
+    assert result.concurrency_budget == 4  # CapConcurrency
+    summary, errors = plugins[3], plugins[6]
+    assert summary.lines and errors.errors == {"TransientBackendError (retried)": 1}
+
+
+# -- the other pages --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", EXECUTED_PAGES)
+def test_the_python_blocks_of_the_page_run(page: str, plugin_env: Any) -> None:
+    blocks = [b for b in python_blocks((DOCS / page).read_text()) if not b.startswith("# test_")]
+    assert blocks, f"{page} has no python block"
+    namespace: dict[str, Any] = {"__name__": f"docs_{page}"}
+    for number, block in enumerate(blocks):
+        exec(compile(block, f"{page} block {number}", "exec"), namespace)
+
+
+def test_the_testing_example_passes_under_pytest(tmp_path: Path) -> None:
+    blocks = python_blocks((DOCS / "writing-plugins.md").read_text())
+    (test_module,) = [b for b in blocks if b.startswith("# test_")]
+    (tmp_path / "samplehooks_pass_rate.py").write_text(blocks[0])
+    (tmp_path / "test_pass_rate.py").write_text(test_module)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
+    env["PYTHONPATH"] = str(tmp_path)
+    flags = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *flags, "test_pass_rate.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+
+
+def test_every_cli_command_is_documented() -> None:
+    def paths(command: Any, prefix: str) -> list[str]:
+        subcommands = getattr(command, "commands", None)
+        if not subcommands:
+            return [prefix]
+        return [p for n, c in subcommands.items() for p in paths(c, f"{prefix} {n}")]
+
+    commands = paths(typer.main.get_command(app), "samplehooks")
+    assert "samplehooks plugins" in commands
+    headings = " ".join(sections((DOCS / "cli.md").read_text()))
+    missing = [c for c in commands if f"`{c}`" not in headings]
+    assert not missing, f"commands without a section in docs/cli.md: {missing}"
+
+
+def test_nav_hook_files_unlisted_pages_into_sections(tmp_path: Path) -> None:
+    nav_hook = load(DOCS / "nav_hook.py", "nav_hook")
+    for page in ("index.md", "cli.md", "guide.md", "plugins/b.md", "plugins/a.md", "x/y.md"):
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / page).write_text("# t\n")
+    config = {
+        "docs_dir": str(tmp_path),
+        "nav": [
+            {"Home": "index.md"},
+            {"Built-in plugins": []},
+            {"Empty": []},
+            {"Guides": []},
+            {"CLI": "cli.md"},
+        ],
+    }
+    assert nav_hook.on_config(config)["nav"] == [
+        {"Home": "index.md"},
+        {"Built-in plugins": ["plugins/a.md", "plugins/b.md"]},
+        {"Guides": ["guide.md", "x/y.md"]},
+        {"CLI": "cli.md"},
+    ]
+
+
+@pytest.mark.slow
+def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    reference = (site / "hooks" / "index.html").read_text()
+    for hook in HookName:
+        assert f'id="{hook.value}"' in reference
+    assert not list(site.rglob("*.py")), "scripts in docs/ must not be published"
