@@ -59,6 +59,8 @@ class SubsampleTasks(Protocol):
 
 def subsample_tasks(count: int) -> SubsampleTasks:
     """Plain asyncio tasks when running on asyncio, else an anyio task group."""
+    if _running_asyncio():
+        return AsyncioSubsampleTasks(count)
     return AnyioSubsampleTasks(count)
 
 
