@@ -161,6 +161,8 @@ async def test_ordered_selection_is_reproducible_and_cancels_losers():
     # Subsample 3 passes first in time, but subsample 1 passes at the same attempt and
     # a lower index, so "ordered" must pick subsample 1 on every run.
     def latency(request: GenerationRequest) -> float:
+        if request.iteration.attempt > 1:
+            return 30.0  # later attempts never finish: they are cancelled once 1 passes
         return {0: 0.003, 1: 0.002, 2: 0.004, 3: 0.0}[request.iteration.subsample_index]
 
     def reply(request: GenerationRequest) -> str:

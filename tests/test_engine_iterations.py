@@ -80,13 +80,22 @@ async def test_ids_are_1_to_L_times_C_and_match_current_iteration_everywhere(rec
 
 
 async def test_sequence_is_completion_order_and_iteration_is_not_monotonic(recorder):
-    # Later subsamples answer faster, so iterations complete out of order.
-    def latency(request: GenerationRequest) -> float:
-        return 0.002 * (4 - request.iteration.subsample_index)
+    # Later subsamples answer first: subsample i waits until subsample i+1's attempt was
+    # delivered, so iterations complete in the order 4, 3, 2, 1 whatever the load.
+    delivered = {i: anyio.Event() for i in range(1, 5)}
 
-    sampler = Sampler(
-        ScriptedBackend(["x"], latency=latency), plugins=[recorder], load_entrypoints=False
-    )
+    class Gate:
+        @hookimpl
+        def sampling_iteration(self, payload):
+            delivered[payload.iteration].set()
+
+    async def reply(request: GenerationRequest) -> str:
+        index = request.iteration.subsample_index
+        if index < 3:
+            await delivered[index + 2].wait()  # iteration of subsample index+1
+        return "x"
+
+    sampler = Sampler(ScriptedBackend(reply), plugins=[recorder, Gate()], load_entrypoints=False)
     result = await sampler.sample("q", requirements=[never], loop_budget=1, concurrency_budget=4)
     events = recorder.of(HookName.SAMPLING_ITERATION)
     assert [e.sequence for e in events] == [1, 2, 3, 4]
