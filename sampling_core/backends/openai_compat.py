@@ -1,0 +1,302 @@
+"""``OpenAIBackend``: chat or plain completions against any OpenAI-compatible HTTP server.
+
+Works with OpenAI, vLLM, llama.cpp's server, Ollama and LM Studio. It uses one
+``httpx.AsyncClient`` per event loop, made on first use. It never retries by itself: 429s,
+5xx, timeouts and dropped connections raise :class:`~sampling_core.transport.TransientBackendError`
+(with the server's ``Retry-After``) and the engine retries them under its ``RetryPolicy``;
+other HTTP errors raise :class:`BackendError`. Cancelling a call closes its HTTP request.
+
+The API key is read from the environment variable named by ``api_key_env`` when the client
+is made; it is never stored on the backend, shown in its repr, logged, or put in a message.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
+
+from hook_specs.records import Generation, Message, Usage
+from sampling_core.backends.base import GenerationRequest
+from sampling_core.backends.limits import TransportLimits, per_event_loop
+from sampling_core.errors import SamplehooksError
+from sampling_core.transport import TransientBackendError
+
+__all__ = ["BackendError", "OpenAIBackend", "parse_retry_after"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"})
+_NOT_SENT = frozenset({"stream", "stream_options", "n"})
+Mode = Literal["chat", "completions"]
+
+
+class BackendError(SamplehooksError):
+    """A backend call failed in a way retrying will not fix (a 4xx other than 429, a bad reply).
+
+    ``status`` is the HTTP status, when there was one.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def is_transient_status(status: int) -> bool:
+    """Whether an HTTP status is worth retrying: 408, 409, 425, 429 and 5xx but 501 and 505."""
+    return status in (408, 409, 425, 429) or (status >= 500 and status not in (501, 505))
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds a server asked us to wait: ``retry-after-ms``, or ``Retry-After`` as seconds or
+    an HTTP date. ``None`` when absent or unreadable; never negative."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def render_prompt(messages: list[Message]) -> str:
+    """Turn chat messages into one completion prompt (a lone user message is sent as is)."""
+    if len(messages) == 1 and messages[0].get("role") == "user":
+        return str(messages[0].get("content", ""))
+    lines = [f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages]
+    return "\n".join([*lines, "assistant:"])
+
+
+def is_local_url(base_url: str) -> bool:
+    """Whether ``base_url`` points at this machine (no API key needed there)."""
+    return (urlsplit(base_url).hostname or "") in _LOCAL_HOSTS
+
+
+class OpenAIBackend:
+    """A model behind an OpenAI-compatible HTTP API.
+
+    ``model`` is sent as the request's model. ``base_url`` defaults to ``$OPENAI_BASE_URL``
+    or OpenAI's. ``mode="chat"`` posts to ``/chat/completions``, ``mode="completions"`` to
+    ``/completions`` (messages rendered into one prompt). ``default_options`` are merged
+    under each request's options (temperature, max_tokens, seed, stop, top_p, ...), which
+    are sent as body fields. ``timeout`` bounds each read, ``connect_timeout`` the connect.
+
+    Transport limits, shared by every ``sample()`` call that uses this object:
+    ``max_in_flight`` requests open at once, ``rpm`` request starts per minute (``burst``
+    back to back), and with ``adaptive`` an in-flight limit that is cut on each 429 and
+    grows back on success (see :mod:`sampling_core.backends.limits`).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        max_in_flight: int | None = None,
+        rpm: float | None = None,
+        burst: int = 1,
+        adaptive: bool = False,
+        timeout: float = 120.0,
+        connect_timeout: float = 10.0,
+        mode: Mode = "chat",
+        default_options: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if mode not in ("chat", "completions"):
+            raise ValueError(f'mode must be "chat" or "completions", not {mode!r}')
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
+        self.api_key_env = api_key_env
+        self.mode: Mode = mode
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.default_options = dict(default_options or {})
+        self.limits = TransportLimits(
+            max_in_flight=max_in_flight, rpm=rpm, burst=burst, adaptive=adaptive
+        )
+        self._headers = dict(headers or {})
+        self._path = "/chat/completions" if mode == "chat" else "/completions"
+        self._clients: weakref.WeakKeyDictionary[Any, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+        self.requests_sent = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIBackend(model={self.model!r}, base_url={self.base_url!r}, mode={self.mode!r}, "
+            f"max_in_flight={self.limits.max_in_flight!r}, api_key_env={self.api_key_env!r})"
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def __aenter__(self) -> OpenAIBackend:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of this event loop and forget those of other loops."""
+        with self._lock:
+            clients = list(self._clients.items())
+            self._clients.clear()
+        here = per_event_loop()
+        for loop, client in clients:
+            if loop is here:
+                await client.aclose()
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = per_event_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                client = self._clients[loop] = self._new_client()
+            return client
+
+    def _new_client(self) -> httpx.AsyncClient:
+        headers = {"Accept": "application/json", **self._headers}
+        key = self._api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        elif not is_local_url(self.base_url) and "Authorization" not in headers:
+            raise BackendError(
+                f"no API key for {self.base_url}: set the environment variable "
+                f"{self.api_key_env or 'OPENAI_API_KEY'} (or pass api_key_env=...)"
+            )
+        limit = self.limits.max_in_flight
+        return httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
+            limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit or 64),
+        )
+
+    def _api_key(self) -> str | None:
+        if not self.api_key_env:
+            return None
+        return os.environ.get(self.api_key_env) or None
+
+    def _scrub(self, text: str) -> str:
+        key = self._api_key()
+        return text.replace(key, "***") if key else text
+
+    # -- one call -----------------------------------------------------------------------
+
+    def build_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """The JSON body for ``request``: model, messages (or prompt), and the options."""
+        body: dict[str, Any] = {"model": self.model}
+        if self.mode == "chat":
+            body["messages"] = [dict(m) for m in request.messages]
+        else:
+            body["prompt"] = render_prompt(request.messages)
+        for key, value in {**self.default_options, **request.options}.items():
+            if value is not None and key not in _NOT_SENT:
+                body[key] = value
+        return body
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        """Send ``request`` and map the reply into a :class:`Generation`."""
+        body = self.build_body(request)
+        client = self._client()
+        async with self.limits.slot() as epoch:
+            self.requests_sent += 1
+            began = time.perf_counter()
+            try:
+                response = await client.post(self._path, json=body)
+            except httpx.TimeoutException as exc:
+                raise TransientBackendError(
+                    f"{self.base_url}{self._path} timed out ({type(exc).__name__})"
+                ) from None
+            except httpx.TransportError as exc:
+                raise TransientBackendError(
+                    self._scrub(f"{self.base_url}{self._path}: {type(exc).__name__}: {exc}")
+                ) from None
+            latency = time.perf_counter() - began
+        if response.status_code >= 400:
+            self._raise_for(response, epoch)
+        self.limits.on_success()
+        return self._generation(response, latency)
+
+    def _raise_for(self, response: httpx.Response, epoch: int) -> None:
+        status = response.status_code
+        detail = self._scrub(_error_detail(response))
+        where = f"{self.base_url}{self._path}"
+        if is_transient_status(status):
+            retry_after = parse_retry_after(response.headers)
+            if status == 429:
+                self.limits.on_rate_limited(epoch, retry_after)
+            raise TransientBackendError(
+                f"{where} answered {status}: {detail}", retry_after=retry_after, status=status
+            )
+        hint = {
+            401: f" (check the API key in ${self.api_key_env})",
+            403: f" (check the API key in ${self.api_key_env} and its permissions)",
+            404: f" (check base_url and the model name {self.model!r})",
+        }.get(status, "")
+        raise BackendError(f"{where} answered {status}: {detail}{hint}", status=status)
+
+    def _generation(self, response: httpx.Response, latency: float) -> Generation:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            if self.mode == "chat":
+                text = (choice.get("message") or {}).get("content")
+            else:
+                text = choice.get("text")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise BackendError(
+                f"{self.base_url}{self._path} sent a reply that is not a completion: "
+                f"{self._scrub(response.text[:200])!r}",
+                status=response.status_code,
+            ) from None
+        return Generation(
+            text=text or "",
+            usage=_usage(data.get("usage")),
+            finish_reason=choice.get("finish_reason"),
+            model=data.get("model") or self.model,
+            latency_s=latency,
+            raw=data,
+        )
+
+
+def _usage(usage: Any) -> Usage:
+    if not isinstance(usage, Mapping):
+        return Usage()
+    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+
+
+def _error_detail(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:300].strip() or response.reason_phrase
+    error = data.get("error") if isinstance(data, Mapping) else None
+    if isinstance(error, Mapping) and error.get("message"):
+        return str(error["message"])[:300]
+    if isinstance(error, str):
+        return error[:300]
+    return str(data)[:300]

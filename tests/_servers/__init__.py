@@ -1,0 +1,1 @@
+"""Small real servers the tests start on 127.0.0.1."""
