@@ -22,6 +22,8 @@ import pytest
 PLUGIN_MODULE = '''
 from hook_specs import hookimpl
 
+print("foo_plugin: imported")  # must not end up in `samplehooks plugins --json`
+
 class FooPlugin:
     """Counts attempts and tags every backend call."""
 
@@ -146,5 +148,5 @@ def test_the_listed_plugin_fires_and_the_broken_one_does_not_break_sampling(site
     )
     done = run(site, "-c", script)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[0] == "yes ['foo'] [1, 2] ['foo', 'foo']"
+    assert done.stdout.splitlines()[-1] == "yes ['foo'] [1, 2] ['foo', 'foo']"
     assert "plugin 'broken' could not be loaded and was skipped" in done.stderr
