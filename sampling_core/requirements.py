@@ -65,6 +65,8 @@ class Requirement:
     def validate_now(self, text: str) -> ValidationResult | Awaitable[ValidationResult]:
         """Like :meth:`validate`, without a coroutine when the check is synchronous."""
         outcome: Any = self.check(text)
+        if outcome is True or outcome is False:  # the common case, checked first
+            return ValidationResult(outcome, None, None, self.description)
         if inspect.isawaitable(outcome):
             return self._finish(outcome)
         return _as_result(outcome, self.description)
