@@ -8,6 +8,7 @@ import typer
 
 from sampling_core.cli.plugins_cmd import plugins_command
 from sampling_core.cli.run_cmd import report_command, run_command
+from sampling_core.cli.sample_cmd import sample_command
 from sampling_core.cli.trace_cmd import trace_app
 
 app = typer.Typer(
@@ -38,6 +39,7 @@ app.command("plugins")(plugins_command)
 app.add_typer(trace_app, name="trace")
 app.command("run")(run_command)
 app.command("report")(report_command)
+app.command("sample")(sample_command)
 
 
 def main() -> None:

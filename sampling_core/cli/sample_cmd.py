@@ -1,0 +1,277 @@
+"""``samplehooks sample "PROMPT"``: sample one answer and show every attempt.
+
+The answer chosen is printed on stdout (alone, so it can be piped); the per-attempt table
+and the summary go to stderr. Exit status: 0 when an answer met every requirement, 1 when
+none did (or the backend failed), 2 for a mistake in the command line.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+import anyio
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sampling_core.errors import SamplehooksError
+from sampling_core.requirements import (
+    Requirement,
+    contains,
+    is_json,
+    matches,
+    max_chars,
+    max_words,
+    min_words,
+    not_contains,
+)
+from sampling_core.results import SamplingResult
+from sampling_core.sampler import Sampler
+from sampling_core.strategies import (
+    BestOfN,
+    MajorityVote,
+    MultiTurn,
+    RejectionSampling,
+    RepairTemplate,
+    Strategy,
+)
+
+__all__ = ["parse_requirement", "sample_command"]
+
+REQUIRE_HELP = (
+    "A requirement, repeatable: regex:PATTERN, contains:TEXT, not-contains:TEXT, "
+    "max-words:N, min-words:N, max-chars:N, json."
+)
+
+
+class StrategyName(StrEnum):
+    """The strategies the command offers."""
+
+    rejection = "rejection"
+    repair = "repair"
+    multiturn = "multiturn"
+    best_of_n = "best-of-n"
+    majority = "majority"
+
+
+class BackendName(StrEnum):
+    """The backends the command offers."""
+
+    local = "local"
+    openai = "openai"
+    scripted = "scripted"
+
+
+class UsageError(ValueError):
+    """A mistake in the command line (exit status 2)."""
+
+
+def parse_requirement(spec: str) -> Requirement:
+    """Turn one ``--require`` spec into a :class:`Requirement`; ``UsageError`` if malformed."""
+    kind, sep, argument = spec.partition(":")
+    kind = kind.strip().lower().replace("_", "-")
+    if kind == "json":
+        if sep and argument:
+            raise UsageError(f"--require json takes no argument, got {spec!r}")
+        return is_json()
+    if not sep or not argument:
+        raise UsageError(f"--require {spec!r}: expected KIND:VALUE (see --help), or json")
+    if kind == "regex":
+        try:
+            return matches(argument)
+        except re.error as exc:
+            raise UsageError(f"--require {spec!r}: not a valid regular expression: {exc}") from None
+    if kind == "contains":
+        return contains(argument)
+    if kind == "not-contains":
+        return not_contains(argument)
+    counts = {"max-words": max_words, "min-words": min_words, "max-chars": max_chars}
+    if kind in counts:
+        try:
+            number = int(argument)
+        except ValueError:
+            number = -1
+        if number < 1:
+            raise UsageError(f"--require {spec!r}: {kind} needs a whole number >= 1")
+        return counts[kind](number)
+    raise UsageError(
+        f"--require {spec!r}: unknown kind {kind!r}; use regex, contains, not-contains, "
+        "max-words, min-words, max-chars or json"
+    )
+
+
+def build_strategy(name: StrategyName) -> Strategy:
+    """The strategy named on the command line."""
+    return {
+        StrategyName.rejection: RejectionSampling,
+        StrategyName.repair: RepairTemplate,
+        StrategyName.multiturn: MultiTurn,
+        StrategyName.best_of_n: BestOfN,
+        StrategyName.majority: MajorityVote,
+    }[name]()
+
+
+def build_backend(
+    name: BackendName,
+    *,
+    model: str | None,
+    base_url: str | None,
+    concurrency: int,
+    replies: Sequence[str],
+    api_key_env: str,
+) -> Any:
+    """The backend named on the command line (real ones are imported only when asked for)."""
+    if name is BackendName.scripted:
+        from sampling_core.backends import ScriptedBackend
+
+        if not replies:
+            raise UsageError("--backend scripted needs at least one --reply TEXT")
+        return ScriptedBackend(list(replies))
+    if replies:
+        raise UsageError("--reply is only for --backend scripted")
+    if name is BackendName.local:
+        from sampling_core.backends.local import LocalBackend
+
+        if base_url:
+            raise UsageError("--base-url is for --backend openai; the local backend serves itself")
+        return LocalBackend(model, parallel=concurrency)
+    from sampling_core.backends.openai_compat import OpenAIBackend
+
+    if not model:
+        raise UsageError("--backend openai needs --model NAME")
+    return OpenAIBackend(model, base_url=base_url, api_key_env=api_key_env)
+
+
+def attempts_table(result: SamplingResult) -> Table:
+    """One row per completed attempt: where it ran, whether it passed, latency and tokens."""
+    table = Table(box=box.SIMPLE_HEAD, title="attempts", title_justify="left")
+    for column, justify in (
+        ("iteration", "right"),
+        ("subsample", "right"),
+        ("attempt", "right"),
+        ("passed", "center"),
+        ("latency", "right"),
+        ("tokens in/out", "right"),
+        ("answer", "left"),
+    ):
+        table.add_column(column, justify=justify, no_wrap=column != "answer")  # type: ignore[arg-type]
+    for a in sorted(result.attempts, key=lambda a: a.sequence):
+        text = a.text.strip().replace("\n", " ")
+        table.add_row(
+            str(a.iteration),
+            str(a.subsample_index),
+            str(a.attempt),
+            "[green]yes[/]" if a.passed else "[red]no[/]",
+            f"{a.latency_s * 1000:.0f} ms",
+            f"{a.generation.usage.input_tokens}/{a.generation.usage.output_tokens}",
+            escape(text if len(text) <= 60 else text[:57] + "..."),
+        )
+    return table
+
+
+def sample_command(
+    prompt: str = typer.Argument(..., help="The prompt (one user message)."),
+    require: list[str] = typer.Option([], "--require", "-r", help=REQUIRE_HELP),
+    loop_budget: int = typer.Option(3, "--loop-budget", "-l", help="Attempts per subsample."),
+    concurrency: int = typer.Option(
+        1, "--concurrency", "-c", help="Subsamples run at once (and local model slots)."
+    ),
+    strategy: StrategyName = typer.Option(
+        StrategyName.rejection, "--strategy", "-s", help="How failed attempts are repaired."
+    ),
+    plugin: list[str] = typer.Option(
+        [], "--plugin", "-p", help="A plugin to enable by name (repeatable), e.g. tracing."
+    ),
+    backend: BackendName = typer.Option(
+        BackendName.local, "--backend", "-b", help="local (embedded model), openai, scripted."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="The model name (openai) or .gguf path (local)."
+    ),
+    base_url: str | None = typer.Option(
+        None, "--base-url", help="An OpenAI-compatible server's base URL (openai)."
+    ),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY", "--api-key-env", help="The variable holding the API key (openai)."
+    ),
+    max_tokens: int = typer.Option(64, "--max-tokens", help="The most tokens per answer."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature."),
+    seed: int | None = typer.Option(None, "--seed", help="Derive a seed for every attempt."),
+    reply: list[str] = typer.Option(
+        [], "--reply", help="A canned answer for --backend scripted (repeatable, in order)."
+    ),
+) -> None:
+    """Sample an answer to PROMPT that meets every --require, and show each attempt."""
+    err = Console(stderr=True, highlight=False)
+    try:
+        requirements = [parse_requirement(spec) for spec in require]
+        chosen = build_backend(
+            backend,
+            model=model,
+            base_url=base_url,
+            concurrency=max(concurrency, 1),
+            replies=reply,
+            api_key_env=api_key_env,
+        )
+        sampler = Sampler(chosen, plugins=plugin)
+    except (UsageError, SamplehooksError, LookupError) as exc:  # LookupError: unknown plugin
+        _fail(err, str(exc), 2)
+    options: dict[str, Any] = {"max_tokens": max_tokens}
+    if temperature is not None:
+        options["temperature"] = temperature
+
+    async def run() -> SamplingResult:
+        try:
+            return await sampler.sample(
+                prompt,
+                requirements=requirements,
+                strategy=build_strategy(strategy),
+                loop_budget=loop_budget,
+                concurrency_budget=concurrency,
+                seed=seed,
+                options=options,
+            )
+        finally:
+            aclose = getattr(chosen, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    await aclose()
+
+    try:
+        result = anyio.run(run)
+    except ValueError as exc:  # a bad budget (BudgetError) and the like
+        _fail(err, str(exc), 2)
+    except SamplehooksError as exc:  # the backend failed (a missing model, a refused key)
+        _fail(err, str(exc), 1)
+    except Exception as exc:
+        _fail(err, f"{type(exc).__name__}: {exc}", 1)
+    _report(err, result)
+    if result.text is not None:
+        sys.stdout.write(result.text.strip() + "\n")
+    raise typer.Exit(0 if result.success else 1)
+
+
+def _report(err: Console, result: SamplingResult) -> None:
+    err.print(attempts_table(result))
+    usage = result.usage
+    verdict = "[green]passed[/]" if result.success else "[red]no answer met every requirement[/]"
+    err.print(
+        f"{verdict} · stop: {result.stop_reason} · attempts: {result.iterations_used} · "
+        f"cancelled: {result.cancelled} · tokens: {usage.input_tokens} in / "
+        f"{usage.output_tokens} out · {result.elapsed_s:.2f} s"
+    )
+    for error in result.errors:
+        err.print(f"[yellow]backend error[/] {escape(str(error))}")
+    for fault in result.plugin_errors:
+        err.print(f"[yellow]plugin error[/] {escape(str(fault))}")
+
+
+def _fail(err: Console, message: str, code: int) -> Any:
+    err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code)
