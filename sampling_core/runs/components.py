@@ -88,16 +88,21 @@ def build_backend(config: RunConfig) -> Any:
         parallel = b.parallel or (
             config.run.max_concurrent_prompts * config.budgets.concurrency_budget
         )
+        args: tuple[Any, ...] = (b.model_path,)
         kwargs: dict[str, Any] = {"parallel": parallel}
-        return cls(b.model_path, **_accepted(cls, kwargs, timeout=b.timeout_s))
-    cls = _real_backend("OpenAIBackend", "openai")
-    kwargs = {
-        "base_url": b.base_url,
-        "api_key_env": b.api_key_env,
-        "max_in_flight": b.max_in_flight,
-        "rpm": b.rpm,
-    }
-    return cls(b.model, **_accepted(cls, kwargs, timeout=b.timeout_s))
+    else:
+        cls = _real_backend("OpenAIBackend", "openai")
+        args = (b.model,)
+        kwargs = {
+            "base_url": b.base_url,
+            "api_key_env": b.api_key_env,
+            "max_in_flight": b.max_in_flight,
+            "rpm": b.rpm,
+        }
+    try:
+        return cls(*args, **_accepted(cls, kwargs, timeout=b.timeout_s))
+    except Exception as exc:  # a missing model file, a bad value: the user's to fix
+        raise ConfigError(f"backend: cannot set up the {b.kind!r} backend: {exc}") from exc
 
 
 def _real_backend(name: str, extra: str) -> Any:
