@@ -157,10 +157,17 @@ def attempts_table(result: SamplingResult) -> Table:
         ("attempt", "right"),
         ("passed", "center"),
         ("latency", "right"),
-        ("tokens in/out", "right"),
+        ("tokens", "right"),
         ("answer", "left"),
     ):
-        table.add_column(column, justify=justify, no_wrap=column != "answer")  # type: ignore[arg-type]
+        table.add_column(
+            column,
+            justify=justify,  # type: ignore[arg-type]
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=None if column == "answer" else len(column),
+            ratio=1 if column == "answer" else None,
+        )
     for a in sorted(result.attempts, key=lambda a: a.sequence):
         text = a.text.strip().replace("\n", " ")
         table.add_row(
@@ -170,7 +177,7 @@ def attempts_table(result: SamplingResult) -> Table:
             "[green]yes[/]" if a.passed else "[red]no[/]",
             f"{a.latency_s * 1000:.0f} ms",
             f"{a.generation.usage.input_tokens}/{a.generation.usage.output_tokens}",
-            escape(text if len(text) <= 60 else text[:57] + "..."),
+            escape(text),
         )
     return table
 
@@ -264,7 +271,8 @@ def _report(err: Console, result: SamplingResult) -> None:
     err.print(
         f"{verdict} · stop: {result.stop_reason} · attempts: {result.iterations_used} · "
         f"cancelled: {result.cancelled} · tokens: {usage.input_tokens} in / "
-        f"{usage.output_tokens} out · {result.elapsed_s:.2f} s"
+        f"{usage.output_tokens} out · {result.elapsed_s:.2f} s",
+        soft_wrap=True,
     )
     for error in result.errors:
         err.print(f"[yellow]backend error[/] {escape(str(error))}")
