@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -63,3 +64,11 @@ class Recorder:
 def recorder() -> Recorder:
     """A plugin that records every hook call."""
     return Recorder()
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Iterator[Any]:
+    """llama.cpp's HTTP server on the embedded model, started once for the whole session."""
+    from _servers.llama import running_llama_server
+
+    yield from running_llama_server()
