@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,8 +60,10 @@ class LlamaServer:
     """llama.cpp's HTTP server, run inside this process by ``xllamacpp``.
 
     ``parallel`` slots share ``context_per_slot * parallel`` tokens of context. ``threads``
-    defaults to llama.cpp's choice. Starting loads the model (a second or two for the
-    default model); :meth:`stop` frees it. Both block: call them from a worker thread.
+    defaults to llama.cpp's choice. With ``api_key`` every route but ``/health`` needs it
+    as a bearer token, so other programs on the machine cannot use the server. Starting
+    loads the model (a second or two for the default model); :meth:`stop` frees it. Both
+    block: call them from a worker thread.
     """
 
     def __init__(
@@ -70,6 +73,7 @@ class LlamaServer:
         parallel: int = 4,
         context_per_slot: int = 1024,
         threads: int | None = None,
+        api_key: str | None = None,
         verbose: bool = False,
     ) -> None:
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
@@ -81,6 +85,7 @@ class LlamaServer:
         self.context_per_slot = context_per_slot
         self.threads = threads
         self.verbose = verbose
+        self._api_key = api_key
         self.base_url: str | None = None  # "http://127.0.0.1:PORT" once started
         self._server: Any = None
         self._lock = threading.Lock()
@@ -124,6 +129,9 @@ class LlamaServer:
         params.model_alias = {self.model_path.stem}
         params.warmup = False
         params.endpoint_metrics = True
+        params.ui = False
+        if self._api_key is not None:
+            params.api_keys = [self._api_key]
         params.verbosity = 3 if self.verbose else -1
         params.cpuparams.poll = 0
         params.cpuparams_batch.poll = 0
@@ -155,11 +163,13 @@ class LocalBackend:
         timeout: float = 300.0,
         verbose: bool = False,
     ) -> None:
+        self._token = secrets.token_urlsafe(24)  # only this backend may use its server
         self.server = LlamaServer(
             model_path,
             parallel=parallel,
             context_per_slot=context_per_slot,
             threads=threads,
+            api_key=self._token,
             verbose=verbose,
         )
         self.parallel = parallel
@@ -201,6 +211,7 @@ class LocalBackend:
                     max_in_flight=self.parallel,
                     timeout=self.timeout,
                     default_options=self.default_options,
+                    headers={"Authorization": f"Bearer {self._token}"},
                 )
             return self._http
 
