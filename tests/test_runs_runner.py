@@ -117,10 +117,14 @@ async def test_the_summary_counts_attempts_tokens_and_reasons(tmp_path: Path) ->
     assert summary.attempts_histogram == {1: 2, 2: 1, 3: 1}
     assert summary.output_tokens == 7
     assert summary.success_rate == 0.75
-    assert summary.top_reasons == [("The answer must contain 'zebra'.", 1)]
+    assert summary.top_reasons == [("contains 'zebra'", 1)]
+    failed = next(r for r in records(tmp_path / "out") if r["status"] == "failed")
+    assert failed["failed_requirements"] == ["contains 'zebra'"]
+    assert failed["reason"] == "The answer must contain 'zebra'."
     text = summary.render()
     assert "4 of 4 prompts done (complete)" in text
     assert "success rate: 75.0%" in text and "Tokens:" in text and "Wall time:" in text
+    assert "Unmet requirements (prompts not ok):\n      1  contains 'zebra'" in text
     assert summarize(tmp_path / "out").render() == text
 
 

@@ -160,6 +160,7 @@ class BatchSession:
 
 def _outcome(result: SamplingResult) -> dict[str, Any]:
     """A record's status, reason, text, attempts summary and usage, from a result."""
+    failed_checks: list[str] = []
     if result.success:
         status, reason = "ok", None
     elif result.stop_reason == "error" or (not result.attempts and result.errors):
@@ -168,12 +169,17 @@ def _outcome(result: SamplingResult) -> dict[str, Any]:
     else:
         status = "failed"
         reasons = result.picked.failure_reasons if result.picked is not None else []
+        if result.picked is not None:
+            failed_checks = [
+                v.requirement or "a requirement" for v in result.picked.validations if not v.passed
+            ]
         reason = "; ".join(reasons) or f"stopped: {result.stop_reason}"
         if result.stop_reason == "stopped_by_plugin":
             reason = f"stopped by a plugin; {reason}"
     return {
         "status": status,
         "reason": reason,
+        "failed_requirements": failed_checks,
         "text": result.text,
         "attempts": {
             "used": result.iterations_used,

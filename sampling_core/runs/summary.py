@@ -30,6 +30,7 @@ class RunSummary:
     wall_time_s: float = 0.0
     sessions: int = 0
     top_reasons: list[tuple[str, int]] = field(default_factory=list)
+    """The requirements failed prompts missed most (and errors), with prompt counts."""
 
     @property
     def done(self) -> int:
@@ -74,7 +75,7 @@ class RunSummary:
         sessions = f"{self.sessions} session{'s' if self.sessions != 1 else ''}"
         lines.append(f"Wall time: {self.wall_time_s:.1f} s over {sessions}{per}")
         if self.top_reasons:
-            lines.append("Most common failure reasons:")
+            lines.append("Unmet requirements (prompts not ok):")
             lines += [f"  {count:>5}  {reason}" for reason, count in self.top_reasons]
         return "\n".join(lines)
 
@@ -114,8 +115,11 @@ def summarize(path: str | Path) -> RunSummary:
             summary.failed += 1
         else:
             summary.error += 1
-        if status != "ok" and record.get("reason"):
-            reasons[str(record["reason"])[:120]] += 1
+        if status == "failed":
+            for requirement in record.get("failed_requirements") or ["(no requirement named)"]:
+                reasons[requirement] += 1
+        elif status == "error":
+            reasons[f"error: {str(record.get('reason'))[:100]}"] += 1
         histogram[int(record.get("attempts", {}).get("used", 0))] += 1
         usage = record.get("usage", {})
         summary.input_tokens += int(usage.get("input_tokens", 0))
@@ -124,5 +128,5 @@ def summarize(path: str | Path) -> RunSummary:
     summary.sessions = len(sessions)
     summary.wall_time_s = sum(float(s.get("elapsed_s", 0.0)) for s in sessions)
     summary.attempts_histogram = dict(histogram)
-    summary.top_reasons = reasons.most_common(3)
+    summary.top_reasons = reasons.most_common(5)
     return summary
