@@ -105,3 +105,29 @@ def test_sigkill_at_random_moments_then_resume_loses_nothing(tmp_path: Path) -> 
     # a resume killed before it wrote its lineage note wrote nothing at all
     assert 1 <= len(notes) <= resumes + 1
     assert f"{final_config} --out {out} --resume): " in notes[-1]
+
+
+def test_sigterm_flushes_waiting_records_and_marks_the_run_interrupted(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "data.jsonl", PROMPTS)
+    config = write_config(
+        tmp_path / "run.yaml",
+        dataset,
+        backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.03},
+        plugins=["recorder"],  # its events file shows how many prompts finished
+        run={"max_concurrent_prompts": 2, "flush_every": 1000, "flush_interval_s": 600},
+    )
+    out = tmp_path / "run"
+    proc = _spawn(config, out)
+    events = out / "events.jsonl"
+    deadline = time.monotonic() + 30
+    while b'"sampling_loop_end"' not in (events.read_bytes() if events.exists() else b""):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.005)
+    assert _line_count(out / "records.jsonl") == 0  # finished records wait in memory
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert b"--resume" in stderr
+    assert _line_count(out / "records.jsonl") >= 1
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["state"] == "interrupted" and progress["done"] >= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def run_command(
         if sys.argv[1:2] == ["run"]
         else _argv(config, out, resume, retry_failed)
     )
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly as on Ctrl-C
     try:
         summary = run_batch_sync(
             config, out, resume=resume, retry_failed=retry_failed, argv=argv, log=default_log
@@ -52,7 +54,13 @@ def run_command(
             err=True,
         )
         raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     typer.echo(summary.render())
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def report_command(
