@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,7 +119,9 @@ def compare_configs(old: RunConfig, new: RunConfig) -> list[Difference]:
     return list(_walk(type(old), old, new, ""))
 
 
-def _walk(model: type[BaseModel], old: BaseModel, new: BaseModel, prefix: str) -> Any:
+def _walk(
+    model: type[BaseModel], old: BaseModel, new: BaseModel, prefix: str
+) -> Iterator[Difference]:
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
         label = label_of(info)
