@@ -59,9 +59,20 @@ class HookPayload(BaseModel):
         The engine builds several payloads per attempt; validating values it made itself
         would cost more than everything else it does. Plugins never need this.
         """
-        defaults = _defaults(cls)
-        for name, value in defaults.items():
-            fields.setdefault(name, value)
+        return cls.from_trusted(fields)
+
+    @classmethod
+    def from_trusted(cls, fields: dict[str, Any]) -> Any:
+        """:meth:`trusted`, taking the dict of fields itself (it becomes the payload's).
+
+        The fastest way to build a payload: with every field given, no dict is copied.
+        """
+        defaults = _DEFAULTS.get(cls)
+        if defaults is None:
+            defaults = _defaults(cls)
+        if defaults and not defaults.keys() <= fields.keys():
+            for name, value in defaults.items():
+                fields.setdefault(name, value)
         payload = _new(cls)
         _set(payload, "__dict__", fields)
         _set(payload, "__pydantic_fields_set__", set(fields))

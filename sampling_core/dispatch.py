@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,8 @@ from hook_specs.payloads import HookPayload
 from sampling_core.errors import PluginError
 
 logger = structlog.get_logger("samplehooks")
+
+_WRITABLE = frozenset(hook for hook in HookName if hook.may_change_payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,35 +118,94 @@ class HookDispatcher:
 
         Isolated faults are appended to ``faults``.
         """
-        writable = hook.may_change_payload
+        rest = self.call_now(hook, payload, faults)
+        if rest is not None:
+            await rest
+
+    def call_now(
+        self, hook: HookName, payload: HookPayload, faults: list[PluginFault]
+    ) -> Coroutine[Any, Any, None] | None:
+        """:meth:`call`, as far as it can go without awaiting.
+
+        Implementations are called in order until one returns an awaitable (an ``async``
+        one, or a plain one returning an awaitable). ``None`` means every implementation
+        has run, and nothing was awaited; otherwise the caller must await the coroutine
+        returned, which awaits that implementation and calls the rest, as :meth:`call`.
+        """
+        impls = self._impls.get(hook)
+        if not impls:
+            return None
+        return self._call_from(hook, impls, 0, payload, faults)
+
+    def _call_from(
+        self,
+        hook: HookName,
+        impls: tuple[HookImplementation, ...],
+        start: int,
+        payload: HookPayload,
+        faults: list[PluginFault],
+    ) -> Coroutine[Any, Any, None] | None:
+        writable = hook in _WRITABLE
         private = payload.__pydantic_private__
-        for impl in self._impls.get(hook, ()):
+        for position in range(start, len(impls)):
+            impl = impls[position]
             if self._trace:
                 _trace_call(hook, impl.plugin_name, payload)
             if writable:
                 private["_active_plugin"] = impl.plugin_name
             try:
-                if impl.is_async:
-                    out = impl.function(payload) if impl.takes_payload else impl.function()
-                else:
-                    out = impl.function(payload) if impl.takes_payload else impl.function()
-                    if out is None or not inspect.isawaitable(out):
-                        continue
-                if self._timeout is None:
-                    await out
-                else:
-                    await _within(self._timeout, out)
-            except StopSampling as exc:
-                if hook is not HookName.SAMPLING_LOOP_END:
-                    raise
-                self._isolate(hook, impl.plugin_name, exc, faults)
+                out = impl.function(payload) if impl.takes_payload else impl.function()
             except Exception as exc:
                 if writable:
-                    raise PluginError(impl.plugin_name, hook.value, _describe(exc)) from exc
-                self._isolate(hook, impl.plugin_name, exc, faults)
-            finally:
-                if writable:
                     private["_active_plugin"] = None
+                self._fault(hook, impl.plugin_name, exc, writable, faults)
+                continue
+            if impl.is_async or (out is not None and inspect.isawaitable(out)):
+                return self._await_from(hook, impls, position, out, payload, faults)
+            if writable:
+                private["_active_plugin"] = None
+        return None
+
+    async def _await_from(
+        self,
+        hook: HookName,
+        impls: tuple[HookImplementation, ...],
+        position: int,
+        pending: Any,
+        payload: HookPayload,
+        faults: list[PluginFault],
+    ) -> None:
+        """Await implementation ``position`` (already called), then call the rest."""
+        writable = hook in _WRITABLE
+        try:
+            if self._timeout is None:
+                await pending
+            else:
+                await _within(self._timeout, pending)
+        except Exception as exc:
+            self._fault(hook, impls[position].plugin_name, exc, writable, faults)
+        finally:
+            if writable:
+                payload.__pydantic_private__["_active_plugin"] = None
+        rest = self._call_from(hook, impls, position + 1, payload, faults)
+        if rest is not None:
+            await rest
+
+    def _fault(
+        self,
+        hook: HookName,
+        plugin_name: str,
+        exc: Exception,
+        writable: bool,
+        faults: list[PluginFault],
+    ) -> None:
+        """Raise or isolate what an implementation raised, as the hook's rules say."""
+        if isinstance(exc, StopSampling):
+            if hook is not HookName.SAMPLING_LOOP_END:
+                raise exc
+        elif writable:
+            raise PluginError(plugin_name, hook.value, _describe(exc)) from exc
+        self._isolate(hook, plugin_name, exc, faults)
 
     def _isolate(
         self, hook: HookName, plugin_name: str, exc: Exception, faults: list[PluginFault]

@@ -120,6 +120,7 @@ class SamplingCall:
         self._on_error = implements(H.GENERATION_ERROR)
         self._on_iteration = implements(H.SAMPLING_ITERATION)
         self._on_repair = implements(H.SAMPLING_REPAIR)
+        self._strategy_name = settings.strategy.name
 
     # -- the call -----------------------------------------------------------------------
 
@@ -146,7 +147,7 @@ class SamplingCall:
         s = self.s
         payload = SamplingLoopStartPayload.trusted(
             sampling_id=s.sampling_id,
-            strategy_name=s.strategy.name,
+            strategy_name=self._strategy_name,
             loop_budget=s.loop_budget,
             concurrency_budget=s.concurrency_budget,
             messages=[dict(m) for m in s.messages],
@@ -255,15 +256,7 @@ class SamplingCall:
             return None
         validations = await self._validate(generation.text)
         self.in_flight -= 1
-        if not self._on_iteration:
-            return await self._complete(info, messages, generation, validations)  # no await
-        with self._shield(info.subsample_index):
-            return await self._complete(info, messages, generation, validations)
-
-    def _shield(self, index: int) -> AbstractContextManager[object]:
-        if self._tasks is None:
-            return anyio.CancelScope(shield=True)
-        return self._tasks.shielded(index)
+        return await self._complete(info, messages, generation, validations)
 
     async def _generate(self, info: IterationInfo, messages: list[Message]) -> Generation:
         s, hooks = self.s, self.hooks
@@ -274,13 +267,14 @@ class SamplingCall:
         while True:
             call_messages, call_options = messages, options
             if self._on_pre_call:
-                pre = GenerationPreCallPayload.trusted(
-                    **_where(s, info),
-                    messages=list(messages),
-                    options=dict(options),
-                    retry=retry,
-                )
-                await hooks.call(H.GENERATION_PRE_CALL, pre, self.faults)
+                fields = self._where(info)
+                fields["messages"] = list(messages)
+                fields["options"] = dict(options)
+                fields["retry"] = retry
+                pre = GenerationPreCallPayload.from_trusted(fields)
+                pending = hooks.call_now(H.GENERATION_PRE_CALL, pre, self.faults)
+                if pending is not None:
+                    await pending
                 call_messages, call_options = pre.messages, pre.options
             request = GenerationRequest(call_messages, call_options, info)
             began = time.perf_counter()
@@ -300,18 +294,14 @@ class SamplingCall:
                     else None
                 )
                 if self._on_error:
-                    await hooks.call(
-                        H.GENERATION_ERROR,
-                        GenerationErrorPayload.trusted(
-                            **_where(s, info),
-                            exception=exc,
-                            error_type=type(exc).__name__,
-                            will_retry=will_retry,
-                            retry_in_s=delay,
-                            retry=retry,
-                        ),
-                        self.faults,
-                    )
+                    fields = self._where(info)
+                    fields["exception"] = exc
+                    fields["error_type"] = type(exc).__name__
+                    fields["will_retry"] = will_retry
+                    fields["retry_in_s"] = delay
+                    fields["retry"] = retry
+                    error = GenerationErrorPayload.from_trusted(fields)
+                    await hooks.call(H.GENERATION_ERROR, error, self.faults)
                 if not will_retry:
                     self._record_error(info, exc)
                     raise _BackendFailed from exc
@@ -321,17 +311,26 @@ class SamplingCall:
             # Counted before post_call: a plugin stopping the loop there must not hide it.
             self.usage += generation.usage
             if self._on_post_call:
-                await hooks.call(
-                    H.GENERATION_POST_CALL,
-                    GenerationPostCallPayload.trusted(
-                        **_where(s, info),
-                        generation=generation,
-                        latency_s=generation.latency_s,
-                        retry=retry,
-                    ),
-                    self.faults,
-                )
+                fields = self._where(info)
+                fields["generation"] = generation
+                fields["latency_s"] = generation.latency_s
+                fields["retry"] = retry
+                post = GenerationPostCallPayload.from_trusted(fields)
+                pending = hooks.call_now(H.GENERATION_POST_CALL, post, self.faults)
+                if pending is not None:
+                    await pending
             return generation
+
+    def _where(self, info: IterationInfo) -> dict[str, Any]:
+        """The fields every per-attempt payload starts with, in a new dict."""
+        return {
+            "sampling_id": info.sampling_id,
+            "strategy_name": self._strategy_name,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": None,
+        }
 
     def _record_error(self, info: IterationInfo, exc: BaseException) -> None:
         self.errors.append(AttemptError(info.subsample_index, info.attempt, info.iteration, exc))
@@ -367,16 +366,13 @@ class SamplingCall:
         generation: Generation,
         validations: tuple[ValidationResult, ...],
     ) -> Attempt:
-        """Number, judge and announce a validated attempt.
-
-        Runs shielded when it awaits (when ``sampling_iteration`` is implemented).
-        """
+        """Number, judge and announce a validated attempt (only the announcing awaits)."""
         self.sequence += 1
-        passed = True
+        valid = 0
         for verdict in validations:
-            if not verdict.passed:
-                passed = False
-                break
+            if verdict.passed:
+                valid += 1
+        passed = valid == len(validations)
         attempt = Attempt(
             info.subsample_index,
             info.attempt,
@@ -392,28 +388,52 @@ class SamplingCall:
         if passed:
             self._judge_pass(attempt)
         if self._on_iteration:
-            payload = SamplingIterationPayload.trusted(
-                **_where(self.s, info),
-                sequence=attempt.sequence,
-                generation=generation,
-                text=generation.text,
-                validations=list(validations),
-                passed=passed,
-                valid_count=attempt.valid_count,
-                total_count=attempt.total_count,
-                latency_s=generation.latency_s,
-                usage=generation.usage,
-            )
-            if self._delivery is None:
-                self._delivery = anyio.Lock(fast_acquire=True)
-            async with self._delivery:
-                try:
-                    await self.hooks.call(H.SAMPLING_ITERATION, payload, self.faults)
-                except StopSampling as stop:
-                    self._stop(stop)
-                except PluginError as exc:
-                    self._fail(exc)
+            fields = self._where(info)
+            fields["sequence"] = attempt.sequence
+            fields["generation"] = generation
+            fields["text"] = generation.text
+            fields["validations"] = list(validations)
+            fields["passed"] = passed
+            fields["valid_count"] = valid
+            fields["total_count"] = len(validations)
+            fields["latency_s"] = generation.latency_s
+            fields["usage"] = generation.usage
+            try:
+                await self._deliver(
+                    info.subsample_index, SamplingIterationPayload.from_trusted(fields)
+                )
+            except StopSampling as stop:
+                self._stop(stop)
+            except PluginError as exc:
+                self._fail(exc)
         return attempt
+
+    async def _deliver(self, index: int, payload: SamplingIterationPayload) -> None:
+        """Deliver a ``sampling_iteration`` event: one at a time, in sequence order, shielded.
+
+        The attempt is already counted, so no cancellation may cut its delivery short. When
+        no other delivery is under way, the plain (non-async) implementations run at once:
+        with nothing awaited there is nothing to wait for and nothing to shield.
+        """
+        delivery = self._delivery
+        if delivery is None or not delivery.locked():
+            pending = self.hooks.call_now(H.SAMPLING_ITERATION, payload, self.faults)
+            if pending is None:
+                return
+            if delivery is None:
+                delivery = self._delivery = anyio.Lock(fast_acquire=True)
+            with self._shield(index):
+                async with delivery:  # free: nothing has awaited since the check
+                    await pending
+            return
+        with self._shield(index):
+            async with delivery:
+                await self.hooks.call(H.SAMPLING_ITERATION, payload, self.faults)
+
+    def _shield(self, index: int) -> AbstractContextManager[object]:
+        if self._tasks is None:
+            return anyio.CancelScope(shield=True)
+        return self._tasks.shielded(index)
 
     def _judge_pass(self, attempt: Attempt) -> None:
         s = self.s
@@ -437,20 +457,24 @@ class SamplingCall:
     async def _repair(self, failed: Attempt, messages: list[Message]) -> list[Message] | None:
         if not self._on_repair:
             return messages
-        payload = SamplingRepairPayload.trusted(
-            sampling_id=self.s.sampling_id,
-            strategy_name=self.s.strategy.name,
-            subsample_index=failed.subsample_index,
-            attempt=failed.attempt,
-            iteration=failed.iteration,
-            sequence=failed.sequence,
-            text=failed.text,
-            validations=list(failed.validations),
-            failure_reasons=failed.failure_reasons,
-            next_attempt=failed.attempt + 1,
-            messages=list(messages),
+        payload = SamplingRepairPayload.from_trusted(
+            {
+                "sampling_id": self.s.sampling_id,
+                "strategy_name": self._strategy_name,
+                "subsample_index": failed.subsample_index,
+                "attempt": failed.attempt,
+                "iteration": failed.iteration,
+                "sequence": failed.sequence,
+                "text": failed.text,
+                "validations": list(failed.validations),
+                "failure_reasons": failed.failure_reasons,
+                "next_attempt": failed.attempt + 1,
+                "messages": list(messages),
+            }
         )
-        await self.hooks.call(H.SAMPLING_REPAIR, payload, self.faults)
+        pending = self.hooks.call_now(H.SAMPLING_REPAIR, payload, self.faults)
+        if pending is not None:
+            await pending
         if not isinstance(payload.messages, list):
             writer = payload.written_by("messages") or "a plugin"
             raise PluginError(
@@ -517,7 +541,7 @@ class SamplingCall:
         s = self.s
         payload = SamplingLoopEndPayload.trusted(
             sampling_id=s.sampling_id,
-            strategy_name=s.strategy.name,
+            strategy_name=self._strategy_name,
             success=result.success if result else False,
             stop_reason=result.stop_reason if result else "error",
             iterations_used=len(self.attempts),
@@ -535,16 +559,6 @@ class SamplingCall:
 
 def _by_position(attempt: Attempt) -> tuple[int, int]:
     return (attempt.subsample_index, attempt.attempt)
-
-
-def _where(s: CallSettings, info: IterationInfo) -> dict[str, Any]:
-    return {
-        "sampling_id": s.sampling_id,
-        "strategy_name": s.strategy.name,
-        "subsample_index": info.subsample_index,
-        "attempt": info.attempt,
-        "iteration": info.iteration,
-    }
 
 
 class AttemptTimeout(TimeoutError):
