@@ -132,10 +132,7 @@ class HookDispatcher:
         has run, and nothing was awaited; otherwise the caller must await the coroutine
         returned, which awaits that implementation and calls the rest, as :meth:`call`.
         """
-        impls = self._impls.get(hook)
-        if not impls:
-            return None
-        return self._call_from(hook, impls, 0, payload, faults)
+        return self._call_from(hook, self._impls.get(hook, ()), 0, payload, faults)
 
     def _call_from(
         self,
@@ -145,6 +142,7 @@ class HookDispatcher:
         payload: HookPayload,
         faults: list[PluginFault],
     ) -> Coroutine[Any, Any, None] | None:
+        """Call ``impls[start:]`` until one returns an awaitable (see :meth:`call_now`)."""
         writable = hook in _WRITABLE
         private = payload.__pydantic_private__
         for position in range(start, len(impls)):

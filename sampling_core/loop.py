@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from contextlib import AbstractContextManager
 from contextvars import Context, ContextVar
 from dataclasses import dataclass
@@ -145,29 +145,36 @@ class SamplingCall:
         if not self.hooks.implements(H.SAMPLING_LOOP_START):
             return
         s = self.s
-        payload = SamplingLoopStartPayload.trusted(
-            sampling_id=s.sampling_id,
-            strategy_name=self._strategy_name,
-            loop_budget=s.loop_budget,
-            concurrency_budget=s.concurrency_budget,
-            messages=[dict(m) for m in s.messages],
-            requirements=[r.description for r in s.requirements],
-            selection=s.selection,
-            seed=s.seed,
-            options=dict(s.options),
+        payload = SamplingLoopStartPayload.from_trusted(
+            {
+                "sampling_id": s.sampling_id,
+                "strategy_name": self._strategy_name,
+                "loop_budget": s.loop_budget,
+                "concurrency_budget": s.concurrency_budget,
+                "messages": [dict(m) for m in s.messages],
+                "requirements": [r.description for r in s.requirements],
+                "selection": s.selection,
+                "seed": s.seed,
+                "options": dict(s.options),
+            }
         )
         try:
-            await self.hooks.call(H.SAMPLING_LOOP_START, payload, self.faults)
+            pending = self.hooks.call_now(H.SAMPLING_LOOP_START, payload, self.faults)
+            if pending is not None:
+                await pending
         except StopSampling as stop:
             self._stop(stop)
             return
-        for field, cap in (
-            ("loop_budget", s.max_loop_budget),
-            ("concurrency_budget", s.max_concurrency_budget),
+        for field, cap, before in (
+            ("loop_budget", s.max_loop_budget, s.loop_budget),
+            ("concurrency_budget", s.max_concurrency_budget, s.concurrency_budget),
         ):
+            value = getattr(payload, field)
+            if type(value) is int and value == before:
+                continue  # unchanged: checked when the call began
             writer = payload.written_by(field)
             source = f"plugin {writer!r}" if writer else "the caller"
-            check_budget(field, getattr(payload, field), cap, source)
+            check_budget(field, value, cap, source)
         s.loop_budget = payload.loop_budget
         s.concurrency_budget = payload.concurrency_budget
 
@@ -398,37 +405,35 @@ class SamplingCall:
             fields["total_count"] = len(validations)
             fields["latency_s"] = generation.latency_s
             fields["usage"] = generation.usage
+            payload = SamplingIterationPayload.from_trusted(fields)
             try:
-                await self._deliver(
-                    info.subsample_index, SamplingIterationPayload.from_trusted(fields)
-                )
+                # Delivered one at a time, in sequence order, and shielded: the attempt is
+                # counted, so no cancellation may cut its delivery short. When no other
+                # delivery is under way, plain implementations run at once: with nothing
+                # awaited there is nothing to wait for and nothing to shield.
+                delivery = self._delivery
+                if delivery is None or not delivery.locked():
+                    pending = self.hooks.call_now(H.SAMPLING_ITERATION, payload, self.faults)
+                    if pending is not None:
+                        await self._deliver(info.subsample_index, pending)
+                else:
+                    await self._deliver(
+                        info.subsample_index,
+                        self.hooks.call(H.SAMPLING_ITERATION, payload, self.faults),
+                    )
             except StopSampling as stop:
                 self._stop(stop)
             except PluginError as exc:
                 self._fail(exc)
         return attempt
 
-    async def _deliver(self, index: int, payload: SamplingIterationPayload) -> None:
-        """Deliver a ``sampling_iteration`` event: one at a time, in sequence order, shielded.
-
-        The attempt is already counted, so no cancellation may cut its delivery short. When
-        no other delivery is under way, the plain (non-async) implementations run at once:
-        with nothing awaited there is nothing to wait for and nothing to shield.
-        """
-        delivery = self._delivery
-        if delivery is None or not delivery.locked():
-            pending = self.hooks.call_now(H.SAMPLING_ITERATION, payload, self.faults)
-            if pending is None:
-                return
-            if delivery is None:
-                delivery = self._delivery = anyio.Lock(fast_acquire=True)
-            with self._shield(index):
-                async with delivery:  # free: nothing has awaited since the check
-                    await pending
-            return
+    async def _deliver(self, index: int, delivery: Coroutine[Any, Any, None]) -> None:
+        """Await an event's ``delivery``, shielded, under the delivery lock."""
+        if self._delivery is None:
+            self._delivery = anyio.Lock(fast_acquire=True)
         with self._shield(index):
-            async with delivery:
-                await self.hooks.call(H.SAMPLING_ITERATION, payload, self.faults)
+            async with self._delivery:
+                await delivery
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
         if self._tasks is None:
@@ -539,22 +544,26 @@ class SamplingCall:
         if not self.hooks.implements(H.SAMPLING_LOOP_END):
             return
         s = self.s
-        payload = SamplingLoopEndPayload.trusted(
-            sampling_id=s.sampling_id,
-            strategy_name=self._strategy_name,
-            success=result.success if result else False,
-            stop_reason=result.stop_reason if result else "error",
-            iterations_used=len(self.attempts),
-            cancelled=self.in_flight,
-            text=result.text if result else None,
-            usage=self.usage,
-            loop_budget=s.loop_budget,
-            concurrency_budget=s.concurrency_budget,
-            elapsed_s=time.perf_counter() - self.started,
-            error_count=len(self.errors),
-            exception=exc,
+        payload = SamplingLoopEndPayload.from_trusted(
+            {
+                "sampling_id": s.sampling_id,
+                "strategy_name": self._strategy_name,
+                "success": result.success if result else False,
+                "stop_reason": result.stop_reason if result else "error",
+                "iterations_used": len(self.attempts),
+                "cancelled": self.in_flight,
+                "text": result.text if result else None,
+                "usage": self.usage,
+                "loop_budget": s.loop_budget,
+                "concurrency_budget": s.concurrency_budget,
+                "elapsed_s": time.perf_counter() - self.started,
+                "error_count": len(self.errors),
+                "exception": exc,
+            }
         )
-        await self.hooks.call(H.SAMPLING_LOOP_END, payload, self.faults)
+        pending = self.hooks.call_now(H.SAMPLING_LOOP_END, payload, self.faults)
+        if pending is not None:
+            await pending
 
 
 def _by_position(attempt: Attempt) -> tuple[int, int]:
