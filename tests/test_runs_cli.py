@@ -92,3 +92,24 @@ def test_user_errors_are_one_line_and_write_nothing(tmp_path: Path, config: Path
     missing = invoke("report", tmp_path / "nowhere")
     assert missing.exit_code == 2 and "there is no run to resume" not in missing.stderr
     assert "does not exist" in missing.stderr
+
+
+def test_without_out_a_new_directory_under_runs_is_used(
+    tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime
+
+    from sampling_core.cli.run_cmd import default_run_dir
+
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert default_run_dir(Path("examples/quickstart.yaml"), when) == Path(
+        "runs/quickstart-20260102-030405"
+    )
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", config)
+    assert result.exit_code == 0, result.output
+    (made,) = (tmp_path / "runs").iterdir()
+    assert made.name.startswith("run-")
+    assert (made / "records.jsonl").exists()
+    refused = invoke("run", config, "--resume")
+    assert refused.exit_code == 2 and "--out DIR" in refused.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -17,8 +18,13 @@ __all__ = ["report_command", "run_command"]
 
 def run_command(
     config: Path = typer.Argument(..., help="The run config (YAML).", show_default=False),
-    out: Path = typer.Option(
-        ..., "--out", "-o", help="The run directory to write (or, with --resume, to continue)."
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="The run directory to write (or, with --resume, to continue). "
+        "Default: a new runs/CONFIG-NAME-UTC-TIME directory.",
+        show_default=False,
     ),
     resume: bool = typer.Option(
         False, "--resume", help="Continue the run in --out: finished prompts are skipped."
@@ -35,6 +41,10 @@ def run_command(
     """
     if retry_failed and not resume:
         _fail("--retry-failed continues a run: add --resume")
+    if out is None:
+        if resume:
+            _fail("--resume continues a run: name its directory with --out DIR")
+        out = default_run_dir(config)
     argv = (
         ["samplehooks", *sys.argv[1:]]
         if sys.argv[1:2] == ["run"]
@@ -57,6 +67,12 @@ def run_command(
     finally:
         signal.signal(signal.SIGTERM, previous)
     typer.echo(summary.render())
+
+
+def default_run_dir(config: Path, now: datetime | None = None) -> Path:
+    """``runs/<config stem>-<UTC time>``: a new directory for every run started."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{config.stem}-{stamp}"
 
 
 def _interrupt(signum: int, frame: object) -> None:
