@@ -126,6 +126,17 @@ def test_rate_limiter_schedule_with_a_burst() -> None:
     assert limiter.reserve() >= 5.0
 
 
+def test_a_late_start_moves_the_rest_of_the_schedule() -> None:
+    now = [0.0]
+    limiter = RateLimiter(60, per=60.0, clock=lambda: now[0])
+    tickets = [limiter._reserve() for _ in range(3)]  # starts due at 0, 1, 2
+    assert limiter._admit(*tickets[0]) == 0.0
+    now[0] = 3.5  # the event loop was stuck: the second starts 2.5 s late
+    assert limiter._admit(*tickets[1]) == 0.0
+    assert limiter._admit(*tickets[2]) == pytest.approx(1.0)  # not at once: 1 s after it
+    assert limiter.reserve() == pytest.approx(2.0)  # new requests queue behind
+
+
 async def test_cancelling_an_attempt_closes_its_http_request() -> None:
     def answer(number: int, body: object) -> Reply | Hang:
         return Hang() if number == 1 else Reply(body=completion("winner"))

@@ -98,9 +98,12 @@ class InFlightGate:
 class RateLimiter:
     """Spaces request starts: at most ``rate`` per ``per`` seconds, ``burst`` back to back.
 
-    It is a virtual-schedule (GCRA) limiter: every request reserves the next start time
-    under a thread lock and sleeps until then, so it needs no per-loop state. A reservation
-    abandoned by cancellation is not given back (it errs on the side of fewer requests).
+    Every request reserves the next start time on a virtual schedule (GCRA) under a thread
+    lock, then sleeps until it: requests start in arrival order, with no per-loop state and
+    no herd of sleepers waking together. A request that starts late (its event loop was
+    busy) moves the rest of the schedule with it, so starts stay spaced in real time rather
+    than bunching up after a stall. A reservation abandoned by cancellation is not given
+    back (it errs on the side of fewer requests).
     """
 
     def __init__(
@@ -114,17 +117,35 @@ class RateLimiter:
         self.burst = burst
         self._clock = clock
         self._lock = threading.Lock()
-        self._next = -math.inf  # the theoretical time of the next start
+        self._next = -math.inf  # the schedule's next free start
+        self._slip = 0.0  # how far late starts have moved the schedule, in total
         self._paused_until = -math.inf
 
     def reserve(self) -> float:
-        """Reserve the next start; returns how many seconds to wait before starting."""
+        """Reserve the next start; returns how many seconds from now it is."""
+        start, _ = self._reserve()
+        return start - self._clock()
+
+    def _reserve(self) -> tuple[float, float]:
         with self._lock:
             now = self._clock()
             due = max(self._next, now, self._paused_until)
             start = max(now, self._paused_until, due - (self.burst - 1) * self.interval)
             self._next = due + self.interval
-            return start - now
+            return start, self._slip
+
+    def _admit(self, start: float, slip_then: float) -> float:
+        """0 when the reserved start has come (noting how late), else the seconds left."""
+        with self._lock:
+            now = self._clock()
+            due = start + (self._slip - slip_then)
+            if now < due - 1e-4:
+                return due - now
+            late = now - due
+            if late > self.interval / 2:
+                self._slip += late
+                self._next += late
+            return 0.0
 
     def pause(self, seconds: float) -> None:
         """Hold every start for ``seconds`` from now (a server asked to wait)."""
@@ -133,8 +154,8 @@ class RateLimiter:
 
     async def wait(self) -> None:
         """Wait for this request's turn."""
-        delay = self.reserve()
-        if delay > 0:
+        start, slip_then = self._reserve()
+        while (delay := self._admit(start, slip_then)) > 0:
             await anyio.sleep(delay)
 
 
