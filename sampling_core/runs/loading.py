@@ -14,7 +14,7 @@ from sampling_core.runs.classification import nested_model
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import ConfigError
 
-__all__ = ["describe_errors", "format_loc", "load_config", "parse_config"]
+__all__ = ["describe_errors", "describe_yaml_error", "format_loc", "load_config", "parse_config"]
 
 _SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password")
 
@@ -30,6 +30,10 @@ def load_config(path: str | Path) -> RunConfig:
         text = source.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the config {source}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
+        ) from exc
     return parse_config(text, source=source)
 
 
@@ -38,11 +42,8 @@ def parse_config(text: str, *, source: Path | None = None) -> RunConfig:
     where = str(source) if source is not None else "the config"
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{where}: not valid YAML{at}: {problem}") from exc
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{where}: not valid YAML{describe_yaml_error(exc)}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: the config must be a YAML mapping (dataset:, backend:, ...)")
     try:
@@ -55,6 +56,20 @@ def parse_config(text: str, *, source: Path | None = None) -> RunConfig:
             update={"dataset": config.dataset.model_copy(update={"path": anchored})}
         )
     return config
+
+
+def describe_yaml_error(exc: BaseException) -> str:
+    """Where and what, on one line: `` (line 3, column 7): mapping values are not allowed``.
+
+    PyYAML's own errors carry a mark; a tagged value it cannot build (``!!int x``, an
+    impossible date) raises ``ValueError``; nesting too deep raises ``RecursionError``.
+    """
+    if isinstance(exc, RecursionError):
+        return ": nested too deeply"
+    mark = getattr(exc, "problem_mark", None)
+    at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return f"{at}: {problem}"
 
 
 def format_loc(loc: Sequence[str | int]) -> str:
