@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sampling_core.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
+
 __all__ = [
     "BackendConfig",
     "BudgetsConfig",
@@ -195,15 +197,28 @@ class StrategyConfig(_Strict):
                 raise ValueError(f"template applies to 'repair' and 'multiturn', not {self.name!r}")
             if "{reasons}" not in self.template:
                 raise ValueError("template must contain the placeholder {reasons}")
+            try:
+                self.template.format(reasons="")
+            except (KeyError, IndexError, ValueError, AttributeError) as exc:
+                raise ValueError(
+                    "template may hold no placeholder but {reasons} (write a literal brace "
+                    f"as {{{{ or }}}}); formatting it failed: {type(exc).__name__}: {exc}"
+                ) from None
         return self
 
 
 class BudgetsConfig(_Strict):
     """How many attempts each prompt may use."""
 
-    loop_budget: int = _field("result", 1, ge=1, description="Attempts per subsample.")
+    loop_budget: int = _field(
+        "result", 1, ge=1, le=DEFAULT_MAX_LOOP_BUDGET, description="Attempts per subsample."
+    )
     concurrency_budget: int = _field(
-        "result", 1, ge=1, description="Subsamples per prompt, run at once."
+        "result",
+        1,
+        ge=1,
+        le=DEFAULT_MAX_CONCURRENCY_BUDGET,
+        description="Subsamples per prompt, run at once.",
     )
 
     @field_validator("loop_budget", "concurrency_budget", mode="before")
