@@ -85,13 +85,15 @@ def _parse_line(path: Path, number: int, line: bytes, config: DatasetConfig) -> 
         obj = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{where}: not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise DatasetError(f"{where}: not valid JSON (nested too deeply)") from None
     if not isinstance(obj, dict):
         raise DatasetError(f"{where}: each line must be a JSON object, got {type(obj).__name__}")
     prompt = obj.get(config.prompt_field)
     if not _is_prompt(prompt):
         raise DatasetError(
             f"{where}: {config.prompt_field!r} must be a non-empty string or a list of "
-            'messages ({"role": ..., "content": ...}), got '
+            'messages ({"role": "user", "content": "..."}, both strings), got '
             f"{'nothing' if prompt is None else repr(prompt)[:60]}"
         )
     if config.id_field is None:
@@ -119,5 +121,11 @@ def _is_prompt(value: Any) -> bool:
     return (
         isinstance(value, list)
         and bool(value)
-        and all(isinstance(m, dict) and "role" in m and "content" in m for m in value)
+        and all(
+            isinstance(m, dict)
+            and isinstance(m.get("role"), str)
+            and bool(m["role"])
+            and isinstance(m.get("content"), str)
+            for m in value
+        )
     )
