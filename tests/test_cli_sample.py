@@ -138,3 +138,10 @@ def test_samples_the_local_model() -> None:
     assert (result.exit_code == 0) == any(r[3] == "yes" for r in rows)
     assert result.stdout.strip()  # an answer was chosen and printed
     assert all(int(r[6].split("/")[0]) > 0 for r in rows)  # the model reported tokens
+
+
+def test_log_lines_of_plugins_go_to_stderr_and_stdout_keeps_the_answer_alone() -> None:
+    result = sample("hi", "--backend", "scripted", "--reply", "blue", "--plugin", "tracing")
+    assert result.exit_code == 0
+    assert result.stdout == "blue\n"
+    assert "sampling.loop.start" in result.stderr and "sampling.iteration" in result.stderr

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 import anyio
+import structlog
 import typer
 from rich import box
 from rich.console import Console
@@ -250,6 +251,11 @@ def sample_command(
                 with anyio.CancelScope(shield=True):
                     await aclose()
 
+    # stdout carries the answer alone; log lines (e.g. from --plugin tracing) go to stderr,
+    # unless the application already configured structlog.
+    quiet_stdout = not structlog.is_configured()
+    if quiet_stdout:
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     try:
         result = anyio.run(run)
     except ValueError as exc:  # a bad budget (BudgetError) and the like
@@ -258,6 +264,9 @@ def sample_command(
         _fail(err, str(exc), 1)
     except Exception as exc:
         _fail(err, f"{type(exc).__name__}: {exc}", 1)
+    finally:
+        if quiet_stdout:
+            structlog.reset_defaults()
     _report(err, result)
     if result.text is not None:
         sys.stdout.write(result.text.strip() + "\n")
