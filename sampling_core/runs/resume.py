@@ -23,7 +23,7 @@ from sampling_core.runs.classification import label_of, nested_model
 from sampling_core.runs.config import Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
-from sampling_core.runs.loading import describe_errors
+from sampling_core.runs.loading import describe_errors, describe_yaml_error
 from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
 
 __all__ = [
@@ -87,6 +87,8 @@ def read_effective_config(run_dir: RunDirectory) -> tuple[list[str], RunConfig]:
         text = run_dir.config_file.read_text(encoding="utf-8")
     except OSError as exc:
         raise RunDirError(f"cannot read {run_dir.config_file}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise RunDirError(f"{run_dir.config_file} is damaged: not UTF-8 text ({exc})") from exc
     lines = text.splitlines()
     header = []
     for line in lines:
@@ -96,9 +98,13 @@ def read_effective_config(run_dir: RunDirectory) -> tuple[list[str], RunConfig]:
     if LINEAGE_MARK not in header:
         raise RunDirError(f"{run_dir.config_file} is damaged: its provenance header is missing")
     try:
-        config = RunConfig.model_validate(yaml.safe_load("\n".join(lines[len(header) :])))
-    except (yaml.YAMLError, ValidationError) as exc:
-        detail = "; ".join(describe_errors(exc)) if isinstance(exc, ValidationError) else str(exc)
+        # the header is YAML comments: loading the whole text keeps the line numbers right
+        config = RunConfig.model_validate(yaml.safe_load(text))
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        if isinstance(exc, ValidationError):
+            detail = "; ".join(describe_errors(exc))
+        else:
+            detail = "not valid YAML" + describe_yaml_error(exc)
         raise RunDirError(
             f"{run_dir.config_file} is damaged or from an incompatible version: {detail}"
         ) from exc
