@@ -178,6 +178,7 @@ def _prepare_resume(
     try:
         header, old = read_effective_config(run_dir)
         meta = run_dir.read_meta()
+        run_dir.read_progress()  # damaged: refused here, before anything is written
         scan = run_dir.scan_records()
         differences = compare_configs(old, config)
         blocking = [d for d in differences if d.label == "result"]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sampling_core.runs.errors import RunDirError
+from sampling_core.runs.shapes import is_dataset_meta, is_progress, is_record
 
 __all__ = [
     "CONFIG_FILE",
@@ -111,6 +112,8 @@ class RunDirectory:
 
     def check_is_run(self, *, resuming: bool = True) -> None:
         """Raise :class:`RunDirError` unless this holds a run (config, meta and records)."""
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"{self.path} is a file, not a run directory")
         if not self.path.is_dir():
             if resuming:
                 raise RunDirError(
@@ -129,7 +132,19 @@ class RunDirectory:
     # -- creating ----------------------------------------------------------------------
 
     def create(self, config_text: str, meta: dict[str, Any]) -> None:
-        """Build the directory under a temporary name, then rename it into place."""
+        """Build the directory under a temporary name, then rename it into place.
+
+        Raises :class:`RunDirError` when it cannot be made (its parent is a file, no
+        permission, a full disk); nothing is left behind then.
+        """
+        try:
+            self._build(config_text, meta)
+        except OSError as exc:
+            raise RunDirError(
+                f"cannot create the run directory {self.path}: {exc.strerror or exc}"
+            ) from exc
+
+    def _build(self, config_text: str, meta: dict[str, Any]) -> None:
         parent = self.path.parent
         parent.mkdir(parents=True, exist_ok=True)
         staging = parent / f".{self.path.name}.init-{os.getpid()}"
@@ -180,24 +195,48 @@ class RunDirectory:
         """``meta.json``, checked to be of a format this version reads."""
         try:
             meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise RunDirError(f"{self.meta_file} is damaged: {exc}") from exc
+        except (OSError, ValueError, RecursionError) as exc:
+            detail = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise RunDirError(f"{self.meta_file} is damaged: {detail}") from exc
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise RunDirError(f"{self.meta_file}: unknown run directory format")
+        if not is_dataset_meta(meta.get("dataset")):
+            raise RunDirError(
+                f"{self.meta_file} is damaged: its dataset entry (count, fingerprint, "
+                "hashes) is missing or malformed"
+            )
         return meta
 
     def read_progress(self) -> dict[str, Any]:
-        """``progress.json``, or an empty mapping when it is missing or unreadable."""
+        """``progress.json``; an empty mapping when it is missing.
+
+        A run killed between the creation of its directory and its first progress save
+        has none; its counts are rebuilt from the records. A file that is there but
+        damaged raises :class:`RunDirError`.
+        """
         try:
-            data = json.loads(self.progress_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            text = self.progress_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
             return {}
-        return data if isinstance(data, dict) else {}
+        except (OSError, ValueError) as exc:
+            raise RunDirError(f"cannot read {self.progress_file}: {exc}") from exc
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            data = None
+        if not is_progress(data):
+            raise RunDirError(
+                f"{self.progress_file} is damaged; it holds only counts and session "
+                "history: delete it to go on (the counts are rebuilt from the records)"
+            )
+        return data
 
     def scan_records(self) -> RecordsScan:
         """Read ``records.jsonl``; a torn last line is returned apart, never parsed as a record.
 
-        A damaged line anywhere but last raises :class:`RunDirError` naming it.
+        Records are written as whole lines, newline included, so only what follows the
+        last newline can be a write cut short. Any complete line that is not a record
+        raises :class:`RunDirError` naming it.
         """
         try:
             data = self.records_file.read_bytes()
@@ -211,8 +250,6 @@ class RunDirectory:
         for number, line in enumerate(lines, start=1):
             record = _parse_record(line)
             if record is None:
-                if number == len(lines) and not torn:
-                    return RecordsScan(records, good_size, line + b"\n")
                 raise RunDirError(
                     f"{self.records_file}:{number} is damaged (not a record); "
                     "repair or remove that line, or start a new run"
@@ -244,13 +281,12 @@ class RunDirectory:
 
 
 def _parse_record(line: bytes) -> dict[str, Any] | None:
+    """A record, or ``None`` when ``line`` is not one (every field read back is checked)."""
     try:
         record = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
-    if not isinstance(record, dict) or "key" not in record or "status" not in record:
-        return None
-    return record
+    return record if is_record(record) else None
 
 
 class RecordWriter:
