@@ -9,6 +9,7 @@ hook ran and names the plugin that wrote a bad one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer
@@ -42,6 +43,8 @@ class HookPayload(BaseModel):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_"):
+            if self.__pydantic_private__ is _READ_ONLY_PRIVATE:  # never write the shared one
+                _set(self, "__pydantic_private__", dict(_READ_ONLY_PRIVATE))
             super().__setattr__(name, value)
             return
         if name not in self.writable:
@@ -67,17 +70,20 @@ class HookPayload(BaseModel):
 
         The fastest way to build a payload: with every field given, no dict is copied.
         """
-        defaults = _DEFAULTS.get(cls)
-        if defaults is None:
-            defaults = _defaults(cls)
-        if defaults and not defaults.keys() <= fields.keys():
-            for name, value in defaults.items():
+        shape = _SHAPES.get(cls) or _shape(cls)
+        if len(fields) != shape.count:
+            for name, value in shape.defaults.items():
                 fields.setdefault(name, value)
         payload = _new(cls)
         _set(payload, "__dict__", fields)
-        _set(payload, "__pydantic_fields_set__", set(fields))
         _set(payload, "__pydantic_extra__", None)
-        _set(payload, "__pydantic_private__", {"_active_plugin": None, "_writers": None})
+        if shape.read_only:
+            # Nothing writes to a read-only payload's fields, so these can be shared.
+            _set(payload, "__pydantic_fields_set__", shape.all_fields)
+            _set(payload, "__pydantic_private__", _READ_ONLY_PRIVATE)
+        else:
+            _set(payload, "__pydantic_fields_set__", set(fields))
+            _set(payload, "__pydantic_private__", {"_active_plugin": None, "_writers": None})
         return payload
 
     def written_by(self, field: str) -> str | None:
@@ -87,20 +93,35 @@ class HookPayload(BaseModel):
 
 _new = object.__new__
 _set = object.__setattr__
-_DEFAULTS: dict[type[HookPayload], dict[str, Any]] = {}
+_READ_ONLY_PRIVATE: dict[str, Any] = {"_active_plugin": None, "_writers": None}
 
 
-def _defaults(cls: type[HookPayload]) -> dict[str, Any]:
-    try:
-        return _DEFAULTS[cls]
-    except KeyError:
-        found = {
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What :meth:`HookPayload.from_trusted` needs to know about a payload class."""
+
+    count: int
+    defaults: dict[str, Any]
+    all_fields: set[str]
+    read_only: bool
+
+
+_SHAPES: dict[type[HookPayload], _Shape] = {}
+
+
+def _shape(cls: type[HookPayload]) -> _Shape:
+    shape = _Shape(
+        count=len(cls.model_fields),
+        defaults={
             name: info.get_default(call_default_factory=True)
             for name, info in cls.model_fields.items()
             if not info.is_required()
-        }
-        _DEFAULTS[cls] = found
-        return found
+        },
+        all_fields=set(cls.model_fields),
+        read_only=not cls.writable,
+    )
+    _SHAPES[cls] = shape
+    return shape
 
 
 class AttemptPayload(HookPayload):

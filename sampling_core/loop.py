@@ -113,13 +113,14 @@ class SamplingCall:
         self._tasks: SubsampleTasks | None = None  # None while no subsample task runs
         self._current_attempt: list[int] = []
         self._delivery: anyio.Lock | None = None  # made when sampling_iteration is implemented
-        # Which hooks have implementations, looked up once (the dispatcher never changes).
-        implements = self.hooks.implements
-        self._on_pre_call = implements(H.GENERATION_PRE_CALL)
-        self._on_post_call = implements(H.GENERATION_POST_CALL)
-        self._on_error = implements(H.GENERATION_ERROR)
-        self._on_iteration = implements(H.SAMPLING_ITERATION)
-        self._on_repair = implements(H.SAMPLING_REPAIR)
+        # Each hook's caller, looked up once (the dispatcher never changes); None for a hook
+        # nobody implements, whose payload is then never built.
+        self._on_error = self.hooks.implements(H.GENERATION_ERROR)
+        caller = self.hooks.caller
+        self._call_pre_call = caller(H.GENERATION_PRE_CALL)
+        self._call_post_call = caller(H.GENERATION_POST_CALL)
+        self._call_iteration = caller(H.SAMPLING_ITERATION)
+        self._call_repair = caller(H.SAMPLING_REPAIR)
         self._strategy_name = settings.strategy.name
 
     # -- the call -----------------------------------------------------------------------
@@ -273,13 +274,21 @@ class SamplingCall:
         retry = 0
         while True:
             call_messages, call_options = messages, options
-            if self._on_pre_call:
-                fields = self._where(info)
-                fields["messages"] = list(messages)
-                fields["options"] = dict(options)
-                fields["retry"] = retry
-                pre = GenerationPreCallPayload.from_trusted(fields)
-                pending = hooks.call_now(H.GENERATION_PRE_CALL, pre, self.faults)
+            if self._call_pre_call is not None:
+                pre = GenerationPreCallPayload.from_trusted(
+                    {
+                        "sampling_id": info.sampling_id,
+                        "strategy_name": self._strategy_name,
+                        "subsample_index": info.subsample_index,
+                        "attempt": info.attempt,
+                        "iteration": info.iteration,
+                        "sequence": None,
+                        "messages": list(messages),
+                        "options": dict(options),
+                        "retry": retry,
+                    }
+                )
+                pending = self._call_pre_call(pre, self.faults)
                 if pending is not None:
                     await pending
                 call_messages, call_options = pre.messages, pre.options
@@ -317,13 +326,21 @@ class SamplingCall:
                 continue
             # Counted before post_call: a plugin stopping the loop there must not hide it.
             self.usage += generation.usage
-            if self._on_post_call:
-                fields = self._where(info)
-                fields["generation"] = generation
-                fields["latency_s"] = generation.latency_s
-                fields["retry"] = retry
-                post = GenerationPostCallPayload.from_trusted(fields)
-                pending = hooks.call_now(H.GENERATION_POST_CALL, post, self.faults)
+            if self._call_post_call is not None:
+                post = GenerationPostCallPayload.from_trusted(
+                    {
+                        "sampling_id": info.sampling_id,
+                        "strategy_name": self._strategy_name,
+                        "subsample_index": info.subsample_index,
+                        "attempt": info.attempt,
+                        "iteration": info.iteration,
+                        "sequence": None,
+                        "generation": generation,
+                        "latency_s": generation.latency_s,
+                        "retry": retry,
+                    }
+                )
+                pending = self._call_post_call(post, self.faults)
                 if pending is not None:
                     await pending
             return generation
@@ -394,7 +411,7 @@ class SamplingCall:
         self.attempts.append(attempt)
         if passed:
             self._judge_pass(attempt)
-        if self._on_iteration:
+        if self._call_iteration is not None:
             fields = self._where(info)
             fields["sequence"] = attempt.sequence
             fields["generation"] = generation
@@ -413,7 +430,7 @@ class SamplingCall:
                 # awaited there is nothing to wait for and nothing to shield.
                 delivery = self._delivery
                 if delivery is None or not delivery.locked():
-                    pending = self.hooks.call_now(H.SAMPLING_ITERATION, payload, self.faults)
+                    pending = self._call_iteration(payload, self.faults)
                     if pending is not None:
                         await self._deliver(info.subsample_index, pending)
                 else:
@@ -460,7 +477,7 @@ class SamplingCall:
                     self._tasks.cancel(index)
 
     async def _repair(self, failed: Attempt, messages: list[Message]) -> list[Message] | None:
-        if not self._on_repair:
+        if self._call_repair is None:
             return messages
         payload = SamplingRepairPayload.from_trusted(
             {
@@ -477,7 +494,7 @@ class SamplingCall:
                 "messages": list(messages),
             }
         )
-        pending = self.hooks.call_now(H.SAMPLING_REPAIR, payload, self.faults)
+        pending = self._call_repair(payload, self.faults)
         if pending is not None:
             await pending
         if not isinstance(payload.messages, list):
