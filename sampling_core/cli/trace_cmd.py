@@ -95,6 +95,7 @@ def build_timelines(events: list[dict[str, Any]]) -> list[CallTimeline]:
             if isinstance(when, int | float):
                 call.started_at = float(when)
         elif hook == "sampling_loop_end":
+            _number(payload.get("elapsed_s"), "elapsed_s")
             call.end = payload
             for row in call.attempts.values():
                 if row.outcome == "in flight":
@@ -105,34 +106,72 @@ def build_timelines(events: list[dict[str, Any]]) -> list[CallTimeline]:
 
 
 def _attempt_event(call: CallTimeline, hook: str, payload: dict[str, Any], when: Any) -> None:
-    key = (payload["subsample_index"], payload["attempt"])
-    row = call.attempts.get(key)
+    index = _integer(payload["subsample_index"], "subsample_index")
+    number = _integer(payload["attempt"], "attempt")
+    row = call.attempts.get((index, number))
     if row is None:
-        row = call.attempts[key] = AttemptRow(
-            payload["subsample_index"], payload["attempt"], payload.get("iteration", 0)
+        row = call.attempts[(index, number)] = AttemptRow(
+            index, number, _integer(payload.get("iteration", 0), "iteration")
         )
     when = float(when) if isinstance(when, int | float) else None
     if hook == "generation_pre_call":
         if row.started is None:
             row.started = when
-        row.retries = max(row.retries, int(payload.get("retry") or 0))
+        row.retries = max(row.retries, _integer(payload.get("retry") or 0, "retry"))
     elif hook == "generation_post_call":
-        usage = (payload.get("generation") or {}).get("usage") or {}
-        row.latency_s = payload.get("latency_s")
-        row.input_tokens = usage.get("input_tokens")
-        row.output_tokens = usage.get("output_tokens")
+        usage = _mapping(_mapping(payload.get("generation"), "generation").get("usage"), "usage")
+        row.latency_s = _number(payload.get("latency_s"), "latency_s")
+        row.input_tokens = _integer(usage.get("input_tokens"), "input_tokens", None)
+        row.output_tokens = _integer(usage.get("output_tokens"), "output_tokens", None)
     elif hook == "sampling_iteration":
-        usage = payload.get("usage") or {}
-        row.sequence = payload.get("sequence")
-        row.passed = payload.get("passed")
-        row.latency_s = payload.get("latency_s", row.latency_s)
-        row.input_tokens = usage.get("input_tokens", row.input_tokens)
-        row.output_tokens = usage.get("output_tokens", row.output_tokens)
+        usage = _mapping(payload.get("usage"), "usage")
+        row.sequence = _integer(payload.get("sequence"), "sequence", None)
+        passed = payload.get("passed")
+        if passed is not None and not isinstance(passed, bool):
+            raise ValueError(f"passed must be true or false, got {passed!r}")
+        row.passed = passed
+        row.latency_s = _number(payload.get("latency_s", row.latency_s), "latency_s")
+        row.input_tokens = _integer(
+            usage.get("input_tokens", row.input_tokens), "input_tokens", None
+        )
+        row.output_tokens = _integer(
+            usage.get("output_tokens", row.output_tokens), "output_tokens", None
+        )
         row.finished = when
         row.outcome = "completed"
     elif hook == "generation_error" and not payload.get("will_retry"):
         row.finished = when
         row.outcome = f"error: {payload.get('error_type', '?')}"
+
+
+_REQUIRED: Any = object()
+
+
+def _integer(value: Any, name: str, missing: Any = _REQUIRED) -> Any:
+    """``value`` if it is an int (``missing`` stands for ``None`` when allowed)."""
+    if value is None and missing is not _REQUIRED:
+        return missing
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
+def _number(value: Any, name: str) -> float | None:
+    """``value`` as a float, or ``None`` when absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _mapping(value: Any, name: str) -> dict[str, Any]:
+    """``value`` if it is a JSON object (``{}`` when absent)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be an object, got {value!r}")
+    return value
 
 
 @trace_app.command("show")
