@@ -178,6 +178,8 @@ def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 event = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"line {number} is not JSON ({exc.msg})") from None
+            except RecursionError:
+                raise ValueError(f"line {number} is not JSON (nested too deeply)") from None
             if (
                 not isinstance(event, dict)
                 or not isinstance(event.get("hook"), str)
