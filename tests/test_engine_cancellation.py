@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import anyio
 import pytest
+from task_helpers import alive_tasks
 
 from hook_specs import HookName, hookimpl
 from sampling_core import GenerationRequest, Sampler, ScriptedBackend
@@ -16,26 +15,6 @@ pytestmark = pytest.mark.anyio
 def is_win(text: str) -> bool:
     """says win"""
     return text == "win"
-
-
-def alive_tasks() -> set:
-    """Every task alive now (asyncio or trio): compare a snapshot before and after."""
-    try:
-        return {t for t in asyncio.all_tasks() if not t.done()}
-    except RuntimeError:
-        pass
-    import trio
-
-    found = set()
-
-    def walk(task) -> None:
-        found.add(task)
-        for nursery in task.child_nurseries:
-            for child in nursery.child_tasks:
-                walk(child)
-
-    walk(trio.lowlevel.current_root_task())
-    return found
 
 
 async def test_first_success_cancels_in_flight_siblings(recorder):

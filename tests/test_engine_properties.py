@@ -9,6 +9,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from task_helpers import alive_tasks
 
 from hook_specs import HookName, Usage, hookimpl
 from sampling_core import Generation, GenerationRequest, Sampler, SamplingResult
@@ -136,7 +137,7 @@ async def run_scenario(s: Scenario) -> None:
     observer = Observer(random.Random(s.seed + 1), s.plugin_fault_rate)
     sampler = Sampler(backend, plugins=[observer], load_entrypoints=False)
     result, raised = None, None
-    before = _alive()
+    before = alive_tasks()
 
     def passes(text: str) -> bool:
         """passes"""
@@ -158,27 +159,7 @@ async def run_scenario(s: Scenario) -> None:
     if scope.cancelled_caught:
         raised = "cancelled"
     check_invariants(s, result, raised, observer, backend)
-    assert _alive() <= before  # no task left running
-
-
-def _alive() -> set:
-    import asyncio
-
-    try:
-        return {t for t in asyncio.all_tasks() if not t.done()}
-    except RuntimeError:
-        import trio
-
-        found = set()
-
-        def walk(task) -> None:
-            found.add(task)
-            for nursery in task.child_nurseries:
-                for child in nursery.child_tasks:
-                    walk(child)
-
-        walk(trio.lowlevel.current_root_task())
-        return found
+    assert alive_tasks() <= before  # no task left running
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "asyncio-taskgroup", "trio"])
