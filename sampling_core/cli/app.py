@@ -44,7 +44,7 @@ def _usage_error(exc: Any) -> NoReturn:
         raise exc
     message = " ".join(str(exc.format_message()).split())
     ctx = getattr(exc, "ctx", None)
-    where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    where = f" (see '{ctx.command_path if ctx is not None else 'samplehooks'} --help')"
     typer.echo(f"samplehooks: error: {message}{where}", err=True)
     raise typer.Exit(2)
 
