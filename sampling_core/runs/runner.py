@@ -95,7 +95,7 @@ async def run_batch(
         )
     dataset = read_dataset(config.dataset)
     extra_plugins = list(plugins)
-    _check_plugin_names(config.plugins)
+    _check_plugin_names(config.plugins, source)
     own_backend = backend is None
     chosen_backend = build_backend(config) if own_backend else backend
     if resume:
@@ -131,15 +131,16 @@ def run_batch_sync(
     return anyio.run(partial(run_batch, config, out_dir, **kwargs))
 
 
-def _check_plugin_names(names: Sequence[str]) -> None:
+def _check_plugin_names(names: Sequence[str], source: Path | None) -> None:
     """Resolve each configured plugin name once, before anything is written."""
     registry = PluginRegistry(settings=PluginSettings.from_env())
+    where = f"{source}: " if source is not None else ""
     for spec in plugin_specs(names, Path("events.jsonl")):
         if isinstance(spec, str):
             try:
                 registry.add(spec)
             except Exception as exc:
-                raise ConfigError(f"plugins: {exc}") from exc
+                raise ConfigError(f"{where}plugins: {exc}") from exc
 
 
 def _create(
