@@ -52,7 +52,6 @@ from sampling_core.transport import RetryPolicy, is_transient
 
 logger = structlog.get_logger("samplehooks")
 _bind = structlog.contextvars.bind_contextvars
-_reset = structlog.contextvars.reset_contextvars
 
 
 def _structlog_var(key: str) -> ContextVar[Any]:
@@ -60,7 +59,9 @@ def _structlog_var(key: str) -> ContextVar[Any]:
     return Context().run(_bind, **{key: None})[key].var
 
 
-# Set directly on every attempt: cheaper than bind_contextvars, and the same variables.
+# Set directly: cheaper than bind_contextvars, and the very variables it would set.
+_SAMPLING_ID_VAR = _structlog_var("sampling_id")
+_SUBSAMPLE_VAR = _structlog_var("subsample_index")
 _ATTEMPT_VAR = _structlog_var("attempt")
 _ITERATION_VAR = _structlog_var("iteration")
 
@@ -102,7 +103,8 @@ class SamplingCall:
         self.faults: list[PluginFault] = []
         self.attempts: list[Attempt] = []
         self.errors: list[AttemptError] = []
-        self.usage = Usage()
+        self._input_tokens = 0  # summed per attempt; `usage` makes the Usage
+        self._output_tokens = 0
         self.sequence = 0
         self.in_flight = 0
         self.winner: Attempt | None = None
@@ -122,6 +124,11 @@ class SamplingCall:
         self._call_iteration = caller(H.SAMPLING_ITERATION)
         self._call_repair = caller(H.SAMPLING_REPAIR)
         self._strategy_name = settings.strategy.name
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens spent so far, cancelled attempts included where the backend reported them."""
+        return Usage(self._input_tokens, self._output_tokens)
 
     # -- the call -----------------------------------------------------------------------
 
@@ -216,10 +223,12 @@ class SamplingCall:
     async def _subsample(self, index: int) -> None:
         s = self.s
         strategy, loop_budget = s.strategy, s.loop_budget
-        failures: deque[Attempt] = deque(maxlen=strategy.keep_failures)
+        failures: deque[Attempt] | None = None
         messages = s.messages
-        # The first tokens of each variable restore the values from before the subsample.
-        tokens = _bind(sampling_id=s.sampling_id, subsample_index=index)
+        # In a task of its own, the subsample's context is dropped when it ends; run inline,
+        # it restores the caller's values from the first tokens of each variable.
+        restore = self._tasks is None
+        tokens = (_SAMPLING_ID_VAR.set(s.sampling_id), _SUBSAMPLE_VAR.set(index))
         current = None
         try:
             for number in range(1, loop_budget + 1):
@@ -228,9 +237,11 @@ class SamplingCall:
                 self._current_attempt[index] = number
                 info = IterationInfo(s.sampling_id, index, number, index * loop_budget + number)
                 if current is None:
-                    current = _current.set(info)
-                    tokens["attempt"] = _ATTEMPT_VAR.set(number)
-                    tokens["iteration"] = _ITERATION_VAR.set(info.iteration)
+                    current = (
+                        _current.set(info),
+                        _ATTEMPT_VAR.set(number),
+                        _ITERATION_VAR.set(info.iteration),
+                    )
                 else:
                     _current.set(info)
                     _ATTEMPT_VAR.set(number)
@@ -240,19 +251,25 @@ class SamplingCall:
                     return
                 if number == loop_budget:
                     return
+                if failures is None:
+                    failures = deque(maxlen=strategy.keep_failures)
                 failures.append(attempt)
                 messages = strategy.repair(s.messages, failures)
-                messages = await self._repair(attempt, messages)
-                if messages is None:
-                    return
+                messages = self._repair(attempt, messages)
+                if not isinstance(messages, list):
+                    messages = await messages  # an async sampling_repair implementation
         except StopSampling as stop:
             self._stop(stop)
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
             self._fail(exc)
         finally:
-            if current is not None:
-                _current.reset(current)
-            _reset(**tokens)
+            if restore:
+                if current is not None:
+                    _current.reset(current[0])
+                    _ATTEMPT_VAR.reset(current[1])
+                    _ITERATION_VAR.reset(current[2])
+                _SAMPLING_ID_VAR.reset(tokens[0])
+                _SUBSAMPLE_VAR.reset(tokens[1])
 
     async def _attempt(self, info: IterationInfo, messages: list[Message]) -> Attempt | None:
         """Generate and validate one attempt; ``None`` when its backend call failed."""
@@ -262,9 +279,16 @@ class SamplingCall:
         except _BackendFailed:
             self.in_flight -= 1
             return None
-        validations = await self._validate(generation.text)
+        validations = self._validate(generation.text)
+        if not isinstance(validations, tuple):
+            validations = await validations  # an async check
         self.in_flight -= 1
-        return await self._complete(info, messages, generation, validations)
+        attempt, valid = self._record(info, messages, generation, validations)
+        if self._call_iteration is not None:
+            delivery = self._announce(attempt, valid)
+            if delivery is not None:
+                await delivery
+        return attempt
 
     async def _generate(self, info: IterationInfo, messages: list[Message]) -> Generation:
         s, hooks = self.s, self.hooks
@@ -325,7 +349,9 @@ class SamplingCall:
                 await anyio.sleep(delay or 0.0)
                 continue
             # Counted before post_call: a plugin stopping the loop there must not hide it.
-            self.usage += generation.usage
+            usage = generation.usage
+            self._input_tokens += usage.input_tokens
+            self._output_tokens += usage.output_tokens
             if self._call_post_call is not None:
                 post = GenerationPostCallPayload.from_trusted(
                     {
@@ -364,33 +390,50 @@ class SamplingCall:
             error=str(exc),
         )
 
-    async def _validate(self, text: str) -> tuple[ValidationResult, ...]:
-        results = []
-        for requirement in self.s.requirements:
+    def _validate(
+        self, text: str
+    ) -> tuple[ValidationResult, ...] | Coroutine[Any, Any, tuple[ValidationResult, ...]]:
+        """Every requirement's verdict; a coroutine to await from the first async check on."""
+        results: list[ValidationResult] = []
+        requirements = self.s.requirements
+        for position, requirement in enumerate(requirements):
             try:
                 verdict = requirement.validate_now(text)
-                if not isinstance(verdict, ValidationResult):
-                    verdict = await verdict
             except StopSampling:
                 raise
             except Exception as exc:
-                verdict = ValidationResult(
-                    False,
-                    f"the check raised {type(exc).__name__}: {exc}",
-                    None,
-                    requirement.description,
-                )
+                verdict = _check_raised(requirement, exc)
+            if not isinstance(verdict, ValidationResult):
+                return self._validate_rest(text, results, position, verdict)
             results.append(verdict)
         return tuple(results)
 
-    async def _complete(
+    async def _validate_rest(
+        self, text: str, results: list[ValidationResult], position: int, pending: Any
+    ) -> tuple[ValidationResult, ...]:
+        requirements = self.s.requirements
+        for index in range(position, len(requirements)):
+            requirement = requirements[index]
+            try:
+                if pending is None:
+                    pending = requirement.validate_now(text)
+                verdict = pending if isinstance(pending, ValidationResult) else await pending
+            except StopSampling:
+                raise
+            except Exception as exc:
+                verdict = _check_raised(requirement, exc)
+            pending = None
+            results.append(verdict)
+        return tuple(results)
+
+    def _record(
         self,
         info: IterationInfo,
         messages: list[Message],
         generation: Generation,
         validations: tuple[ValidationResult, ...],
-    ) -> Attempt:
-        """Number, judge and announce a validated attempt (only the announcing awaits)."""
+    ) -> tuple[Attempt, int]:
+        """Number, keep and judge a validated attempt; return it and its valid count."""
         self.sequence += 1
         valid = 0
         for verdict in validations:
@@ -411,46 +454,63 @@ class SamplingCall:
         self.attempts.append(attempt)
         if passed:
             self._judge_pass(attempt)
-        if self._call_iteration is not None:
-            fields = self._where(info)
-            fields["sequence"] = attempt.sequence
-            fields["generation"] = generation
-            fields["text"] = generation.text
-            fields["validations"] = list(validations)
-            fields["passed"] = passed
-            fields["valid_count"] = valid
-            fields["total_count"] = len(validations)
-            fields["latency_s"] = generation.latency_s
-            fields["usage"] = generation.usage
-            payload = SamplingIterationPayload.from_trusted(fields)
-            try:
-                # Delivered one at a time, in sequence order, and shielded: the attempt is
-                # counted, so no cancellation may cut its delivery short. When no other
-                # delivery is under way, plain implementations run at once: with nothing
-                # awaited there is nothing to wait for and nothing to shield.
-                delivery = self._delivery
-                if delivery is None or not delivery.locked():
-                    pending = self._call_iteration(payload, self.faults)
-                    if pending is not None:
-                        await self._deliver(info.subsample_index, pending)
-                else:
-                    await self._deliver(
-                        info.subsample_index,
-                        self.hooks.call(H.SAMPLING_ITERATION, payload, self.faults),
-                    )
-            except StopSampling as stop:
-                self._stop(stop)
-            except PluginError as exc:
-                self._fail(exc)
-        return attempt
+        return attempt, valid
+
+    def _announce(self, attempt: Attempt, valid: int) -> Coroutine[Any, Any, None] | None:
+        """Fire ``sampling_iteration`` for a recorded attempt; what is left to await, if any.
+
+        Delivered one at a time, in sequence order, and shielded: the attempt is counted, so
+        no cancellation may cut its delivery short. When no other delivery is under way,
+        plain implementations run at once: with nothing awaited there is nothing to wait for
+        and nothing to shield.
+        """
+        generation, validations = attempt.generation, attempt.validations
+        payload = SamplingIterationPayload.from_trusted(
+            {
+                "sampling_id": self.s.sampling_id,
+                "strategy_name": self._strategy_name,
+                "subsample_index": attempt.subsample_index,
+                "attempt": attempt.attempt,
+                "iteration": attempt.iteration,
+                "sequence": attempt.sequence,
+                "generation": generation,
+                "text": attempt.text,
+                "validations": list(validations),
+                "passed": attempt.passed,
+                "valid_count": valid,
+                "total_count": len(validations),
+                "latency_s": generation.latency_s,
+                "usage": generation.usage,
+            }
+        )
+        try:
+            delivery = self._delivery
+            if delivery is None or not delivery.locked():
+                pending = self._call_iteration(payload, self.faults)
+                if pending is None:
+                    return None
+            else:
+                pending = self.hooks.call(H.SAMPLING_ITERATION, payload, self.faults)
+        except StopSampling as stop:
+            self._stop(stop)
+            return None
+        except PluginError as exc:
+            self._fail(exc)
+            return None
+        return self._deliver(attempt.subsample_index, pending)
 
     async def _deliver(self, index: int, delivery: Coroutine[Any, Any, None]) -> None:
         """Await an event's ``delivery``, shielded, under the delivery lock."""
         if self._delivery is None:
             self._delivery = anyio.Lock(fast_acquire=True)
-        with self._shield(index):
-            async with self._delivery:
-                await delivery
+        try:
+            with self._shield(index):
+                async with self._delivery:
+                    await delivery
+        except StopSampling as stop:
+            self._stop(stop)
+        except PluginError as exc:
+            self._fail(exc)
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
         if self._tasks is None:
@@ -476,7 +536,10 @@ class SamplingCall:
                 if index != attempt.subsample_index and (number, index) > key:
                     self._tasks.cancel(index)
 
-    async def _repair(self, failed: Attempt, messages: list[Message]) -> list[Message] | None:
+    def _repair(
+        self, failed: Attempt, messages: list[Message]
+    ) -> list[Message] | Coroutine[Any, Any, list[Message]]:
+        """The next attempt's messages once ``sampling_repair`` ran (a coroutine if it awaits)."""
         if self._call_repair is None:
             return messages
         payload = SamplingRepairPayload.from_trusted(
@@ -496,13 +559,8 @@ class SamplingCall:
         )
         pending = self._call_repair(payload, self.faults)
         if pending is not None:
-            await pending
-        if not isinstance(payload.messages, list):
-            writer = payload.written_by("messages") or "a plugin"
-            raise PluginError(
-                writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
-            )
-        return payload.messages
+            return _repaired_after(pending, payload)
+        return _repaired(payload)
 
     # -- the end ------------------------------------------------------------------------
 
@@ -581,6 +639,29 @@ class SamplingCall:
         pending = self.hooks.call_now(H.SAMPLING_LOOP_END, payload, self.faults)
         if pending is not None:
             await pending
+
+
+def _repaired(payload: SamplingRepairPayload) -> list[Message]:
+    messages = payload.messages
+    if not isinstance(messages, list):
+        writer = payload.written_by("messages") or "a plugin"
+        raise PluginError(
+            writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
+        )
+    return messages
+
+
+async def _repaired_after(
+    pending: Coroutine[Any, Any, None], payload: SamplingRepairPayload
+) -> list[Message]:
+    await pending
+    return _repaired(payload)
+
+
+def _check_raised(requirement: Requirement, exc: Exception) -> ValidationResult:
+    return ValidationResult(
+        False, f"the check raised {type(exc).__name__}: {exc}", None, requirement.description
+    )
 
 
 def _by_position(attempt: Attempt) -> tuple[int, int]:

@@ -44,13 +44,15 @@ __all__ = [
 class Requirement:
     """A description of what an answer must satisfy, and the check that decides it."""
 
-    __slots__ = ("check", "description")
+    __slots__ = ("_verdicts", "check", "description")
 
     def __init__(self, description: str, check: Check) -> None:
         if not callable(check):
             raise TypeError(f"Requirement {description!r}: check must be callable, got {check!r}")
         self.description = description
         self.check = check
+        # The (failed, passed) verdicts of a check returning a bool: immutable, so shared.
+        self._verdicts: tuple[ValidationResult, ValidationResult] | None = None
 
     def __repr__(self) -> str:
         return f"Requirement({self.description!r})"
@@ -66,7 +68,14 @@ class Requirement:
         """Like :meth:`validate`, without a coroutine when the check is synchronous."""
         outcome: Any = self.check(text)
         if outcome is True or outcome is False:  # the common case, checked first
-            return ValidationResult(outcome, None, None, self.description)
+            verdicts = self._verdicts
+            if verdicts is None or verdicts[0].requirement is not self.description:
+                description = self.description
+                verdicts = self._verdicts = (
+                    ValidationResult(False, None, None, description),
+                    ValidationResult(True, None, None, description),
+                )
+            return verdicts[outcome]
         if inspect.isawaitable(outcome):
             return self._finish(outcome)
         return _as_result(outcome, self.description)
