@@ -54,7 +54,9 @@ def _block(label: Label, factory: Any, *, description: str) -> Any:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A rejected value may be a secret put in the wrong place: pydantic's own message (seen
+    # in a traceback) leaves values out; `describe_errors` shows those that are safe.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 class DatasetConfig(_Strict):
@@ -129,6 +131,16 @@ class BackendConfig(_Strict):
     latency_s: float = _field(
         "throughput", 0.0, ge=0, description="`scripted`: seconds each reply takes."
     )
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _a_variable_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(
+                "must be the NAME of an environment variable (letters, digits and _), "
+                "not the key itself"
+            )
+        return value
 
     @field_validator("base_url")
     @classmethod

@@ -17,6 +17,9 @@ from sampling_core.runs.errors import ConfigError
 __all__ = ["describe_errors", "describe_yaml_error", "format_loc", "load_config", "parse_config"]
 
 _SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password")
+# Fields whose rejected value may be a secret (a key given as the variable's name, a URL
+# with credentials): their errors never repeat the value.
+_NEVER_SHOWN = frozenset({"api_key_env", "base_url"})
 
 
 def load_config(path: str | Path) -> RunConfig:
@@ -97,7 +100,10 @@ def describe_errors(
             lines.append(f"{path}: required key is missing")
         else:
             message = str(err["msg"]).removeprefix("Value error, ")
-            shown = "" if isinstance(err.get("input"), dict | list) else f" (got {err['input']!r})"
+            hidden = isinstance(err.get("input"), dict | list) or (
+                bool(err["loc"]) and err["loc"][-1] in _NEVER_SHOWN
+            )
+            shown = "" if hidden else f" (got {err['input']!r})"
             lines.append(f"{path}: {message}{shown}")
     return lines
 
