@@ -13,6 +13,7 @@ is made; it is never stored on the backend, shown in its repr, logged, or put in
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 import weakref
@@ -125,6 +126,12 @@ class OpenAIBackend:
     ) -> None:
         if mode not in ("chat", "completions"):
             raise ValueError(f'mode must be "chat" or "completions", not {mode!r}')
+        if api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
+            # never repeated: it may be the key itself, given by mistake
+            raise ValueError(
+                "api_key_env must be the NAME of an environment variable (letters, digits "
+                "and _), not the key itself"
+            )
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
             "/"
@@ -201,8 +208,17 @@ class OpenAIBackend:
         return os.environ.get(self.api_key_env) or None
 
     def _scrub(self, text: str) -> str:
-        key = self._api_key()
-        return text.replace(key, "***") if key else text
+        """``text`` without the API key, nor the token of an ``Authorization`` header given."""
+        secrets = [self._api_key() or ""]
+        secrets += [
+            value.split()[-1]
+            for name, value in self._headers.items()
+            if name.lower() in ("authorization", "api-key", "x-api-key") and value.split()
+        ]
+        for secret in secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
 
     # -- one call -----------------------------------------------------------------------
 
