@@ -228,7 +228,8 @@ def sample_command(
             api_key_env=api_key_env,
         )
         sampler = Sampler(chosen, plugins=plugin)
-    except (UsageError, SamplehooksError, LookupError) as exc:  # LookupError: unknown plugin
+    # LookupError: an unknown plugin; ValueError: a value a backend refuses (--api-key-env)
+    except (UsageError, SamplehooksError, LookupError, ValueError) as exc:
         _fail(err, str(exc), 2)
     options: dict[str, Any] = {"max_tokens": max_tokens}
     if temperature is not None:
