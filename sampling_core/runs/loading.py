@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ _SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password")
 # Fields whose rejected value may be a secret (a key given as the variable's name, a URL
 # with credentials): their errors never repeat the value.
 _NEVER_SHOWN = frozenset({"api_key_env", "base_url"})
+_SECRET_NAME_HINTS = ("key", "token", "secret", "password")
 
 
 def load_config(path: str | Path) -> RunConfig:
@@ -53,6 +55,7 @@ def parse_config(text: str, *, source: Path | None = None) -> RunConfig:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError("\n".join(f"{where}: {line}" for line in describe_errors(exc))) from exc
+    _refuse_secrets(config, where)
     if source is not None and not config.dataset.path.is_absolute():
         anchored = (source.parent / config.dataset.path).resolve()
         config = config.model_copy(
@@ -75,6 +78,43 @@ def describe_yaml_error(exc: BaseException) -> str:
     return f"{at}: {problem}"
 
 
+def secret_values() -> frozenset[str]:
+    """The values of the environment variables whose names say they hold a secret.
+
+    A config value equal to one of them is a key put where it does not belong: it is
+    refused (never written to a run directory) and never repeated in a message.
+    """
+    return frozenset(
+        value
+        for name, value in os.environ.items()
+        if len(value) >= 8 and any(hint in name.lower() for hint in _SECRET_NAME_HINTS)
+    )
+
+
+def _refuse_secrets(config: RunConfig, where: str) -> None:
+    secrets = secret_values()
+    if not secrets:
+        return
+    for path, value in _strings(config.model_dump(mode="json"), ()):
+        if value in secrets:
+            raise ConfigError(
+                f"{where}: {format_loc(path)} holds the value of a secret from the "
+                "environment; secrets never go in a config: give the variable's NAME as "
+                "backend.api_key_env"
+            )
+
+
+def _strings(value: Any, path: tuple[str | int, ...]) -> Any:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, (*path, index))
+
+
 def format_loc(loc: Sequence[str | int]) -> str:
     """``("requirements", 1, "max_words")`` -> ``requirements[1].max_words``."""
     out = ""
@@ -91,6 +131,7 @@ def describe_errors(
 ) -> list[str]:
     """One readable line per problem: the key's full path, then what is wrong."""
     lines = []
+    secrets = secret_values()
     for err in exc.errors():
         loc = [*prefix, *err["loc"]]
         path = format_loc(loc)
@@ -100,8 +141,10 @@ def describe_errors(
             lines.append(f"{path}: required key is missing")
         else:
             message = str(err["msg"]).removeprefix("Value error, ")
-            hidden = isinstance(err.get("input"), dict | list) or (
-                bool(err["loc"]) and err["loc"][-1] in _NEVER_SHOWN
+            hidden = (
+                isinstance(err.get("input"), dict | list)
+                or (bool(err["loc"]) and err["loc"][-1] in _NEVER_SHOWN)
+                or (isinstance(err.get("input"), str) and err["input"] in secrets)
             )
             shown = "" if hidden else f" (got {err['input']!r})"
             lines.append(f"{path}: {message}{shown}")
