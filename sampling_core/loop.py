@@ -199,10 +199,9 @@ class SamplingCall:
             await self._tasks.run(self._subsample, count)
         except BaseExceptionGroup as group_error:
             # Subsamples catch every Exception; what is left (KeyboardInterrupt, SystemExit,
-            # ...) is re-raised as itself rather than wrapped in a group.
-            if len(group_error.exceptions) == 1:
-                raise group_error.exceptions[0] from None
-            raise
+            # ...) is re-raised as itself rather than wrapped in a group, also when several
+            # subsamples raised one at once.
+            raise _one_of(group_error) from None
 
     def _stop(self, stop: StopSampling) -> None:
         self.stopped = True
@@ -662,6 +661,21 @@ def _check_raised(requirement: Requirement, exc: Exception) -> ValidationResult:
     return ValidationResult(
         False, f"the check raised {type(exc).__name__}: {exc}", None, requirement.description
     )
+
+
+def _one_of(group: BaseExceptionGroup) -> BaseException:
+    """The exception to raise for a group of them: the first that is not a cancellation,
+    as itself, with the others named in a note (the group when all are cancellations)."""
+    errors = group.exceptions
+    if len(errors) == 1:
+        return errors[0]
+    cancelled = anyio.get_cancelled_exc_class()
+    chosen = next((e for e in errors if not isinstance(e, cancelled)), None)
+    if chosen is None:
+        return group
+    others = "; ".join(f"{type(e).__name__}: {e}" for e in errors if e is not chosen)
+    chosen.add_note(f"other subsamples raised too: {others}")
+    return chosen
 
 
 def _by_position(attempt: Attempt) -> tuple[int, int]:
