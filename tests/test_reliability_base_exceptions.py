@@ -135,6 +135,30 @@ async def test_a_base_exception_propagates_as_itself_and_nothing_is_left(
         assert end.exception is harness.raised and end.stop_reason == "error"
 
 
+async def test_base_exceptions_from_several_subsamples_at_once_raise_one_not_a_group() -> None:
+    ends: list[Any] = []
+
+    class Everywhere:
+        @hookimpl
+        def generation_pre_call(self, payload: Any) -> None:
+            raise Fatal(f"subsample {payload.subsample_index}")
+
+        @hookimpl
+        def sampling_loop_end(self, payload: Any) -> None:
+            ends.append(payload)
+
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=[Everywhere()], load_entrypoints=False)
+    before = alive_tasks()
+    with anyio.fail_after(10), pytest.raises(Fatal) as caught:
+        await sampler.sample("q", concurrency_budget=3)
+    assert type(caught.value) is Fatal and str(caught.value).startswith("subsample ")
+    (note,) = caught.value.__notes__
+    assert note.startswith("other subsamples raised too: Fatal: subsample ")
+    (end,) = ends
+    assert end.exception is caught.value
+    assert alive_tasks() <= before
+
+
 async def test_a_plugin_timeout_does_not_turn_a_base_exception_into_a_fault() -> None:
     harness = Harness("sampling_iteration", is_async=True)
     sampler = Sampler(
