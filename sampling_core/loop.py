@@ -66,6 +66,10 @@ _ATTEMPT_VAR = _structlog_var("attempt")
 _ITERATION_VAR = _structlog_var("iteration")
 
 H = HookName
+# Members looked up once: reading an enum member off its class is slow on a hot path.
+_LOOP_START, _LOOP_END = H.SAMPLING_LOOP_START, H.SAMPLING_LOOP_END
+_ITERATION, _REPAIR = H.SAMPLING_ITERATION, H.SAMPLING_REPAIR
+_PRE_CALL, _POST_CALL, _ERROR = H.GENERATION_PRE_CALL, H.GENERATION_POST_CALL, H.GENERATION_ERROR
 
 
 @dataclass(slots=True)
@@ -117,12 +121,12 @@ class SamplingCall:
         self._delivery: anyio.Lock | None = None  # made when sampling_iteration is implemented
         # Each hook's caller, looked up once (the dispatcher never changes); None for a hook
         # nobody implements, whose payload is then never built.
-        self._on_error = self.hooks.implements(H.GENERATION_ERROR)
+        self._on_error = self.hooks.implements(_ERROR)
         caller = self.hooks.caller
-        self._call_pre_call = caller(H.GENERATION_PRE_CALL)
-        self._call_post_call = caller(H.GENERATION_POST_CALL)
-        self._call_iteration = caller(H.SAMPLING_ITERATION)
-        self._call_repair = caller(H.SAMPLING_REPAIR)
+        self._call_pre_call = caller(_PRE_CALL)
+        self._call_post_call = caller(_POST_CALL)
+        self._call_iteration = caller(_ITERATION)
+        self._call_repair = caller(_REPAIR)
         self._strategy_name = settings.strategy.name
 
     @property
@@ -150,7 +154,7 @@ class SamplingCall:
         return result
 
     async def _start(self) -> None:
-        if not self.hooks.implements(H.SAMPLING_LOOP_START):
+        if not self.hooks.implements(_LOOP_START):
             return
         s = self.s
         payload = SamplingLoopStartPayload.from_trusted(
@@ -167,7 +171,7 @@ class SamplingCall:
             }
         )
         try:
-            pending = self.hooks.call_now(H.SAMPLING_LOOP_START, payload, self.faults)
+            pending = self.hooks.call_now(_LOOP_START, payload, self.faults)
             if pending is not None:
                 await pending
         except StopSampling as stop:
@@ -340,7 +344,7 @@ class SamplingCall:
                     fields["retry_in_s"] = delay
                     fields["retry"] = retry
                     error = GenerationErrorPayload.from_trusted(fields)
-                    await hooks.call(H.GENERATION_ERROR, error, self.faults)
+                    await hooks.call(_ERROR, error, self.faults)
                 if not will_retry:
                     self._record_error(info, exc)
                     raise _BackendFailed from exc
@@ -489,7 +493,7 @@ class SamplingCall:
                 if pending is None:
                     return None
             else:
-                pending = self.hooks.call(H.SAMPLING_ITERATION, payload, self.faults)
+                pending = self.hooks.call(_ITERATION, payload, self.faults)
         except StopSampling as stop:
             self._stop(stop)
             return None
@@ -615,7 +619,7 @@ class SamplingCall:
         return s.strategy.pick(attempts)
 
     async def _end(self, result: SamplingResult | None, exc: BaseException | None) -> None:
-        if not self.hooks.implements(H.SAMPLING_LOOP_END):
+        if not self.hooks.implements(_LOOP_END):
             return
         s = self.s
         payload = SamplingLoopEndPayload.from_trusted(
@@ -635,7 +639,7 @@ class SamplingCall:
                 "exception": exc,
             }
         )
-        pending = self.hooks.call_now(H.SAMPLING_LOOP_END, payload, self.faults)
+        pending = self.hooks.call_now(_LOOP_END, payload, self.faults)
         if pending is not None:
             await pending
 
@@ -644,9 +648,7 @@ def _repaired(payload: SamplingRepairPayload) -> list[Message]:
     messages = payload.messages
     if not isinstance(messages, list):
         writer = payload.written_by("messages") or "a plugin"
-        raise PluginError(
-            writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
-        )
+        raise PluginError(writer, _REPAIR.value, "payload.messages must be a list of messages")
     return messages
 
 

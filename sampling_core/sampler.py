@@ -135,7 +135,7 @@ class Sampler:
             raise ValueError(f'selection must be "first" or "ordered", not {selection!r}')
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
-        strategy = strategy if strategy is not None else RejectionSampling()
+        strategy = strategy if strategy is not None else _DEFAULT_STRATEGY
         if not isinstance(strategy, Strategy):
             raise TypeError(f"strategy must be a Strategy, not {type(strategy).__name__}")
         checks = as_requirements(requirements)
@@ -185,6 +185,9 @@ def _positive_or_none(name: str, value: float | None) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ValueError(f"{name} must be a number of seconds > 0 or None, got {value!r}")
     return float(value)
+
+
+_DEFAULT_STRATEGY = RejectionSampling()  # strategies hold no per-call state
 
 
 def _as_messages(prompt: Prompt) -> list[Message]:
