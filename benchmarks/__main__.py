@@ -11,6 +11,7 @@ from benchmarks import mellea_baseline
 from benchmarks.fakes import configure_logging
 from benchmarks.report import Row, json_line, machine, render_table, summary
 from benchmarks.scenarios import SCENARIOS, Settings
+from benchmarks.soak import SMOKE_CALLS, SoakReport, soak
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing is not None:
         print(f"benchmarks: Mellea column is n/a ({missing})", file=sys.stderr)
     rows = asyncio.run(run(names, settings))
+    soaked = run_soak() if settings.quick else None  # its short form, reported on stderr
     mode = "quick smoke mode: timings are not meaningful" if settings.quick else "full"
     print(f"samplehooks benchmarks ({mode}); medians of {settings.repeats} run(s)")
     print(
@@ -83,7 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     counts = summary(rows)
     print(f"targets: {counts['met']} met, {counts['missed']} missed, {counts['n/a']} n/a")
     print(json_line(rows, dataclasses.asdict(settings), started))
-    return 0
+    return 0 if soaked is None or soaked.passed else 1
+
+
+def run_soak() -> SoakReport:
+    """The soak's short form (``benchmarks.soak``): its lines go to stderr."""
+    print(f"benchmarks: running soak ({SMOKE_CALLS:,} calls) ...", file=sys.stderr, flush=True)
+    report = asyncio.run(soak(SMOKE_CALLS))
+    print(report.render(), file=sys.stderr)
+    return report
 
 
 if __name__ == "__main__":
