@@ -46,25 +46,3 @@ def tree(directory: Path) -> dict[str, bytes | None]:
         str(p.relative_to(directory)): p.read_bytes() if p.is_file() else None
         for p in sorted(directory.rglob("*"))
     }
-
-
-def alive_tasks() -> set[Any]:
-    """The tasks alive in the current event loop (asyncio or trio)."""
-    import sniffio
-
-    if sniffio.current_async_library() == "asyncio":
-        import asyncio
-
-        return {t for t in asyncio.all_tasks() if not t.done()}
-    import trio
-
-    found = set()
-
-    def walk(task: Any) -> None:
-        found.add(task)
-        for nursery in task.child_nurseries:
-            for child in nursery.child_tasks:
-                walk(child)
-
-    walk(trio.lowlevel.current_root_task())
-    return found

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from reliability_helpers import alive_tasks
+from task_helpers import alive_tasks
 
 from hook_specs import hookimpl
 from sampling_core import GenerationRequest, Sampler, ScriptedBackend

@@ -21,7 +21,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_helpers import alive_tasks
+from task_helpers import alive_tasks
 
 from hook_specs import Usage, hookimpl
 from sampling_core import (
