@@ -38,6 +38,8 @@ __all__ = [
     "min_words",
     "not_contains",
     "parses_as",
+    "REQUIREMENTS_BY_NAME",
+    "COUNTED",
 ]
 
 
@@ -273,3 +275,19 @@ def llm_judge(
         return ValidationResult(False, f"A judge answered {question!r} with: {verdict.strip()}")
 
     return Requirement(f"judge: {question}", check)
+
+
+REQUIREMENTS_BY_NAME: dict[str, Callable[..., Requirement]] = {
+    "matches": matches,
+    "contains": contains,
+    "not_contains": not_contains,
+    "max_words": max_words,
+    "min_words": min_words,
+    "max_chars": max_chars,
+    "is_json": is_json,
+}
+"""The built-in checks by the names configs and the command line use (``is_json`` takes no
+argument, the word and character counts an int, the others a string)."""
+
+COUNTED = frozenset({"max_words", "min_words", "max_chars"})
+"""The names in :data:`REQUIREMENTS_BY_NAME` whose argument is a whole number >= 1."""

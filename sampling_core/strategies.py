@@ -24,6 +24,7 @@ __all__ = [
     "RejectionSampling",
     "RepairTemplate",
     "Strategy",
+    "STRATEGIES_BY_NAME",
 ]
 
 
@@ -179,3 +180,13 @@ class MajorityVote(Strategy):
             if counts[key] == best:
                 return attempt
         return None  # pragma: no cover - the loop always returns
+
+
+STRATEGIES_BY_NAME: dict[str, type[Strategy]] = {
+    "rejection": RejectionSampling,
+    "repair": RepairTemplate,
+    "multiturn": MultiTurn,
+    "best_of_n": BestOfN,
+    "majority": MajorityVote,
+}
+"""The strategies by the names configs and the command line use."""

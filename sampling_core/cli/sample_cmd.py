@@ -22,26 +22,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from sampling_core.errors import SamplehooksError
-from sampling_core.requirements import (
-    Requirement,
-    contains,
-    is_json,
-    matches,
-    max_chars,
-    max_words,
-    min_words,
-    not_contains,
-)
+from sampling_core.requirements import COUNTED, REQUIREMENTS_BY_NAME, Requirement
 from sampling_core.results import SamplingResult
 from sampling_core.sampler import Sampler
-from sampling_core.strategies import (
-    BestOfN,
-    MajorityVote,
-    MultiTurn,
-    RejectionSampling,
-    RepairTemplate,
-    Strategy,
-)
+from sampling_core.strategies import STRATEGIES_BY_NAME, Strategy
 
 __all__ = ["parse_requirement", "sample_command"]
 
@@ -73,49 +57,40 @@ class UsageError(ValueError):
     """A mistake in the command line (exit status 2)."""
 
 
+_ALIASES = {"regex": "matches", "json": "is_json"}
+
+
 def parse_requirement(spec: str) -> Requirement:
     """Turn one ``--require`` spec into a :class:`Requirement`; ``UsageError`` if malformed."""
     kind, sep, argument = spec.partition(":")
-    kind = kind.strip().lower().replace("_", "-")
-    if kind == "json":
+    kind = kind.strip().lower()
+    name = _ALIASES.get(kind, kind.replace("-", "_"))
+    if name == "is_json":
         if sep and argument:
             raise UsageError(f"--require json takes no argument, got {spec!r}")
-        return is_json()
+        return REQUIREMENTS_BY_NAME[name]()
     if not sep or not argument:
         raise UsageError(f"--require {spec!r}: expected KIND:VALUE (see --help), or json")
-    if kind == "regex":
-        try:
-            return matches(argument)
-        except re.error as exc:
-            raise UsageError(f"--require {spec!r}: not a valid regular expression: {exc}") from None
-    if kind == "contains":
-        return contains(argument)
-    if kind == "not-contains":
-        return not_contains(argument)
-    counts = {"max-words": max_words, "min-words": min_words, "max-chars": max_chars}
-    if kind in counts:
-        try:
-            number = int(argument)
-        except ValueError:
-            number = -1
+    build = REQUIREMENTS_BY_NAME.get(name)
+    if build is None:
+        raise UsageError(
+            f"--require {spec!r}: unknown kind {kind!r}; use regex, contains, not-contains, "
+            "max-words, min-words, max-chars or json"
+        )
+    if name in COUNTED:
+        number = int(argument) if argument.strip().isdigit() else 0
         if number < 1:
             raise UsageError(f"--require {spec!r}: {kind} needs a whole number >= 1")
-        return counts[kind](number)
-    raise UsageError(
-        f"--require {spec!r}: unknown kind {kind!r}; use regex, contains, not-contains, "
-        "max-words, min-words, max-chars or json"
-    )
+        return build(number)
+    try:
+        return build(argument)
+    except re.error as exc:
+        raise UsageError(f"--require {spec!r}: not a valid regular expression: {exc}") from None
 
 
 def build_strategy(name: StrategyName) -> Strategy:
     """The strategy named on the command line."""
-    return {
-        StrategyName.rejection: RejectionSampling,
-        StrategyName.repair: RepairTemplate,
-        StrategyName.multiturn: MultiTurn,
-        StrategyName.best_of_n: BestOfN,
-        StrategyName.majority: MajorityVote,
-    }[name]()
+    return STRATEGIES_BY_NAME[name.value.replace("-", "_")]()
 
 
 def build_backend(

@@ -13,22 +13,12 @@ from typing import Any
 from sampling_core.backends import ScriptedBackend
 from sampling_core.errors import PluginError
 from sampling_core.plugins import PluginSpec
-from sampling_core.requirements import (
-    Requirement,
-    contains,
-    is_json,
-    matches,
-    max_chars,
-    max_words,
-    min_words,
-    not_contains,
-)
+from sampling_core.requirements import REQUIREMENTS_BY_NAME, Requirement
 from sampling_core.runs.config import BackendConfig, RequirementSpec, RunConfig, StrategyConfig
 from sampling_core.runs.errors import ConfigError
 from sampling_core.sampler import Sampler
 from sampling_core.strategies import (
-    BestOfN,
-    MajorityVote,
+    STRATEGIES_BY_NAME,
     MultiTurn,
     RejectionSampling,
     RepairTemplate,
@@ -43,39 +33,22 @@ __all__ = [
     "prompt_seed",
 ]
 
-_BUILDERS: dict[str, Any] = {
-    "contains": contains,
-    "not_contains": not_contains,
-    "matches": matches,
-    "max_words": max_words,
-    "min_words": min_words,
-    "max_chars": max_chars,
-}
-
 
 def build_requirements(specs: Iterable[RequirementSpec]) -> list[Requirement]:
     """The requirement each spec names, built with :mod:`sampling_core.requirements`."""
     out = []
     for spec in specs:
-        kind = spec.kind
-        out.append(is_json() if kind == "is_json" else _BUILDERS[kind](spec.argument))
+        build = REQUIREMENTS_BY_NAME[spec.kind]
+        out.append(build() if spec.kind == "is_json" else build(spec.argument))
     return out
 
 
 def build_strategy(config: StrategyConfig) -> Strategy:
     """The strategy named in the config."""
-    keep = config.keep_failures
-    match config.name:
-        case "repair":
-            return RepairTemplate(config.template, keep_failures=keep)
-        case "multiturn":
-            return MultiTurn(config.template, keep_failures=keep)
-        case "best_of_n":
-            return BestOfN(keep_failures=keep)
-        case "majority":
-            return MajorityVote(keep_failures=keep)
-        case _:
-            return RejectionSampling(keep_failures=keep)
+    cls = STRATEGIES_BY_NAME.get(config.name, RejectionSampling)
+    if cls in (RepairTemplate, MultiTurn):
+        return cls(config.template, keep_failures=config.keep_failures)
+    return cls(keep_failures=config.keep_failures)
 
 
 def build_backend(config: RunConfig) -> Any:
