@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 
 from hook_specs import (
+    AttemptPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
@@ -119,12 +120,7 @@ class TracingPlugin:
         extra = {"messages": payload.messages} if self.capture_content else {}
         self.logger.debug(
             "generation.pre_call",
-            sampling_id=payload.sampling_id,
-            strategy_name=payload.strategy_name,
-            iteration=payload.iteration,
-            subsample_index=payload.subsample_index,
-            attempt=payload.attempt,
-            sequence=payload.sequence,
+            **_attempt_fields(payload),
             retry=payload.retry,
             **extra,
         )
@@ -138,12 +134,7 @@ class TracingPlugin:
         extra = {"text": generation.text} if self.capture_content else {}
         self.logger.debug(
             "generation.post_call",
-            sampling_id=payload.sampling_id,
-            strategy_name=payload.strategy_name,
-            iteration=payload.iteration,
-            subsample_index=payload.subsample_index,
-            attempt=payload.attempt,
-            sequence=payload.sequence,
+            **_attempt_fields(payload),
             retry=payload.retry,
             latency_s=payload.latency_s,
             input_tokens=generation.usage.input_tokens,
@@ -161,12 +152,7 @@ class TracingPlugin:
         log = self.logger.info if payload.will_retry else self.logger.warning
         log(
             "generation.error",
-            sampling_id=payload.sampling_id,
-            strategy_name=payload.strategy_name,
-            iteration=payload.iteration,
-            subsample_index=payload.subsample_index,
-            attempt=payload.attempt,
-            sequence=payload.sequence,
+            **_attempt_fields(payload),
             retry=payload.retry,
             error_type=payload.error_type,
             error=str(payload.exception),
@@ -182,12 +168,7 @@ class TracingPlugin:
         extra = {"text": payload.text} if self.capture_content else {}
         self.logger.info(
             "sampling.iteration",
-            sampling_id=payload.sampling_id,
-            strategy_name=payload.strategy_name,
-            iteration=payload.iteration,
-            subsample_index=payload.subsample_index,
-            attempt=payload.attempt,
-            sequence=payload.sequence,
+            **_attempt_fields(payload),
             passed=payload.passed,
             valid_count=payload.valid_count,
             total_count=payload.total_count,
@@ -211,12 +192,7 @@ class TracingPlugin:
             }
         self.logger.info(
             "sampling.repair",
-            sampling_id=payload.sampling_id,
-            strategy_name=payload.strategy_name,
-            iteration=payload.iteration,
-            subsample_index=payload.subsample_index,
-            attempt=payload.attempt,
-            sequence=payload.sequence,
+            **_attempt_fields(payload),
             next_attempt=payload.next_attempt,
             failed_checks=len(payload.failure_reasons),
             **extra,
@@ -246,3 +222,15 @@ class TracingPlugin:
             elapsed_s=payload.elapsed_s,
             **extra,
         )
+
+
+def _attempt_fields(payload: AttemptPayload) -> dict[str, Any]:
+    """The fields every per-attempt event carries."""
+    return {
+        "sampling_id": payload.sampling_id,
+        "strategy_name": payload.strategy_name,
+        "iteration": payload.iteration,
+        "subsample_index": payload.subsample_index,
+        "attempt": payload.attempt,
+        "sequence": payload.sequence,
+    }
