@@ -16,11 +16,15 @@ place, so a run killed while starting leaves either nothing or a complete direct
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import shutil
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -321,12 +325,17 @@ class RecordWriter:
     def flush(self) -> None:
         """Write waiting records to the file (and to the disk, with ``fsync``)."""
         if self._waiting and self._fd is not None:
-            view = memoryview(b"".join(self._waiting))
-            self._waiting.clear()
-            while view:
-                view = view[os.write(self._fd, view) :]
-            if self.fsync:
-                os.fsync(self._fd)
+            # Ctrl-C / SIGTERM wait until the waiting records are written whole: an
+            # interrupt between clearing the buffer and the write would lose them.
+            with _interrupts_deferred():
+                view = memoryview(b"".join(self._waiting))
+                try:
+                    while view:
+                        view = view[os.write(self._fd, view) :]
+                finally:  # what a failed write left unwritten is kept, and only that
+                    self._waiting[:] = [bytes(view)] if view else []
+                if self.fsync:
+                    os.fsync(self._fd)
         self.last_flush = time.monotonic()
 
     def close(self) -> None:
@@ -337,6 +346,20 @@ class RecordWriter:
             finally:
                 os.close(self._fd)
                 self._fd = None
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back (where the platform can) until the block is done."""
+    block = getattr(signal, "pthread_sigmask", None)
+    if block is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = block(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        block(signal.SIG_SETMASK, previous)
 
 
 def _write_json(path: Path, data: Any) -> None:
