@@ -145,3 +145,20 @@ def test_log_lines_of_plugins_go_to_stderr_and_stdout_keeps_the_answer_alone() -
     assert result.exit_code == 0
     assert result.stdout == "blue\n"
     assert "sampling.loop.start" in result.stderr and "sampling.iteration" in result.stderr
+
+
+def test_stdout_keeps_the_answer_alone_after_structlog_was_configured() -> None:
+    # capture_logs() leaves structlog marked as configured (as an application would).
+    import structlog
+    from structlog.testing import capture_logs
+
+    with capture_logs():
+        pass
+    assert structlog.is_configured()
+    try:
+        result = sample("hi", "--backend", "scripted", "--reply", "blue", "--plugin", "tracing")
+        assert result.exit_code == 0
+        assert result.stdout == "blue\n"
+        assert "sampling.iteration" in result.stderr
+    finally:
+        structlog.reset_defaults()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.runs import RunError, run_batch_sync, summarize
 from sampling_core.runs.runner import default_log
 
@@ -52,9 +53,10 @@ def run_command(
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly as on Ctrl-C
     try:
-        summary = run_batch_sync(
-            config, out, resume=resume, retry_failed=retry_failed, argv=argv, log=default_log
-        )
+        with logs_to_stderr():  # plugins' log lines never mix with the summary on stdout
+            summary = run_batch_sync(
+                config, out, resume=resume, retry_failed=retry_failed, argv=argv, log=default_log
+            )
     except RunError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:

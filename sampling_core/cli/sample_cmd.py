@@ -14,13 +14,13 @@ from enum import StrEnum
 from typing import Any
 
 import anyio
-import structlog
 import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.errors import SamplehooksError
 from sampling_core.requirements import COUNTED, REQUIREMENTS_BY_NAME, Requirement
 from sampling_core.results import SamplingResult
@@ -227,22 +227,16 @@ def sample_command(
                 with anyio.CancelScope(shield=True):
                     await aclose()
 
-    # stdout carries the answer alone; log lines (e.g. from --plugin tracing) go to stderr,
-    # unless the application already configured structlog.
-    quiet_stdout = not structlog.is_configured()
-    if quiet_stdout:
-        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    # stdout carries the answer alone; log lines (e.g. from --plugin tracing) go to stderr.
     try:
-        result = anyio.run(run)
+        with logs_to_stderr():
+            result = anyio.run(run)
     except ValueError as exc:  # a bad budget (BudgetError) and the like
         _fail(err, str(exc), 2)
     except SamplehooksError as exc:  # the backend failed (a missing model, a refused key)
         _fail(err, str(exc), 1)
     except Exception as exc:
         _fail(err, f"{type(exc).__name__}: {exc}", 1)
-    finally:
-        if quiet_stdout:
-            structlog.reset_defaults()
     _report(err, result)
     if result.text is not None:
         sys.stdout.write(result.text.strip() + "\n")
