@@ -75,15 +75,15 @@ class HookPayload(BaseModel):
             for name, value in shape.defaults.items():
                 fields.setdefault(name, value)
         payload = _new(cls)
-        _set(payload, "__dict__", fields)
-        _set(payload, "__pydantic_extra__", None)
+        _set_dict(payload, fields)
+        _set_extra(payload, None)
         if shape.read_only:
             # Nothing writes to a read-only payload's fields, so these can be shared.
-            _set(payload, "__pydantic_fields_set__", shape.all_fields)
-            _set(payload, "__pydantic_private__", _READ_ONLY_PRIVATE)
+            _set_fields_set(payload, shape.all_fields)
+            _set_private(payload, _READ_ONLY_PRIVATE)
         else:
-            _set(payload, "__pydantic_fields_set__", set(fields))
-            _set(payload, "__pydantic_private__", {"_active_plugin": None, "_writers": None})
+            _set_fields_set(payload, set(fields))
+            _set_private(payload, {"_active_plugin": None, "_writers": None})
         return payload
 
     def written_by(self, field: str) -> str | None:
@@ -93,6 +93,20 @@ class HookPayload(BaseModel):
 
 _new = object.__new__
 _set = object.__setattr__
+
+
+def _slot_setter(name: str) -> Any:
+    """A fast setter of one of pydantic's per-instance slots (``object.__setattr__`` else)."""
+    descriptor = BaseModel.__dict__.get(name)
+    if descriptor is not None and hasattr(descriptor, "__set__"):
+        return descriptor.__set__
+    return lambda obj, value: _set(obj, name, value)  # pragma: no cover - another pydantic
+
+
+_set_dict = _slot_setter("__dict__")
+_set_extra = _slot_setter("__pydantic_extra__")
+_set_fields_set = _slot_setter("__pydantic_fields_set__")
+_set_private = _slot_setter("__pydantic_private__")
 _READ_ONLY_PRIVATE: dict[str, Any] = {"_active_plugin": None, "_writers": None}
 
 
