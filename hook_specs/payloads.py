@@ -82,7 +82,7 @@ class HookPayload(BaseModel):
             _set_fields_set(payload, shape.all_fields)
             _set_private(payload, _READ_ONLY_PRIVATE)
         else:
-            _set_fields_set(payload, set(fields))
+            _set_fields_set(payload, shape.all_fields.copy())
             _set_private(payload, {"_active_plugin": None, "_writers": None})
         return payload
 

@@ -127,6 +127,12 @@ class SamplingCall:
         self._call_post_call = caller(_POST_CALL)
         self._call_iteration = caller(_ITERATION)
         self._call_repair = caller(_REPAIR)
+        if self._call_pre_call or self._call_post_call or self._call_iteration or self._call_repair:
+            # Bound once per call: a class method is bound again at every access.
+            self._new_pre_call = GenerationPreCallPayload.from_trusted
+            self._new_post_call = GenerationPostCallPayload.from_trusted
+            self._new_iteration = SamplingIterationPayload.from_trusted
+            self._new_repair = SamplingRepairPayload.from_trusted
         self._strategy_name = settings.strategy.name
 
     @property
@@ -302,7 +308,7 @@ class SamplingCall:
         while True:
             call_messages, call_options = messages, options
             if self._call_pre_call is not None:
-                pre = GenerationPreCallPayload.from_trusted(
+                pre = self._new_pre_call(
                     {
                         "sampling_id": info.sampling_id,
                         "strategy_name": self._strategy_name,
@@ -356,7 +362,7 @@ class SamplingCall:
             self._input_tokens += usage.input_tokens
             self._output_tokens += usage.output_tokens
             if self._call_post_call is not None:
-                post = GenerationPostCallPayload.from_trusted(
+                post = self._new_post_call(
                     {
                         "sampling_id": info.sampling_id,
                         "strategy_name": self._strategy_name,
@@ -468,7 +474,7 @@ class SamplingCall:
         and nothing to shield.
         """
         generation, validations = attempt.generation, attempt.validations
-        payload = SamplingIterationPayload.from_trusted(
+        payload = self._new_iteration(
             {
                 "sampling_id": self.s.sampling_id,
                 "strategy_name": self._strategy_name,
@@ -545,7 +551,7 @@ class SamplingCall:
         """The next attempt's messages once ``sampling_repair`` ran (a coroutine if it awaits)."""
         if self._call_repair is None:
             return messages
-        payload = SamplingRepairPayload.from_trusted(
+        payload = self._new_repair(
             {
                 "sampling_id": self.s.sampling_id,
                 "strategy_name": self._strategy_name,
