@@ -1,0 +1,65 @@
+"""The benchmarks' smoke mode runs every scenario and reports numbers (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = {
+    "cost per attempt",
+    "concurrency scaling",
+    "early exit",
+    "many calls",
+    "hooks",
+}
+# Run the benchmarks with Mellea made unimportable, as on a machine without the bench extra.
+WITHOUT_MELLEA = (
+    "import runpy, sys; sys.modules['mellea'] = None; "
+    "sys.argv = ['benchmarks', *sys.argv[1:]]; "
+    "runpy.run_module('benchmarks', run_name='__main__')"
+)
+
+
+def run_benchmarks(*args: str, hide_mellea: bool = False) -> tuple[list[str], dict]:
+    command = [sys.executable, *(["-c", WITHOUT_MELLEA] if hide_mellea else ["-m", "benchmarks"])]
+    done = subprocess.run(
+        [*command, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    return lines, json.loads(lines[-1])
+
+
+def test_quick_mode_runs_every_scenario_and_reports_numbers():
+    lines, report = run_benchmarks("--quick")
+    rows = report["rows"]
+    assert {row["scenario"] for row in rows} == SCENARIOS
+    for row in rows:
+        for implementation in ("engine", "bare"):
+            value = row["values"][implementation]
+            if row["metric"] == "tasks left behind":
+                assert value == 0, row
+            else:
+                assert isinstance(value, int | float) and value > 0, row
+    settings = {row["setting"] for row in rows if row["scenario"] == "concurrency scaling"}
+    assert {s.rsplit("=", 1)[1] for s in settings} == {"1", "8", "64", "512"}
+    hooks = {row["setting"].rsplit(", ", 1)[1] for row in rows if row["scenario"] == "hooks"}
+    assert hooks == {"no plugin", "trivial plugin on every hook", "tracing plugin"}
+    cancelled = next(r for r in rows if r["metric"] == "siblings cancelled")
+    assert cancelled["values"]["engine"] == cancelled["values"]["bare"] == 7
+    assert any(line.startswith("| cost per attempt") for line in lines)  # the table
+    assert report["summary"]["met"] + report["summary"]["missed"] > 0
+
+
+def test_without_mellea_its_column_is_na_and_the_rest_still_runs():
+    _, report = run_benchmarks("--quick", "--only", "cost_per_attempt,early_exit", hide_mellea=True)
+    rows = report["rows"]
+    assert {row["scenario"] for row in rows} == {"cost per attempt", "early exit"}
+    assert all(row["values"]["mellea"] is None for row in rows)
+    assert all(row["values"]["engine"] is not None for row in rows)
+    targets = [c for row in rows for c in row["checks"] if c["label"] == "Mellea/engine"]
+    assert targets and all(c["met"] is None for c in targets)  # "n/a", not a failure
+    assert report["machine"]["versions"]["samplehooks"]
