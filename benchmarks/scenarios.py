@@ -217,7 +217,11 @@ async def early_exit(s: Settings) -> list[Row]:
 
 def _all_at_once(run: Runner, count: int) -> Callable[[], Awaitable[list[Any]]]:
     async def run_all() -> list[Any]:
-        return await asyncio.gather(*(run() for _ in range(count)))
+        # A task group rather than asyncio.gather, whose finished tasks (and their results)
+        # stay alive after it returns and would weigh on the next implementation's GC.
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(run()) for _ in range(count)]
+        return [task.result() for task in tasks]
 
     return run_all
 
