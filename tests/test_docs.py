@@ -216,3 +216,12 @@ def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
     for hook in HookName:
         assert f'id="{hook.value}"' in reference
     assert not list(site.rglob("*.py")), "scripts in docs/ must not be published"
+
+
+def test_the_readme_quickstart_runs(plugin_env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (DOCS.parent / "README.md").read_text()
+    (block,) = python_blocks(readme)
+    exec(compile(block, "README.md quickstart", "exec"), {"__name__": "readme"})
+    out = capsys.readouterr().out
+    assert "passed=False" in out and out.rstrip().endswith("True Endless blue, restless, deep.")
+
