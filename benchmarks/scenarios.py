@@ -310,7 +310,10 @@ async def hooks(s: Settings) -> list[Row]:
                 "µs/attempt",
                 {"engine": traced, **reference},
                 [Check("engine µs", traced, "<", 1000)],
-                {"tracing_plugin": "builtin_plugins.tracing" if traced else "not available"},
+                {
+                    "tracing_plugin": "builtin_plugins.tracing" if traced else "not available",
+                    "otel_spans": getattr(tracing, "otel", None) is not None,
+                },
             ),
         ]
     return rows
