@@ -1,7 +1,8 @@
 """The sampling loop: subsamples, attempts, early exit, cancellation and selection.
 
-One :class:`SamplingCall` runs one ``sample()`` call. It starts ``concurrency_budget``
-subsample tasks in one anyio task group; each makes up to ``loop_budget`` attempts:
+One :class:`SamplingCall` runs one ``sample()`` call. It runs ``concurrency_budget``
+subsamples, each in a task the call owns (see :mod:`sampling_core.subsample_tasks`; a lone
+subsample runs in the caller's task); each makes up to ``loop_budget`` attempts:
 
     request -> generation_pre_call -> backend -> generation_post_call -> checks
             -> sampling_iteration -> (stop | repair -> sampling_repair -> next attempt)
