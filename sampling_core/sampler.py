@@ -215,17 +215,71 @@ def default_sampler() -> Sampler:
         return _default
 
 
-async def sample(prompt: Prompt, *, backend: Backend, **kwargs: Any) -> SamplingResult:
-    """Sample with the default sampler: the same arguments as :meth:`Sampler.sample`.
+async def sample(
+    prompt: Prompt,
+    *,
+    backend: Backend,
+    requirements: Iterable[Requirement | Check] = (),
+    strategy: Strategy | None = None,
+    loop_budget: int = 1,
+    concurrency_budget: int = 1,
+    plugins: Iterable[PluginSpec] | None = None,
+    seed: int | None = None,
+    selection: Selection = "first",
+    options: dict[str, Any] | None = None,
+    format: type[Any] | None = None,
+) -> SamplingResult:
+    """Sample with the default sampler: the arguments of :meth:`Sampler.sample`.
 
-    The default sampler loads entry-point plugins by the environment's rules.
+    The default sampler, created on first use, loads entry-point plugins by the
+    environment's rules.
     """
-    return await default_sampler().sample(prompt, backend=backend, **kwargs)
+    return await default_sampler().sample(
+        prompt,
+        backend=backend,
+        requirements=requirements,
+        strategy=strategy,
+        loop_budget=loop_budget,
+        concurrency_budget=concurrency_budget,
+        plugins=plugins,
+        seed=seed,
+        selection=selection,
+        options=options,
+        format=format,
+    )
 
 
-def sample_sync(prompt: Prompt, *, backend: Backend, **kwargs: Any) -> SamplingResult:
+def sample_sync(
+    prompt: Prompt,
+    *,
+    backend: Backend,
+    requirements: Iterable[Requirement | Check] = (),
+    strategy: Strategy | None = None,
+    loop_budget: int = 1,
+    concurrency_budget: int = 1,
+    plugins: Iterable[PluginSpec] | None = None,
+    seed: int | None = None,
+    selection: Selection = "first",
+    options: dict[str, Any] | None = None,
+    format: type[Any] | None = None,
+) -> SamplingResult:
     """Run :func:`sample` to completion from synchronous code (not inside an event loop)."""
-    return _run_sync(partial(sample, prompt, backend=backend, **kwargs))
+    return _run_sync(
+        partial(
+            sample,
+            prompt,
+            backend=backend,
+            requirements=requirements,
+            strategy=strategy,
+            loop_budget=loop_budget,
+            concurrency_budget=concurrency_budget,
+            plugins=plugins,
+            seed=seed,
+            selection=selection,
+            options=options,
+            format=format,
+        )
+    )
 
 
 def _run_sync(call: Any) -> SamplingResult:

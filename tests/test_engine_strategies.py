@@ -185,3 +185,28 @@ async def test_prompt_validation():
 async def test_sample_sync_refuses_to_run_inside_an_event_loop():
     with pytest.raises(RuntimeError, match="inside a running"):
         sampler(ScriptedBackend(["x"])).sample_sync("q")
+
+
+def test_module_level_sample_has_the_documented_signature():
+    import inspect
+
+    from sampling_core import sample, sample_sync
+
+    expected = [
+        "prompt",
+        "backend",
+        "requirements",
+        "strategy",
+        "loop_budget",
+        "concurrency_budget",
+        "plugins",
+        "seed",
+        "selection",
+        "options",
+        "format",
+    ]
+    for function in (sample, sample_sync):
+        parameters = inspect.signature(function).parameters
+        assert list(parameters) == expected
+        assert parameters["selection"].default == "first"
+        assert parameters["loop_budget"].default == parameters["concurrency_budget"].default == 1
