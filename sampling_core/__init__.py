@@ -16,7 +16,7 @@
 
 from hook_specs.errors import StopSampling
 from hook_specs.records import Attempt, Generation, IterationInfo, Usage, ValidationResult
-from sampling_core.backends import Backend, GenerationRequest, ScriptedBackend
+from sampling_core.backends import AttemptTimeout, Backend, GenerationRequest, ScriptedBackend
 from sampling_core.context import current_iteration
 from sampling_core.dispatch import PluginFault
 from sampling_core.errors import BudgetError, PluginError, SamplehooksError
@@ -36,6 +36,7 @@ from sampling_core.transport import RetryPolicy, TransientBackendError
 __all__ = [
     "Attempt",
     "AttemptError",
+    "AttemptTimeout",
     "Backend",
     "BestOfN",
     "BudgetError",

@@ -39,12 +39,17 @@ from hook_specs.payloads import (
     StopReason,
 )
 from hook_specs.records import Attempt, Generation, IterationInfo, Message, Usage, ValidationResult
-from sampling_core.backends.base import Backend, GenerationRequest
+from sampling_core.backends.base import (
+    Backend,
+    GenerationRequest,
+    as_generation,
+    generate_within,
+)
 from sampling_core.budgets import check_budget
 from sampling_core.context import _current
 from sampling_core.dispatch import HookDispatcher, PluginFault
 from sampling_core.errors import PluginError
-from sampling_core.requirements import Requirement, parse_model
+from sampling_core.requirements import Requirement, parse_model, validate_all
 from sampling_core.results import AttemptError, SamplingResult
 from sampling_core.seeds import derive_seed
 from sampling_core.strategies import Strategy
@@ -289,7 +294,7 @@ class SamplingCall:
         except _BackendFailed:
             self.in_flight -= 1
             return None
-        validations = self._validate(generation.text)
+        validations = validate_all(self.s.requirements, generation.text)
         if not isinstance(validations, tuple):
             validations = await validations  # an async check
         self.in_flight -= 1
@@ -332,8 +337,8 @@ class SamplingCall:
                 if s.attempt_timeout is None:
                     reply = await s.backend.generate(request)
                 else:
-                    reply = await _generate_within(s.attempt_timeout, s.backend, request)
-                generation = _as_generation(reply, time.perf_counter() - began)
+                    reply = await generate_within(s.attempt_timeout, s.backend, request)
+                generation = as_generation(reply, time.perf_counter() - began)
             except StopSampling:
                 raise
             except Exception as exc:
@@ -399,42 +404,6 @@ class SamplingCall:
             error_type=type(exc).__name__,
             error=str(exc),
         )
-
-    def _validate(
-        self, text: str
-    ) -> tuple[ValidationResult, ...] | Coroutine[Any, Any, tuple[ValidationResult, ...]]:
-        """Every requirement's verdict; a coroutine to await from the first async check on."""
-        results: list[ValidationResult] = []
-        requirements = self.s.requirements
-        for position, requirement in enumerate(requirements):
-            try:
-                verdict = requirement.validate_now(text)
-            except StopSampling:
-                raise
-            except Exception as exc:
-                verdict = _check_raised(requirement, exc)
-            if not isinstance(verdict, ValidationResult):
-                return self._validate_rest(text, results, position, verdict)
-            results.append(verdict)
-        return tuple(results)
-
-    async def _validate_rest(
-        self, text: str, results: list[ValidationResult], position: int, pending: Any
-    ) -> tuple[ValidationResult, ...]:
-        requirements = self.s.requirements
-        for index in range(position, len(requirements)):
-            requirement = requirements[index]
-            try:
-                if pending is None:
-                    pending = requirement.validate_now(text)
-                verdict = pending if isinstance(pending, ValidationResult) else await pending
-            except StopSampling:
-                raise
-            except Exception as exc:
-                verdict = _check_raised(requirement, exc)
-            pending = None
-            results.append(verdict)
-        return tuple(results)
 
     def _record(
         self,
@@ -666,12 +635,6 @@ async def _repaired_after(
     return _repaired(payload)
 
 
-def _check_raised(requirement: Requirement, exc: Exception) -> ValidationResult:
-    return ValidationResult(
-        False, f"the check raised {type(exc).__name__}: {exc}", None, requirement.description
-    )
-
-
 def _one_of(group: BaseExceptionGroup) -> BaseException:
     """The exception to raise for a group of them: the first that is not a cancellation,
     as itself, with the others named in a note (the group when all are cancellations)."""
@@ -689,27 +652,3 @@ def _one_of(group: BaseExceptionGroup) -> BaseException:
 
 def _by_position(attempt: Attempt) -> tuple[int, int]:
     return (attempt.subsample_index, attempt.attempt)
-
-
-class AttemptTimeout(TimeoutError):
-    """A backend call ran longer than the sampler's ``attempt_timeout``."""
-
-
-async def _generate_within(timeout: float, backend: Backend, request: GenerationRequest) -> Any:
-    with anyio.move_on_after(timeout) as scope:
-        return await backend.generate(request)
-    if scope.cancelled_caught:
-        raise AttemptTimeout(f"the backend call took longer than {timeout:g}s")
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _as_generation(reply: Any, latency: float) -> Generation:
-    if isinstance(reply, Generation):
-        if not reply.latency_s:
-            reply.latency_s = latency
-        return reply
-    if isinstance(reply, str):
-        return Generation(text=reply, latency_s=latency)
-    raise TypeError(
-        f"backend returned {type(reply).__name__}; generate() must return a Generation or a str"
-    )

@@ -10,11 +10,12 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from hook_specs.errors import StopSampling
 from hook_specs.records import ValidationResult
 
 if TYPE_CHECKING:
@@ -84,6 +85,57 @@ class Requirement:
 
     async def _finish(self, pending: Awaitable[Any]) -> ValidationResult:
         return _as_result(await pending, self.description)
+
+
+def validate_all(
+    requirements: Sequence[Requirement], text: str
+) -> tuple[ValidationResult, ...] | Coroutine[Any, Any, tuple[ValidationResult, ...]]:
+    """Every requirement's verdict on ``text``, in order.
+
+    Synchronous checks give the tuple at once; from the first async check on, the rest is a
+    coroutine to await (so an attempt with only synchronous checks never awaits). A check
+    that raises fails with the exception as its reason; ``StopSampling`` propagates.
+    """
+    results: list[ValidationResult] = []
+    for position, requirement in enumerate(requirements):
+        try:
+            verdict = requirement.validate_now(text)
+        except StopSampling:
+            raise
+        except Exception as exc:
+            verdict = _check_raised(requirement, exc)
+        if not isinstance(verdict, ValidationResult):
+            return _validate_rest(requirements, text, results, position, verdict)
+        results.append(verdict)
+    return tuple(results)
+
+
+async def _validate_rest(
+    requirements: Sequence[Requirement],
+    text: str,
+    results: list[ValidationResult],
+    position: int,
+    pending: Any,
+) -> tuple[ValidationResult, ...]:
+    for index in range(position, len(requirements)):
+        requirement = requirements[index]
+        try:
+            if pending is None:
+                pending = requirement.validate_now(text)
+            verdict = pending if isinstance(pending, ValidationResult) else await pending
+        except StopSampling:
+            raise
+        except Exception as exc:
+            verdict = _check_raised(requirement, exc)
+        pending = None
+        results.append(verdict)
+    return tuple(results)
+
+
+def _check_raised(requirement: Requirement, exc: Exception) -> ValidationResult:
+    return ValidationResult(
+        False, f"the check raised {type(exc).__name__}: {exc}", None, requirement.description
+    )
 
 
 def _as_result(outcome: Any, description: str) -> ValidationResult:

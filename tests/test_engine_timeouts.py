@@ -6,9 +6,15 @@ import anyio
 import pytest
 
 from hook_specs import hookimpl
-from sampling_core import GenerationRequest, PluginError, RetryPolicy, Sampler, ScriptedBackend
+from sampling_core import (
+    AttemptTimeout,
+    GenerationRequest,
+    PluginError,
+    RetryPolicy,
+    Sampler,
+    ScriptedBackend,
+)
 from sampling_core.dispatch import PluginTimeout
-from sampling_core.loop import AttemptTimeout
 
 pytestmark = pytest.mark.anyio
 

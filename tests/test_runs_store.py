@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,10 @@ def test_sigterm_during_a_flush_lands_after_every_waiting_record_is_written(
             os.kill(os.getpid(), signal.SIGTERM)  # arrives in the middle of the flush
         return real_write(fd, data[:5])  # short writes: the flush must loop
 
+    # Another thread alive, as in a real run: the signal may reach the process through it.
+    stop = threading.Event()
+    bystander = threading.Thread(target=stop.wait, daemon=True)
+    bystander.start()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         monkeypatch.setattr(store.os, "write", write_then_signal)
@@ -41,6 +46,8 @@ def test_sigterm_during_a_flush_lands_after_every_waiting_record_is_written(
     finally:
         signal.signal(signal.SIGTERM, previous)
         monkeypatch.undo()
+        stop.set()
+        bystander.join()
     writer.close()
     lines = path.read_text().splitlines()
     assert [json.loads(line) for line in lines] == [{"n": 0}, {"n": 1}, {"n": 2}]

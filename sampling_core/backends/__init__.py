@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampling_core.backends.base import Backend, GenerationRequest
+from sampling_core.backends.base import AttemptTimeout, Backend, GenerationRequest
 from sampling_core.backends.scripted import ScriptedBackend
 
-__all__ = ["Backend", "GenerationRequest", "LocalBackend", "OpenAIBackend", "ScriptedBackend"]
+__all__ = [
+    "AttemptTimeout",
+    "Backend",
+    "GenerationRequest",
+    "LocalBackend",
+    "OpenAIBackend",
+    "ScriptedBackend",
+]
 
 _LAZY = {
     "OpenAIBackend": "sampling_core.backends.openai_compat",

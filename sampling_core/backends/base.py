@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import anyio
+
 from hook_specs.records import Generation, IterationInfo, Message
 
 
@@ -32,3 +34,32 @@ class Backend(Protocol):
     async def generate(self, request: GenerationRequest) -> Generation | str:
         """Generate one answer for ``request``."""
         ...
+
+
+class AttemptTimeout(TimeoutError):
+    """A backend call ran longer than the sampler's ``attempt_timeout`` (a transient failure)."""
+
+
+async def generate_within(timeout: float, backend: Backend, request: GenerationRequest) -> Any:
+    """``backend.generate(request)``, cut off after ``timeout`` seconds with AttemptTimeout."""
+    with anyio.move_on_after(timeout) as scope:
+        return await backend.generate(request)
+    if scope.cancelled_caught:
+        raise AttemptTimeout(f"the backend call took longer than {timeout:g}s")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def as_generation(reply: Any, latency: float) -> Generation:
+    """What a backend returned, as a :class:`Generation` (a plain ``str`` is wrapped).
+
+    ``latency`` (measured by the engine) fills in a generation that reports none.
+    """
+    if isinstance(reply, Generation):
+        if not reply.latency_s:
+            reply.latency_s = latency
+        return reply
+    if isinstance(reply, str):
+        return Generation(text=reply, latency_s=latency)
+    raise TypeError(
+        f"backend returned {type(reply).__name__}; generate() must return a Generation or a str"
+    )

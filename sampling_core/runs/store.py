@@ -350,16 +350,28 @@ class RecordWriter:
 
 @contextlib.contextmanager
 def _interrupts_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back (where the platform can) until the block is done."""
-    block = getattr(signal, "pthread_sigmask", None)
-    if block is None or threading.current_thread() is not threading.main_thread():
+    """Hold Ctrl-C and SIGTERM back until the block is done, then act on them.
+
+    Python runs signal handlers in the main thread between bytecodes, wherever it is; for
+    the block, the handlers only take note, and the ones noted run once it is over.
+    """
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = block(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    noted: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda n, f: noted.append(n)) for signum in held}
     try:
         yield
     finally:
-        block(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(noted):
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
 
 
 def _write_json(path: Path, data: Any) -> None:
