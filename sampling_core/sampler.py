@@ -13,7 +13,7 @@ from typing import Any, Literal
 import anyio
 
 from hook_specs.records import Message
-from sampling_core.backends.base import Backend
+from sampling_core.backends.base import Backend, aclose_backend
 from sampling_core.budgets import (
     DEFAULT_MAX_CONCURRENCY_BUDGET,
     DEFAULT_MAX_LOOP_BUDGET,
@@ -83,9 +83,7 @@ class Sampler:
 
     async def aclose(self) -> None:
         """Free the backend's resources (servers, connections), if it holds any."""
-        close = getattr(self.backend, "aclose", None)
-        if close is not None:
-            await close()
+        await aclose_backend(self.backend)
 
     async def __aenter__(self) -> Sampler:
         return self

@@ -308,3 +308,19 @@ async def test_the_sampler_closes_its_backend():
     async with Sampler(backend, load_entrypoints=False) as sampler:
         await sampler.sample("q")
     assert backend.closed
+
+
+async def test_the_sampler_closes_its_backend_even_when_cancelled():
+    class SlowToClose(ScriptedBackend):
+        closed = False
+
+        async def aclose(self):
+            await anyio.sleep(0.001)  # a checkpoint: a cancelled scope would stop here
+            self.closed = True
+
+    backend = SlowToClose(["x"])
+    sampler = Sampler(backend, load_entrypoints=False)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await sampler.aclose()
+    assert backend.closed

@@ -63,3 +63,11 @@ def as_generation(reply: Any, latency: float) -> Generation:
     raise TypeError(
         f"backend returned {type(reply).__name__}; generate() must return a Generation or a str"
     )
+
+
+async def aclose_backend(backend: object) -> None:
+    """Free what ``backend`` holds (its ``aclose()``, if it has one), even while cancelled."""
+    close = getattr(backend, "aclose", None)
+    if close is not None:
+        with anyio.CancelScope(shield=True):
+            await close()

@@ -211,7 +211,7 @@ def sample_command(
         options["temperature"] = temperature
 
     async def run() -> SamplingResult:
-        try:
+        async with sampler:  # stops the local model's server, closes HTTP connections
             return await sampler.sample(
                 prompt,
                 requirements=requirements,
@@ -221,11 +221,6 @@ def sample_command(
                 seed=seed,
                 options=options,
             )
-        finally:
-            aclose = getattr(chosen, "aclose", None)
-            if aclose is not None:
-                with anyio.CancelScope(shield=True):
-                    await aclose()
 
     # stdout carries the answer alone; log lines (e.g. from --plugin tracing) go to stderr.
     try:

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import structlog
 
+from sampling_core.backends.base import aclose_backend
 from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
 from sampling_core.runs.components import (
     build_backend,
@@ -120,7 +121,7 @@ async def run_batch(
             close_plugins(sampler)
         run_dir.unlock()
         if own_backend:
-            await _close(chosen_backend)
+            await aclose_backend(chosen_backend)
     return summarize(run_dir.path)
 
 
@@ -209,13 +210,6 @@ def _prepare_resume(
         f"{to_run} to run ({shown})"
     )
     return scan
-
-
-async def _close(backend: Any) -> None:
-    close = getattr(backend, "aclose", None)
-    if close is not None:
-        with anyio.CancelScope(shield=True):
-            await close()
 
 
 def default_log(message: str) -> None:
