@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
 import threading
 from collections.abc import Iterable, Sequence
 from functools import partial
@@ -24,6 +22,7 @@ from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
 from sampling_core.requirements import Check, Requirement, as_requirements, parses_as
 from sampling_core.results import SamplingResult
 from sampling_core.strategies import RejectionSampling, Strategy
+from sampling_core.subsample_tasks import running_event_loop
 from sampling_core.transport import RetryPolicy
 
 __all__ = ["Sampler", "sample", "sample_sync"]
@@ -281,26 +280,10 @@ def sample_sync(
 
 
 def _run_sync(call: Any) -> SamplingResult:
-    running = _running_event_loop()
+    running = running_event_loop()
     if running is not None:
         raise RuntimeError(
             f"sample_sync() was called inside a running {running} event loop; "
             "use `await sample(...)` there instead"
         )
     return anyio.run(call)
-
-
-def _running_event_loop() -> str | None:
-    try:
-        asyncio.get_running_loop()
-        return "asyncio"
-    except RuntimeError:
-        pass
-    trio = sys.modules.get("trio")
-    if trio is not None:
-        try:
-            trio.lowlevel.current_task()
-            return "trio"
-        except RuntimeError:
-            pass
-    return None

@@ -59,22 +59,27 @@ class SubsampleTasks(Protocol):
 
 def subsample_tasks(count: int) -> SubsampleTasks:
     """Plain asyncio tasks when running on asyncio, else an anyio task group."""
-    if _running_asyncio():
+    if running_event_loop() == "asyncio":
         return AsyncioSubsampleTasks(count)
     return AnyioSubsampleTasks(count)
 
 
-def _running_asyncio() -> bool:
+def running_event_loop() -> str | None:
+    """The async library running in this thread (``"asyncio"``, ``"trio"``, ...), or ``None``.
+
+    Asked of sniffio, as anyio does, where it is installed (trio needs it); else asyncio is
+    the only candidate.
+    """
     if sniffio is not None:
         try:
-            return sniffio.current_async_library() == "asyncio"
+            return sniffio.current_async_library()
         except sniffio.AsyncLibraryNotFoundError:
-            return False
+            return None
     try:  # pragma: no cover - without sniffio
         asyncio.get_running_loop()
     except RuntimeError:  # pragma: no cover
-        return False
-    return True  # pragma: no cover
+        return None
+    return "asyncio"  # pragma: no cover
 
 
 class AnyioSubsampleTasks:
