@@ -231,19 +231,8 @@ async def sample(
     The default sampler, created on first use, loads entry-point plugins by the
     environment's rules.
     """
-    return await default_sampler().sample(
-        prompt,
-        backend=backend,
-        requirements=requirements,
-        strategy=strategy,
-        loop_budget=loop_budget,
-        concurrency_budget=concurrency_budget,
-        plugins=plugins,
-        seed=seed,
-        selection=selection,
-        options=options,
-        format=format,
-    )
+    arguments = locals()  # exactly the parameters above, passed on as they are
+    return await default_sampler().sample(**arguments)
 
 
 def sample_sync(
@@ -261,22 +250,7 @@ def sample_sync(
     format: type[Any] | None = None,
 ) -> SamplingResult:
     """Run :func:`sample` to completion from synchronous code (not inside an event loop)."""
-    return _run_sync(
-        partial(
-            sample,
-            prompt,
-            backend=backend,
-            requirements=requirements,
-            strategy=strategy,
-            loop_budget=loop_budget,
-            concurrency_budget=concurrency_budget,
-            plugins=plugins,
-            seed=seed,
-            selection=selection,
-            options=options,
-            format=format,
-        )
-    )
+    return _run_sync(partial(sample, **locals()))  # the parameters above, as they are
 
 
 def _run_sync(call: Any) -> SamplingResult:

@@ -210,3 +210,25 @@ def test_module_level_sample_has_the_documented_signature():
         assert list(parameters) == expected
         assert parameters["selection"].default == "first"
         assert parameters["loop_budget"].default == parameters["concurrency_budget"].default == 1
+
+
+def test_module_level_sample_sync_passes_every_argument_on(monkeypatch):
+    monkeypatch.setenv("SAMPLEHOOKS_PLUGINS", "")  # the default sampler: no entry points
+    from sampling_core import sample_sync
+
+    backend = ScriptedBackend(['{"name": "Oslo"}', '{"name": "Oslo", "population": 7}'])
+    result = sample_sync(
+        "q",
+        backend=backend,
+        requirements=[contains("Oslo")],
+        strategy=RepairTemplate(),
+        loop_budget=2,
+        concurrency_budget=1,
+        seed=7,
+        selection="ordered",
+        options={"max_tokens": 9},
+        format=City,
+    )
+    assert result.value == City(name="Oslo", population=7)
+    assert result.strategy_name == "RepairTemplate" and result.iterations_used == 2
+    assert backend.requests[1].options == {"max_tokens": 9, "seed": derive_seed(7, 0, 2)}
