@@ -6,6 +6,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hook_specs import HookName, hookimpl
 from sampling_core import current_iteration
@@ -72,3 +75,17 @@ def llama_server() -> Iterator[Any]:
     from _servers.llama import running_llama_server
 
     yield from running_llama_server()
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    """OpenTelemetry spans, kept in memory for the test to read."""
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> TracerProvider:
+    """A tracer provider that sends every finished span to ``exporter``."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider

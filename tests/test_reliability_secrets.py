@@ -20,7 +20,6 @@ import structlog
 import yaml
 from _servers.scripted_http import Reply, ScriptedHTTPServer, completion
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from reliability_helpers import invoke, tree
 from structlog.testing import capture_logs
@@ -91,18 +90,6 @@ def key(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield KEY
     if not configured:  # capture_logs() leaves structlog marked as configured
         structlog.reset_defaults()
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider
 
 
 def assert_key_sent(server: ScriptedHTTPServer) -> None:
