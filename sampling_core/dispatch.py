@@ -161,20 +161,6 @@ class HookDispatcher:
         impl = impls[0]
         function, name, takes_payload = impl.function, impl.plugin_name, impl.takes_payload
         writable = hook in _WRITABLE
-        if not writable and takes_payload:
-
-            def call_one_observer(payload: HookPayload, faults: list[PluginFault]) -> Pending:
-                try:
-                    out = function(payload)
-                except Exception as exc:
-                    self._fault(hook, name, exc, False, faults)
-                    return None
-                if out is not None and inspect.isawaitable(out):
-                    return self._await_from(hook, impls, 0, out, payload, faults)
-                return None
-
-            return call_one_observer
-
         def call_one(payload: HookPayload, faults: list[PluginFault]) -> Pending:
             if writable:
                 payload.__pydantic_private__["_active_plugin"] = name
