@@ -140,7 +140,6 @@ class PluginRegistry:
         self.settings = settings or PluginSettings()
         self.manager = pluggy.PluginManager(PROJECT_NAME)
         self.manager.add_hookspecs(specs)
-        self.load_report: list[InstalledPlugin] = []
         self._reserved = set(reserved_names)
         self._dispatcher: HookDispatcher | None = None
 
@@ -249,7 +248,6 @@ class PluginRegistry:
             if self.strict:
                 raise PluginError(missing, "load", message)
             _warn(message)
-        self.load_report = report
         return report
 
     # -- reading ------------------------------------------------------------------------

@@ -57,10 +57,6 @@ class RetryPolicy:
         return backoff
 
 
-NO_RETRY = RetryPolicy(max_retries=0)
-"""A policy that never retries."""
-
-
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is worth retrying at the transport level."""
     return isinstance(exc, TransientBackendError | TimeoutError)

@@ -150,7 +150,6 @@ class OpenAIBackend:
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
-        self.requests_sent = 0
 
     def __repr__(self) -> str:
         return (
@@ -239,7 +238,6 @@ class OpenAIBackend:
         body = self.build_body(request)
         client = self._client()
         async with self.limits.slot() as epoch:
-            self.requests_sent += 1
             began = time.perf_counter()
             try:
                 response = await client.post(self._path, json=body)

@@ -14,7 +14,6 @@ from sampling_core.backends.base import GenerationRequest
 Reply = str | Generation
 Script = Sequence[str] | Callable[[GenerationRequest], Reply | Awaitable[Reply]]
 Latency = float | Callable[[GenerationRequest], float]
-Failure = BaseException | Callable[[GenerationRequest], BaseException | None]
 
 
 class ScriptedBackend:

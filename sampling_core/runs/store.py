@@ -23,7 +23,6 @@ import os
 import shutil
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -306,19 +305,11 @@ class RecordWriter:
         self._waiting: list[bytes] = []
         self.flush_every = flush_every
         self.fsync = fsync
-        self.written = 0
-        self.last_flush = time.monotonic()
-
-    @property
-    def pending(self) -> int:
-        """Records appended but not yet handed to the OS."""
-        return len(self._waiting)
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record; flush when ``flush_every`` records are waiting."""
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         self._waiting.append(line.encode("utf-8"))
-        self.written += 1
         if len(self._waiting) >= self.flush_every:
             self.flush()
 
@@ -336,7 +327,6 @@ class RecordWriter:
                     self._waiting[:] = [bytes(view)] if view else []
                 if self.fsync:
                     os.fsync(self._fd)
-        self.last_flush = time.monotonic()
 
     def close(self) -> None:
         """Flush and close."""
