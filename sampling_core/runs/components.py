@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
-import inspect
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,7 @@ def build_backend(config: RunConfig) -> Any:
             "rpm": b.rpm,
         }
     try:
-        return cls(*args, **_accepted(cls, kwargs, timeout=b.timeout_s))
+        return cls(*args, timeout=b.timeout_s, **kwargs)
     except Exception as exc:  # a missing model file, a bad value: the user's to fix
         raise ConfigError(f"backend: cannot set up the {b.kind!r} backend: {exc}") from exc
 
@@ -88,15 +87,6 @@ def _real_backend(name: str, extra: str) -> Any:
             f"backend.kind {extra!r} is not available here ({type(exc).__name__}: {exc}); "
             f"install it with: pip install 'samplehooks[{extra}]'"
         ) from exc
-
-
-def _accepted(cls: Any, kwargs: dict[str, Any], **optional: Any) -> dict[str, Any]:
-    """``kwargs``, plus the ``optional`` ones the constructor takes."""
-    try:
-        params = inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return kwargs
-    return {**kwargs, **{k: v for k, v in optional.items() if k in params}}
 
 
 def plugin_specs(names: Sequence[str], events_file: Path, total: int = 0) -> list[PluginSpec]:
