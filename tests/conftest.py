@@ -10,63 +10,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from hook_specs import HookName, hookimpl
-from sampling_core import current_iteration
-
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param
-
-
-class Recorder:
-    """Records every hook call: (hook, payload, current_iteration() at that moment)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[HookName, Any, Any]] = []
-
-    def _note(self, hook: HookName, payload: Any) -> None:
-        self.calls.append((hook, payload, current_iteration()))
-
-    def of(self, hook: HookName) -> list[Any]:
-        return [p for h, p, _ in self.calls if h is hook]
-
-    def hooks(self) -> list[HookName]:
-        return [h for h, _, _ in self.calls]
-
-    @hookimpl
-    def sampling_loop_start(self, payload: Any) -> None:
-        self._note(HookName.SAMPLING_LOOP_START, payload)
-
-    @hookimpl
-    def sampling_iteration(self, payload: Any) -> None:
-        self._note(HookName.SAMPLING_ITERATION, payload)
-
-    @hookimpl
-    def sampling_repair(self, payload: Any) -> None:
-        self._note(HookName.SAMPLING_REPAIR, payload)
-
-    @hookimpl
-    def sampling_loop_end(self, payload: Any) -> None:
-        self._note(HookName.SAMPLING_LOOP_END, payload)
-
-    @hookimpl
-    def generation_pre_call(self, payload: Any) -> None:
-        self._note(HookName.GENERATION_PRE_CALL, payload)
-
-    @hookimpl
-    def generation_post_call(self, payload: Any) -> None:
-        self._note(HookName.GENERATION_POST_CALL, payload)
-
-    @hookimpl
-    def generation_error(self, payload: Any) -> None:
-        self._note(HookName.GENERATION_ERROR, payload)
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    """A plugin that records every hook call."""
-    return Recorder()
 
 
 @pytest.fixture(scope="session")

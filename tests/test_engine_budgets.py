@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hook_specs import hookimpl
+from hook_specs import HookName, hookimpl
 from sampling_core import BudgetError, Sampler, ScriptedBackend
 
 pytestmark = pytest.mark.anyio
@@ -48,10 +48,12 @@ async def test_budgets_above_the_cap_are_refused():
 
 @pytest.mark.parametrize("value", BAD_VALUES)
 @pytest.mark.parametrize("field", ["loop_budget", "concurrency_budget"])
-async def test_bad_budgets_written_by_a_plugin_name_it_and_make_no_call(field, value, recorder):
+async def test_bad_budgets_written_by_a_plugin_name_it_and_make_no_call(
+    field, value, hook_recorder
+):
     backend = ScriptedBackend(["x"])
     sampler = Sampler(
-        backend, plugins=[recorder, SetBudgets(**{field: value})], load_entrypoints=False
+        backend, plugins=[hook_recorder, SetBudgets(**{field: value})], load_entrypoints=False
     )
     with pytest.raises(BudgetError) as caught:
         await sampler.sample("q", loop_budget=2, concurrency_budget=2)
@@ -59,7 +61,7 @@ async def test_bad_budgets_written_by_a_plugin_name_it_and_make_no_call(field, v
     assert field in message and repr(value) in message and "'SetBudgets'" in message
     assert caught.value.source == "plugin 'SetBudgets'"
     assert backend.calls == 0
-    ends = [p for h, p, _ in recorder.calls if h == "sampling_loop_end"]
+    ends = hook_recorder.payloads(HookName.SAMPLING_LOOP_END)
     assert len(ends) == 1 and ends[0].stop_reason == "error"
     assert isinstance(ends[0].exception, BudgetError)
 

@@ -17,7 +17,7 @@ def is_win(text: str) -> bool:
     return text == "win"
 
 
-async def test_first_success_cancels_in_flight_siblings(recorder):
+async def test_first_success_cancels_in_flight_siblings(hook_recorder):
     before = alive_tasks()
     started, finished = [], []
     winner_done = anyio.Event()
@@ -31,7 +31,7 @@ async def test_first_success_cancels_in_flight_siblings(recorder):
         finished.append(index)
         return "late"
 
-    sampler = Sampler(ScriptedBackend(reply), plugins=[recorder], load_entrypoints=False)
+    sampler = Sampler(ScriptedBackend(reply), plugins=[hook_recorder], load_entrypoints=False)
     with anyio.fail_after(10):
         result = await sampler.sample("q", requirements=[is_win], concurrency_budget=4)
     winner_done.set()
@@ -40,9 +40,9 @@ async def test_first_success_cancels_in_flight_siblings(recorder):
     assert finished == []
     assert result.cancelled == 3
     assert result.iterations_used == 1
-    end = recorder.of(HookName.SAMPLING_LOOP_END)[0]
+    end = hook_recorder.payloads(HookName.SAMPLING_LOOP_END)[0]
     assert end.cancelled == 3 and end.iterations_used == 1
-    assert len(recorder.of(HookName.GENERATION_POST_CALL)) == 1
+    assert len(hook_recorder.payloads(HookName.GENERATION_POST_CALL)) == 1
     assert alive_tasks() <= before
 
 
@@ -99,7 +99,7 @@ async def test_a_completed_attempts_iteration_event_is_not_cut_short():
     assert result.iterations_used == len(delivered) == 2
 
 
-async def test_cancelling_the_caller_leaves_no_task_and_fires_loop_end(recorder):
+async def test_cancelling_the_caller_leaves_no_task_and_fires_loop_end(hook_recorder):
     before = alive_tasks()
     entered = anyio.Event()
 
@@ -108,7 +108,7 @@ async def test_cancelling_the_caller_leaves_no_task_and_fires_loop_end(recorder)
         await anyio.sleep(30)
         return "x"
 
-    sampler = Sampler(ScriptedBackend(reply), plugins=[recorder], load_entrypoints=False)
+    sampler = Sampler(ScriptedBackend(reply), plugins=[hook_recorder], load_entrypoints=False)
     async with anyio.create_task_group() as group:
 
         async def run() -> None:
@@ -118,7 +118,7 @@ async def test_cancelling_the_caller_leaves_no_task_and_fires_loop_end(recorder)
         await entered.wait()
         group.cancel_scope.cancel()
     assert alive_tasks() <= before
-    ends = recorder.of(HookName.SAMPLING_LOOP_END)
+    ends = hook_recorder.payloads(HookName.SAMPLING_LOOP_END)
     assert len(ends) == 1 and ends[0].stop_reason == "error"
     assert ends[0].cancelled == 6
 

@@ -38,34 +38,35 @@ class Boom(RuntimeError):
     pass
 
 
-def _ends(recorder):
-    return recorder.of(H.SAMPLING_LOOP_END)
+def _ends(hook_recorder):
+    return hook_recorder.payloads(H.SAMPLING_LOOP_END)
 
 
-async def test_loop_end_fires_once_on_success(recorder):
-    sampler = Sampler(ScriptedBackend(["ok"]), plugins=[recorder], load_entrypoints=False)
+async def test_loop_end_fires_once_on_success(hook_recorder):
+    sampler = Sampler(ScriptedBackend(["ok"]), plugins=[hook_recorder], load_entrypoints=False)
     result = await sampler.sample("q", requirements=[is_ok], concurrency_budget=3)
-    (end,) = _ends(recorder)
+    (end,) = _ends(hook_recorder)
     assert (end.success, end.stop_reason, end.text) == (True, "success", "ok")
     assert end.iterations_used == result.iterations_used
     assert (
-        recorder.hooks()[0] is H.SAMPLING_LOOP_START and recorder.hooks()[-1] is H.SAMPLING_LOOP_END
+        hook_recorder.names()[0] == "sampling_loop_start"
+        and hook_recorder.names()[-1] == "sampling_loop_end"
     )
 
 
-async def test_loop_end_fires_once_when_the_budget_is_exhausted(recorder):
-    sampler = Sampler(ScriptedBackend(["no"]), plugins=[recorder], load_entrypoints=False)
+async def test_loop_end_fires_once_when_the_budget_is_exhausted(hook_recorder):
+    sampler = Sampler(ScriptedBackend(["no"]), plugins=[hook_recorder], load_entrypoints=False)
     result = await sampler.sample("q", requirements=[never], loop_budget=3, concurrency_budget=2)
-    (end,) = _ends(recorder)
+    (end,) = _ends(hook_recorder)
     assert (result.success, result.stop_reason) == (False, "budget_exhausted")
     assert (end.success, end.stop_reason, end.iterations_used) == (False, "budget_exhausted", 6)
     assert result.text == "no"  # the best failed attempt is still returned
 
 
-async def test_repairs_fire_loop_budget_minus_one_times_per_failing_subsample(recorder):
-    sampler = Sampler(ScriptedBackend(["no"]), plugins=[recorder], load_entrypoints=False)
+async def test_repairs_fire_loop_budget_minus_one_times_per_failing_subsample(hook_recorder):
+    sampler = Sampler(ScriptedBackend(["no"]), plugins=[hook_recorder], load_entrypoints=False)
     await sampler.sample("q", requirements=[never], loop_budget=4, concurrency_budget=3)
-    repairs = recorder.of(H.SAMPLING_REPAIR)
+    repairs = hook_recorder.payloads(H.SAMPLING_REPAIR)
     assert len(repairs) == 3 * 3
     for index in range(3):
         mine = [r for r in repairs if r.subsample_index == index]
@@ -73,32 +74,32 @@ async def test_repairs_fire_loop_budget_minus_one_times_per_failing_subsample(re
         assert [r.next_attempt for r in mine] == [2, 3, 4]
 
 
-async def test_no_repair_when_loop_budget_is_one(recorder):
-    sampler = Sampler(ScriptedBackend(["no"]), plugins=[recorder], load_entrypoints=False)
+async def test_no_repair_when_loop_budget_is_one(hook_recorder):
+    sampler = Sampler(ScriptedBackend(["no"]), plugins=[hook_recorder], load_entrypoints=False)
     await sampler.sample("q", requirements=[never], loop_budget=1, concurrency_budget=4)
-    assert recorder.of(H.SAMPLING_REPAIR) == []
-    assert len(recorder.of(H.SAMPLING_ITERATION)) == 4
+    assert hook_recorder.payloads(H.SAMPLING_REPAIR) == []
+    assert len(hook_recorder.payloads(H.SAMPLING_ITERATION)) == 4
 
 
-async def test_a_backend_error_with_no_completed_attempt_is_raised_as_itself(recorder):
+async def test_a_backend_error_with_no_completed_attempt_is_raised_as_itself(hook_recorder):
     backend = ScriptedBackend(["x"], failures=lambda request: Boom("backend down"))
-    sampler = Sampler(backend, plugins=[recorder], load_entrypoints=False)
+    sampler = Sampler(backend, plugins=[hook_recorder], load_entrypoints=False)
     with pytest.raises(Boom, match="backend down"):
         await sampler.sample("q", loop_budget=3, concurrency_budget=2)
-    (end,) = _ends(recorder)
+    (end,) = _ends(hook_recorder)
     assert end.stop_reason == "error" and isinstance(end.exception, Boom)
     assert end.error_count == 2
-    errors = recorder.of(H.GENERATION_ERROR)
+    errors = hook_recorder.payloads(H.GENERATION_ERROR)
     assert len(errors) == 2 and not any(e.will_retry for e in errors)
     assert backend.calls == 2  # a non-transient error ends its subsample: no repair
 
 
-async def test_backend_errors_are_recorded_when_some_attempt_completed(recorder):
+async def test_backend_errors_are_recorded_when_some_attempt_completed(hook_recorder):
     def fail(request: GenerationRequest):
         return Boom("subsample 1 broke") if request.iteration.subsample_index == 1 else None
 
     backend = ScriptedBackend(["no"], failures=fail)
-    sampler = Sampler(backend, plugins=[recorder], load_entrypoints=False)
+    sampler = Sampler(backend, plugins=[hook_recorder], load_entrypoints=False)
     result = await sampler.sample("q", requirements=[never], loop_budget=2, concurrency_budget=2)
     assert result.stop_reason == "budget_exhausted"
     assert [(e.subsample_index, e.attempt) for e in result.errors] == [(1, 1)]
@@ -108,20 +109,20 @@ async def test_backend_errors_are_recorded_when_some_attempt_completed(recorder)
     assert result.cancelled == 0
 
 
-async def test_transient_errors_are_retried_without_consuming_loop_budget(recorder):
+async def test_transient_errors_are_retried_without_consuming_loop_budget(hook_recorder):
     failures = {1: TransientBackendError("rate limited", retry_after=0.0, status=429)}
     backend = ScriptedBackend(["ok"], failures=failures)
     sampler = Sampler(
         backend,
-        plugins=[recorder],
+        plugins=[hook_recorder],
         load_entrypoints=False,
         retry=RetryPolicy(max_retries=2, base_delay=0.0),
     )
     result = await sampler.sample("q", requirements=[is_ok], loop_budget=1)
     assert result.success and backend.calls == 2
-    (error,) = recorder.of(H.GENERATION_ERROR)
+    (error,) = hook_recorder.payloads(H.GENERATION_ERROR)
     assert error.will_retry and error.retry == 0 and error.error_type == "TransientBackendError"
-    assert [p.retry for p in recorder.of(H.GENERATION_PRE_CALL)] == [0, 1]
+    assert [p.retry for p in hook_recorder.payloads(H.GENERATION_PRE_CALL)] == [0, 1]
     assert result.attempts[0].attempt == 1
 
 
@@ -158,21 +159,23 @@ def _stopper(hook: HookName, nth: int = 1):
         H.GENERATION_POST_CALL,
     ],
 )
-async def test_stop_sampling_from_an_attempt_hook_ends_the_loop(hook, recorder):
+async def test_stop_sampling_from_an_attempt_hook_ends_the_loop(hook, hook_recorder):
     backend = ScriptedBackend(["no"], latency=0.001)
-    sampler = Sampler(backend, plugins=[recorder, _stopper(hook, nth=2)], load_entrypoints=False)
+    sampler = Sampler(
+        backend, plugins=[hook_recorder, _stopper(hook, nth=2)], load_entrypoints=False
+    )
     result = await sampler.sample("q", requirements=[never], loop_budget=5, concurrency_budget=1)
     assert result.stop_reason == "stopped_by_plugin" and not result.success
     assert result.iterations_used < 5
-    (end,) = _ends(recorder)
+    (end,) = _ends(hook_recorder)
     assert end.stop_reason == "stopped_by_plugin"
 
 
-async def test_stop_sampling_from_generation_error_ends_the_loop(recorder):
+async def test_stop_sampling_from_generation_error_ends_the_loop(hook_recorder):
     backend = ScriptedBackend(["x"], failures={2: TransientBackendError("429")})
     sampler = Sampler(
         backend,
-        plugins=[recorder, _stopper(H.GENERATION_ERROR)],
+        plugins=[hook_recorder, _stopper(H.GENERATION_ERROR)],
         load_entrypoints=False,
         retry=RetryPolicy(base_delay=0.0),
     )
@@ -181,21 +184,21 @@ async def test_stop_sampling_from_generation_error_ends_the_loop(recorder):
     assert backend.calls == 2
 
 
-async def test_stop_sampling_in_loop_start_makes_no_generation(recorder):
+async def test_stop_sampling_in_loop_start_makes_no_generation(hook_recorder):
     backend = ScriptedBackend(["x"])
     sampler = Sampler(
-        backend, plugins=[recorder, _stopper(H.SAMPLING_LOOP_START)], load_entrypoints=False
+        backend, plugins=[hook_recorder, _stopper(H.SAMPLING_LOOP_START)], load_entrypoints=False
     )
     result = await sampler.sample("q", loop_budget=3, concurrency_budget=3)
     assert backend.calls == 0
     assert (result.stop_reason, result.success, result.text) == ("stopped_by_plugin", False, None)
-    assert len(_ends(recorder)) == 1
+    assert len(_ends(hook_recorder)) == 1
 
 
-async def test_stop_sampling_in_loop_end_is_a_plugin_error(recorder):
+async def test_stop_sampling_in_loop_end_is_a_plugin_error(hook_recorder):
     sampler = Sampler(
         ScriptedBackend(["ok"]),
-        plugins=[recorder, _stopper(H.SAMPLING_LOOP_END)],
+        plugins=[hook_recorder, _stopper(H.SAMPLING_LOOP_END)],
         load_entrypoints=False,
     )
     result = await sampler.sample("q", requirements=[is_ok])
@@ -235,20 +238,20 @@ async def test_a_failing_requirement_check_fails_the_attempt_with_a_reason():
     assert not validation.passed and "KeyError" in validation.reason
 
 
-async def test_plugin_error_in_pre_call_fails_closed_and_loop_end_sees_it(recorder):
+async def test_plugin_error_in_pre_call_fails_closed_and_loop_end_sees_it(hook_recorder):
     class Broken:
         @hookimpl
         def generation_pre_call(self, payload):
             raise ValueError("bad options")
 
     backend = ScriptedBackend(["x"])
-    sampler = Sampler(backend, plugins=[recorder, Broken()], load_entrypoints=False)
+    sampler = Sampler(backend, plugins=[hook_recorder, Broken()], load_entrypoints=False)
     with pytest.raises(PluginError) as caught:
         await sampler.sample("q", concurrency_budget=2)
     assert caught.value.plugin_name == "Broken" and caught.value.hook == "generation_pre_call"
     assert isinstance(caught.value.__cause__, ValueError)
     assert backend.calls == 0
-    (end,) = _ends(recorder)
+    (end,) = _ends(hook_recorder)
     assert end.stop_reason == "error" and isinstance(end.exception, PluginError)
 
 

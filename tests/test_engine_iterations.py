@@ -23,7 +23,7 @@ def never(text: str) -> bool:
     return False
 
 
-async def test_ids_are_1_to_L_times_C_and_match_current_iteration_everywhere(recorder):
+async def test_ids_are_1_to_L_times_C_and_match_current_iteration_everywhere(hook_recorder):
     seen_in_backend = []
     seen_in_check = []
 
@@ -40,7 +40,7 @@ async def test_ids_are_1_to_L_times_C_and_match_current_iteration_everywhere(rec
         return ValidationResult(False, "no")
 
     assert current_iteration() is None
-    sampler = Sampler(ScriptedBackend(reply), plugins=[recorder], load_entrypoints=False)
+    sampler = Sampler(ScriptedBackend(reply), plugins=[hook_recorder], load_entrypoints=False)
     result = await sampler.sample(
         "q", requirements=[Requirement("async never", check)], loop_budget=2, concurrency_budget=3
     )
@@ -63,7 +63,7 @@ async def test_ids_are_1_to_L_times_C_and_match_current_iteration_everywhere(rec
         HookName.SAMPLING_ITERATION,
         HookName.SAMPLING_REPAIR,
     ]
-    for hook, payload, info in recorder.calls:
+    for hook, payload, info in ((e.hook, e.payload, e.iteration) for e in hook_recorder):
         if hook in per_attempt:
             assert info is not None
             assert (info.iteration, info.subsample_index, info.attempt) == (
@@ -74,12 +74,12 @@ async def test_ids_are_1_to_L_times_C_and_match_current_iteration_everywhere(rec
             assert info.sampling_id == payload.sampling_id == result.sampling_id
         else:
             assert info is None  # loop start and end run outside any attempt
-    assert sorted(p.iteration for p in recorder.of(HookName.SAMPLING_ITERATION)) == list(
+    assert sorted(p.iteration for p in hook_recorder.payloads(HookName.SAMPLING_ITERATION)) == list(
         range(1, 7)
     )
 
 
-async def test_sequence_is_completion_order_and_iteration_is_not_monotonic(recorder):
+async def test_sequence_is_completion_order_and_iteration_is_not_monotonic(hook_recorder):
     # Later subsamples answer first: subsample i waits until subsample i+1's attempt was
     # delivered, so iterations complete in the order 4, 3, 2, 1 whatever the load.
     delivered = {i: anyio.Event() for i in range(1, 5)}
@@ -95,9 +95,11 @@ async def test_sequence_is_completion_order_and_iteration_is_not_monotonic(recor
             await delivered[index + 2].wait()  # iteration of subsample index+1
         return "x"
 
-    sampler = Sampler(ScriptedBackend(reply), plugins=[recorder, Gate()], load_entrypoints=False)
+    sampler = Sampler(
+        ScriptedBackend(reply), plugins=[hook_recorder, Gate()], load_entrypoints=False
+    )
     result = await sampler.sample("q", requirements=[never], loop_budget=1, concurrency_budget=4)
-    events = recorder.of(HookName.SAMPLING_ITERATION)
+    events = hook_recorder.payloads(HookName.SAMPLING_ITERATION)
     assert [e.sequence for e in events] == [1, 2, 3, 4]
     assert [e.iteration for e in events] == [4, 3, 2, 1]
     assert sorted(a.sequence for a in result.attempts) == [1, 2, 3, 4]

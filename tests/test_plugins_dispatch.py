@@ -274,22 +274,22 @@ async def test_no_payload_is_built_for_a_hook_nobody_implements(monkeypatch):
     assert built == [H.SAMPLING_LOOP_END]
 
 
-async def test_trace_hooks_prints_every_hook_call(monkeypatch, capsys, recorder):
+async def test_trace_hooks_prints_every_hook_call(monkeypatch, capsys, hook_recorder):
     monkeypatch.setenv("SAMPLEHOOKS_TRACE_HOOKS", "1")
-    await sampler_with(recorder).sample("q")
+    await sampler_with(hook_recorder).sample("q")
     err = capsys.readouterr().err
     for hook in ("sampling_loop_start", "generation_pre_call", "sampling_iteration"):
-        assert f"samplehooks: {hook} -> Recorder" in err
+        assert f"samplehooks: {hook} -> HookRecorder" in err
     assert "iteration=1" in err
 
 
-async def test_hooks_see_the_attempt_in_a_backend_raised_error(recorder):
+async def test_hooks_see_the_attempt_in_a_backend_raised_error(hook_recorder):
     def fail(request: GenerationRequest):
         return ValueError("bad request") if request.iteration.attempt == 2 else None
 
-    await sampler_with(recorder, backend=ScriptedBackend(["x"], failures=fail)).sample(
+    await sampler_with(hook_recorder, backend=ScriptedBackend(["x"], failures=fail)).sample(
         "q", requirements=[never], loop_budget=3
     )
-    (error,) = recorder.of(H.GENERATION_ERROR)
+    (error,) = hook_recorder.payloads(H.GENERATION_ERROR)
     assert (error.attempt, error.iteration, error.will_retry) == (2, 2, False)
     assert str(error.exception) == "bad request"

@@ -26,11 +26,11 @@ FAST = RetryPolicy(max_retries=3, base_delay=0.01, max_delay=0.05)
 CLOCK_SLACK = 0.02  # asyncio may wake a timer up to its clock resolution early
 
 
-def sampler(backend: OpenAIBackend, recorder: object, retry: RetryPolicy = FAST) -> Sampler:
-    return Sampler(backend, plugins=[recorder], load_entrypoints=False, retry=retry)
+def sampler(backend: OpenAIBackend, hook_recorder: object, retry: RetryPolicy = FAST) -> Sampler:
+    return Sampler(backend, plugins=[hook_recorder], load_entrypoints=False, retry=retry)
 
 
-async def test_a_429_is_retried_after_the_servers_retry_after(recorder) -> None:
+async def test_a_429_is_retried_after_the_servers_retry_after(hook_recorder) -> None:
     script = [Reply(429, {"error": {"message": "slow down"}}, {"retry-after-ms": "300"})]
 
     def answer(number: int, body: object) -> Reply:
@@ -38,11 +38,11 @@ async def test_a_429_is_retried_after_the_servers_retry_after(recorder) -> None:
 
     with ScriptedHTTPServer(answer) as server:
         async with OpenAIBackend("m", base_url=server.base_url) as backend:
-            result = await sampler(backend, recorder).sample("hi", loop_budget=3)
+            result = await sampler(backend, hook_recorder).sample("hi", loop_budget=3)
 
     assert result.success and result.text == "fine"
     assert [a.attempt for a in result.attempts] == [1]  # the retry was not an attempt
-    errors = recorder.of(HookName.GENERATION_ERROR)
+    errors = hook_recorder.payloads(HookName.GENERATION_ERROR)
     assert [(e.will_retry, e.retry, e.attempt) for e in errors] == [(True, 0, 1)]
     assert isinstance(errors[0].exception, TransientBackendError)
     assert errors[0].exception.status == 429 and errors[0].exception.retry_after == 0.3
@@ -51,7 +51,7 @@ async def test_a_429_is_retried_after_the_servers_retry_after(recorder) -> None:
     assert second.at - first.at >= 0.3 - CLOCK_SLACK
 
 
-async def test_retry_after_in_seconds_is_honoured_over_a_shorter_backoff(recorder) -> None:
+async def test_retry_after_in_seconds_is_honoured_over_a_shorter_backoff(hook_recorder) -> None:
     def answer(number: int, body: object) -> Reply:
         if number == 1:
             return Reply(503, {"error": "warming up"}, {"Retry-After": "1"})
@@ -59,32 +59,34 @@ async def test_retry_after_in_seconds_is_honoured_over_a_shorter_backoff(recorde
 
     with ScriptedHTTPServer(answer) as server:
         async with OpenAIBackend("m", base_url=server.base_url) as backend:
-            result = await sampler(backend, recorder).sample("hi")
+            result = await sampler(backend, hook_recorder).sample("hi")
 
     assert result.text == "up"
-    (error,) = recorder.of(HookName.GENERATION_ERROR)
+    (error,) = hook_recorder.payloads(HookName.GENERATION_ERROR)
     assert error.exception.status == 503 and error.retry_in_s >= 1.0
     assert server.arrivals[1].at - server.arrivals[0].at >= 1.0 - CLOCK_SLACK
 
 
-async def test_500s_stop_at_the_retry_budget_and_spend_no_loop_budget(recorder) -> None:
+async def test_500s_stop_at_the_retry_budget_and_spend_no_loop_budget(hook_recorder) -> None:
     with ScriptedHTTPServer(lambda n, body: Reply(500, {"error": "boom"})) as server:
         async with OpenAIBackend("m", base_url=server.base_url) as backend:
             retry = RetryPolicy(max_retries=2, base_delay=0.01, max_delay=0.02)
             with pytest.raises(TransientBackendError) as caught:
-                await sampler(backend, recorder, retry).sample("hi", loop_budget=4)
+                await sampler(backend, hook_recorder, retry).sample("hi", loop_budget=4)
 
     assert caught.value.status == 500
     assert len(server.arrivals) == 3  # one call and its 2 retries; no new attempt
-    errors = recorder.of(HookName.GENERATION_ERROR)
+    errors = hook_recorder.payloads(HookName.GENERATION_ERROR)
     assert [(e.will_retry, e.retry) for e in errors] == [(True, 0), (True, 1), (False, 2)]
     assert {e.attempt for e in errors} == {1}
     assert errors[-1].retry_in_s is None
-    (end,) = recorder.of(HookName.SAMPLING_LOOP_END)
+    (end,) = hook_recorder.payloads(HookName.SAMPLING_LOOP_END)
     assert end.iterations_used == 0 and end.error_count == 1
 
 
-async def test_retries_between_attempts_leave_the_loop_budget_to_the_attempts(recorder) -> None:
+async def test_retries_between_attempts_leave_the_loop_budget_to_the_attempts(
+    hook_recorder,
+) -> None:
     script = [
         Reply(500, {"error": "boom"}),
         Reply(429, {"error": "busy"}, {"retry-after-ms": "10"}),
@@ -94,7 +96,7 @@ async def test_retries_between_attempts_leave_the_loop_budget_to_the_attempts(re
     ]
     with ScriptedHTTPServer(lambda n, body: script[n - 1]) as server:
         async with OpenAIBackend("m", base_url=server.base_url) as backend:
-            result = await sampler(backend, recorder).sample(
+            result = await sampler(backend, hook_recorder).sample(
                 "hi", loop_budget=2, requirements=[contains("good")]
             )
 
@@ -102,7 +104,7 @@ async def test_retries_between_attempts_leave_the_loop_budget_to_the_attempts(re
     assert [a.attempt for a in result.attempts] == [1, 2]
     assert result.iterations_used == 2
     assert len(server.arrivals) == 5
-    errors = recorder.of(HookName.GENERATION_ERROR)
+    errors = hook_recorder.payloads(HookName.GENERATION_ERROR)
     assert [(e.attempt, e.retry, e.will_retry) for e in errors] == [
         (1, 0, True),
         (1, 1, True),
@@ -111,7 +113,7 @@ async def test_retries_between_attempts_leave_the_loop_budget_to_the_attempts(re
 
 
 async def test_client_errors_are_not_retried_and_never_show_the_key(
-    recorder, monkeypatch: pytest.MonkeyPatch
+    hook_recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = "sk-test-not-a-real-key-8f3a"
     monkeypatch.setenv("SAMPLEHOOKS_TEST_KEY", secret)
@@ -123,14 +125,14 @@ async def test_client_errors_are_not_retried_and_never_show_the_key(
         backend = OpenAIBackend("m", base_url=server.base_url, api_key_env="SAMPLEHOOKS_TEST_KEY")
         async with backend:
             with pytest.raises(BackendError) as caught:
-                await sampler(backend, recorder).sample("hi", loop_budget=3)
+                await sampler(backend, hook_recorder).sample("hi", loop_budget=3)
 
     assert caught.value.status == 401
     assert secret not in str(caught.value) and "SAMPLEHOOKS_TEST_KEY" in str(caught.value)
     assert secret not in repr(backend)
     assert len(server.arrivals) == 1  # not retried, and the subsample ended
     assert server.arrivals[0].headers["authorization"] == f"Bearer {secret}"
-    (error,) = recorder.of(HookName.GENERATION_ERROR)
+    (error,) = hook_recorder.payloads(HookName.GENERATION_ERROR)
     assert error.will_retry is False
 
 
