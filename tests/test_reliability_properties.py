@@ -21,6 +21,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from invariants import check_result
 from task_helpers import alive_tasks
 
 from hook_specs import Usage, hookimpl
@@ -181,18 +182,7 @@ async def run_scenario(s: Scenario) -> None:
         else:
             assert scope.cancelled_caught
         return
-    ids = [a.iteration for a in result.attempts]
-    assert len(ids) == len(set(ids)) and all(1 <= i <= total for i in ids)
-    assert result.iterations_used == len(result.attempts) <= total
-    for a in result.attempts:
-        assert a.iteration == a.subsample_index * s.loop_budget + a.attempt
-    assert result.usage == backend.returned
-    assert result.success == (result.picked is not None and result.picked.passed)
-    assert result.success == any(a.passed for a in result.attempts)
-    if result.stop_reason == "success":
-        assert result.success
-    if not result.success:
-        assert result.stop_reason in ("budget_exhausted", "stopped_by_plugin")
+    check_result(result, s.loop_budget, s.concurrency_budget, backend.returned)
     assert (end.stop_reason, end.success) == (result.stop_reason, result.success)
     assert end.exception is None
 
