@@ -161,6 +161,7 @@ class HookDispatcher:
         impl = impls[0]
         function, name, takes_payload = impl.function, impl.plugin_name, impl.takes_payload
         writable = hook in _WRITABLE
+
         def call_one(payload: HookPayload, faults: list[PluginFault]) -> Pending:
             if writable:
                 payload.__pydantic_private__["_active_plugin"] = name
