@@ -224,4 +224,3 @@ def test_the_readme_quickstart_runs(plugin_env: Any, capsys: pytest.CaptureFixtu
     exec(compile(block, "README.md quickstart", "exec"), {"__name__": "readme"})
     out = capsys.readouterr().out
     assert "passed=False" in out and out.rstrip().endswith("True Endless blue, restless, deep.")
-
