@@ -9,7 +9,7 @@ hook ran and names the plugin that wrote a bad one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer
@@ -62,29 +62,25 @@ class HookPayload(BaseModel):
         The engine builds several payloads per attempt; validating values it made itself
         would cost more than everything else it does. Plugins never need this.
         """
-        return cls.from_trusted(fields)
+        return cls.builder()(fields)
 
     @classmethod
     def from_trusted(cls, fields: dict[str, Any]) -> Any:
-        """:meth:`trusted`, taking the dict of fields itself (it becomes the payload's).
+        """:meth:`trusted`, taking the dict of fields itself (it becomes the payload's)."""
+        return cls.builder()(fields)
 
-        The fastest way to build a payload: with every field given, no dict is copied.
+    @classmethod
+    def builder(cls) -> Callable[[dict[str, Any]], Any]:
+        """The fastest way to build many payloads of this class: ``build(fields)``.
+
+        ``build`` is :meth:`from_trusted` made once for this class, with everything it
+        needs to know about the class looked up in advance. A host that builds payloads in
+        a hot loop keeps it; with every field given, no dict is copied.
         """
-        shape = _SHAPES.get(cls) or _shape(cls)
-        if len(fields) != shape.count:
-            for name, value in shape.defaults.items():
-                fields.setdefault(name, value)
-        payload = _new(cls)
-        _set_dict(payload, fields)
-        _set_extra(payload, None)
-        if shape.read_only:
-            # Nothing writes to a read-only payload's fields, so these can be shared.
-            _set_fields_set(payload, shape.all_fields)
-            _set_private(payload, _READ_ONLY_PRIVATE)
-        else:
-            _set_fields_set(payload, shape.all_fields.copy())
-            _set_private(payload, {"_active_plugin": None, "_writers": None})
-        return payload
+        build = _BUILDERS.get(cls)
+        if build is None:
+            build = _BUILDERS[cls] = _make_builder(cls)
+        return build
 
     def written_by(self, field: str) -> str | None:
         """The name of the last plugin that wrote ``field`` during this hook, if any."""
@@ -108,34 +104,40 @@ _set_extra = _slot_setter("__pydantic_extra__")
 _set_fields_set = _slot_setter("__pydantic_fields_set__")
 _set_private = _slot_setter("__pydantic_private__")
 _READ_ONLY_PRIVATE: dict[str, Any] = {"_active_plugin": None, "_writers": None}
+_BUILDERS: dict[type[HookPayload], Callable[[dict[str, Any]], Any]] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """What :meth:`HookPayload.from_trusted` needs to know about a payload class."""
+def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
+    """``cls``'s :meth:`HookPayload.builder`: what validation would set, set directly.
 
-    count: int
-    defaults: dict[str, Any]
-    all_fields: set[str]
-    read_only: bool
+    Every payload gets all its fields in ``__dict__``, so its set of explicitly set fields
+    is the set of all of them, shared by every payload of the class: pydantic adds a
+    written field to it, which it already holds. A read-only payload's private attributes
+    are never written either, so they are shared too.
+    """
+    count = len(cls.model_fields)
+    all_fields = set(cls.model_fields)
+    defaults = {
+        name: info.get_default(call_default_factory=True)
+        for name, info in cls.model_fields.items()
+        if not info.is_required()
+    }
+    new, set_dict, set_extra = _new, _set_dict, _set_extra
+    set_fields_set, set_private = _set_fields_set, _set_private
+    shared_private = None if cls.writable else _READ_ONLY_PRIVATE
 
+    def build(fields: dict[str, Any]) -> Any:
+        if len(fields) != count:
+            for name, value in defaults.items():
+                fields.setdefault(name, value)
+        payload = new(cls)
+        set_dict(payload, fields)
+        set_extra(payload, None)
+        set_fields_set(payload, all_fields)
+        set_private(payload, shared_private or {"_active_plugin": None, "_writers": None})
+        return payload
 
-_SHAPES: dict[type[HookPayload], _Shape] = {}
-
-
-def _shape(cls: type[HookPayload]) -> _Shape:
-    shape = _Shape(
-        count=len(cls.model_fields),
-        defaults={
-            name: info.get_default(call_default_factory=True)
-            for name, info in cls.model_fields.items()
-            if not info.is_required()
-        },
-        all_fields=set(cls.model_fields),
-        read_only=not cls.writable,
-    )
-    _SHAPES[cls] = shape
-    return shape
+    return build
 
 
 class AttemptPayload(HookPayload):

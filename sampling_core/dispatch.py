@@ -164,18 +164,16 @@ class HookDispatcher:
 
         def call_one(payload: HookPayload, faults: list[PluginFault]) -> Pending:
             if writable:
+                # Who writes a field is looked up only when its value is bad; the name stays
+                # after the call, as no other implementation will run.
                 payload.__pydantic_private__["_active_plugin"] = name
             try:
                 out = function(payload) if takes_payload else function()
             except Exception as exc:
-                if writable:
-                    payload.__pydantic_private__["_active_plugin"] = None
                 self._fault(hook, name, exc, writable, faults)
                 return None
             if out is not None and inspect.isawaitable(out):
                 return self._await_from(hook, impls, 0, out, payload, faults)
-            if writable:
-                payload.__pydantic_private__["_active_plugin"] = None
             return None
 
         return call_one

@@ -77,6 +77,15 @@ _LOOP_START, _LOOP_END = H.SAMPLING_LOOP_START, H.SAMPLING_LOOP_END
 _ITERATION, _REPAIR = H.SAMPLING_ITERATION, H.SAMPLING_REPAIR
 _PRE_CALL, _POST_CALL, _ERROR = H.GENERATION_PRE_CALL, H.GENERATION_POST_CALL, H.GENERATION_ERROR
 
+# Each payload class's builder, made once (see HookPayload.builder).
+_new_loop_start = SamplingLoopStartPayload.builder()
+_new_iteration = SamplingIterationPayload.builder()
+_new_repair = SamplingRepairPayload.builder()
+_new_loop_end = SamplingLoopEndPayload.builder()
+_new_pre_call = GenerationPreCallPayload.builder()
+_new_post_call = GenerationPostCallPayload.builder()
+_new_error = GenerationErrorPayload.builder()
+
 
 @dataclass(slots=True)
 class CallSettings:
@@ -133,12 +142,6 @@ class SamplingCall:
         self._call_post_call = caller(_POST_CALL)
         self._call_iteration = caller(_ITERATION)
         self._call_repair = caller(_REPAIR)
-        if self._call_pre_call or self._call_post_call or self._call_iteration or self._call_repair:
-            # Bound once per call: a class method is bound again at every access.
-            self._new_pre_call = GenerationPreCallPayload.from_trusted
-            self._new_post_call = GenerationPostCallPayload.from_trusted
-            self._new_iteration = SamplingIterationPayload.from_trusted
-            self._new_repair = SamplingRepairPayload.from_trusted
         self._strategy_name = settings.strategy.name
 
     @property
@@ -169,7 +172,7 @@ class SamplingCall:
         if not self.hooks.implements(_LOOP_START):
             return
         s = self.s
-        payload = SamplingLoopStartPayload.from_trusted(
+        payload = _new_loop_start(
             {
                 "sampling_id": s.sampling_id,
                 "strategy_name": self._strategy_name,
@@ -318,7 +321,7 @@ class SamplingCall:
                 fields["messages"] = list(messages)
                 fields["options"] = dict(options)
                 fields["retry"] = retry
-                pre = self._new_pre_call(fields)
+                pre = _new_pre_call(fields)
                 pending = self._call_pre_call(pre, self.faults)
                 if pending is not None:
                     await pending
@@ -347,7 +350,7 @@ class SamplingCall:
                     fields["will_retry"] = will_retry
                     fields["retry_in_s"] = delay
                     fields["retry"] = retry
-                    error = GenerationErrorPayload.from_trusted(fields)
+                    error = _new_error(fields)
                     await hooks.call(_ERROR, error, self.faults)
                 if not will_retry:
                     self._record_error(info, exc)
@@ -364,7 +367,7 @@ class SamplingCall:
                 fields["generation"] = generation
                 fields["latency_s"] = generation.latency_s
                 fields["retry"] = retry
-                post = self._new_post_call(fields)
+                post = _new_post_call(fields)
                 pending = self._call_post_call(post, self.faults)
                 if pending is not None:
                     await pending
@@ -440,7 +443,7 @@ class SamplingCall:
         fields["total_count"] = len(validations)
         fields["latency_s"] = generation.latency_s
         fields["usage"] = generation.usage
-        payload = self._new_iteration(fields)
+        payload = _new_iteration(fields)
         try:
             delivery = self._delivery
             if delivery is None or not delivery.locked():
@@ -506,7 +509,7 @@ class SamplingCall:
         fields["failure_reasons"] = failed.failure_reasons
         fields["next_attempt"] = failed.attempt + 1
         fields["messages"] = list(messages)
-        payload = self._new_repair(fields)
+        payload = _new_repair(fields)
         pending = self._call_repair(payload, self.faults)
         if pending is not None:
             return _repaired_after(pending, payload)
@@ -569,7 +572,7 @@ class SamplingCall:
         if not self.hooks.implements(_LOOP_END):
             return
         s = self.s
-        payload = SamplingLoopEndPayload.from_trusted(
+        payload = _new_loop_end(
             {
                 "sampling_id": s.sampling_id,
                 "strategy_name": self._strategy_name,

@@ -8,8 +8,9 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from hook_specs import HookName, HookPayload, ReadOnlyFieldError, hookimpl
-from sampling_core import GenerationRequest, PluginError, Sampler, ScriptedBackend
+from hook_specs import HookName, ReadOnlyFieldError, hookimpl
+from hook_specs.payloads import PAYLOAD_TYPES
+from sampling_core import GenerationRequest, PluginError, Sampler, ScriptedBackend, loop
 
 pytestmark = pytest.mark.anyio
 H = HookName
@@ -254,13 +255,20 @@ async def test_per_call_plugins_never_see_another_calls_events():
 
 async def test_no_payload_is_built_for_a_hook_nobody_implements(monkeypatch):
     built = []
-    original = HookPayload.from_trusted.__func__  # trusted() builds through it too
+    # The engine builds every payload through the builders it made once, at import.
+    builders = {name: f for name, f in vars(loop).items() if name.startswith("_new_")}
+    assert len(builders) == len(PAYLOAD_TYPES)
 
-    def counting(cls, fields):
-        built.append(cls.hook)
-        return original(cls, fields)
+    def counting(build):
+        def count(fields):
+            payload = build(fields)
+            built.append(payload.hook)
+            return payload
 
-    monkeypatch.setattr(HookPayload, "from_trusted", classmethod(counting))
+        return count
+
+    for name, build in builders.items():
+        monkeypatch.setattr(loop, name, counting(build))
 
     await sampler_with().sample("q", requirements=[never], loop_budget=2, concurrency_budget=2)
     assert built == []
