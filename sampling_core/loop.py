@@ -77,6 +77,8 @@ _LOOP_START, _LOOP_END = H.SAMPLING_LOOP_START, H.SAMPLING_LOOP_END
 _ITERATION, _REPAIR = H.SAMPLING_ITERATION, H.SAMPLING_REPAIR
 _PRE_CALL, _POST_CALL, _ERROR = H.GENERATION_PRE_CALL, H.GENERATION_POST_CALL, H.GENERATION_ERROR
 
+_NO_HOOK_FIELDS: dict[str, Any] = {}  # an attempt's fields when no payload will be built
+
 # Each payload class's builder, made once (see HookPayload.builder).
 _new_loop_start = SamplingLoopStartPayload.builder()
 _new_iteration = SamplingIterationPayload.builder()
@@ -142,6 +144,13 @@ class SamplingCall:
         self._call_post_call = caller(_POST_CALL)
         self._call_iteration = caller(_ITERATION)
         self._call_repair = caller(_REPAIR)
+        self._per_attempt_hooks = bool(
+            self._on_error
+            or self._call_pre_call
+            or self._call_post_call
+            or self._call_iteration
+            or self._call_repair
+        )
         self._strategy_name = settings.strategy.name
 
     @property
@@ -178,8 +187,8 @@ class SamplingCall:
                 "strategy_name": self._strategy_name,
                 "loop_budget": s.loop_budget,
                 "concurrency_budget": s.concurrency_budget,
-                "messages": [dict(m) for m in s.messages],
-                "requirements": [r.description for r in s.requirements],
+                "messages": list(map(dict, s.messages)),
+                "requirements": list(map(_description, s.requirements)),
                 "selection": s.selection,
                 "seed": s.seed,
                 "options": dict(s.options),
@@ -192,18 +201,17 @@ class SamplingCall:
         except StopSampling as stop:
             self._stop(stop)
             return
-        for field, cap, before in (
-            ("loop_budget", s.max_loop_budget, s.loop_budget),
-            ("concurrency_budget", s.max_concurrency_budget, s.concurrency_budget),
+        loop_budget, concurrency_budget = payload.loop_budget, payload.concurrency_budget
+        if loop_budget is s.loop_budget and concurrency_budget is s.concurrency_budget:
+            return  # unchanged: checked when the call began
+        for field, cap in (
+            ("loop_budget", s.max_loop_budget),
+            ("concurrency_budget", s.max_concurrency_budget),
         ):
-            value = getattr(payload, field)
-            if type(value) is int and value == before:
-                continue  # unchanged: checked when the call began
             writer = payload.written_by(field)
             source = f"plugin {writer!r}" if writer else "the caller"
-            check_budget(field, value, cap, source)
-        s.loop_budget = payload.loop_budget
-        s.concurrency_budget = payload.concurrency_budget
+            check_budget(field, getattr(payload, field), cap, source)
+        s.loop_budget, s.concurrency_budget = loop_budget, concurrency_budget
 
     async def _run_subsamples(self) -> None:
         count = self.s.concurrency_budget
@@ -264,7 +272,9 @@ class SamplingCall:
                     _current.set(info)
                     _ATTEMPT_VAR.set(number)
                     _ITERATION_VAR.set(info.iteration)
-                attempt = await self._attempt(info, messages)
+                # The fields every payload of this attempt starts with, copied by each.
+                where = self._where(info) if self._per_attempt_hooks else _NO_HOOK_FIELDS
+                attempt = await self._attempt(info, messages, where)
                 if attempt is None or attempt.passed or self.stopped or self.fatal:
                     return
                 if number == loop_budget:
@@ -273,7 +283,7 @@ class SamplingCall:
                     failures = deque(maxlen=strategy.keep_failures)
                 failures.append(attempt)
                 messages = strategy.repair(s.messages, failures)
-                messages = self._repair(attempt, messages)
+                messages = self._repair(attempt, messages, where)
                 if not isinstance(messages, list):
                     messages = await messages  # an async sampling_repair implementation
         except StopSampling as stop:
@@ -289,11 +299,13 @@ class SamplingCall:
                 _SAMPLING_ID_VAR.reset(tokens[0])
                 _SUBSAMPLE_VAR.reset(tokens[1])
 
-    async def _attempt(self, info: IterationInfo, messages: list[Message]) -> Attempt | None:
+    async def _attempt(
+        self, info: IterationInfo, messages: list[Message], where: dict[str, Any]
+    ) -> Attempt | None:
         """Generate and validate one attempt; ``None`` when its backend call failed."""
         self.in_flight += 1
         try:
-            generation = await self._generate(info, messages)
+            generation = await self._generate(info, messages, where)
         except _BackendFailed:
             self.in_flight -= 1
             return None
@@ -303,12 +315,14 @@ class SamplingCall:
         self.in_flight -= 1
         attempt, valid = self._record(info, messages, generation, validations)
         if self._call_iteration is not None:
-            delivery = self._announce(attempt, valid)
+            delivery = self._announce(attempt, valid, where)
             if delivery is not None:
                 await delivery
         return attempt
 
-    async def _generate(self, info: IterationInfo, messages: list[Message]) -> Generation:
+    async def _generate(
+        self, info: IterationInfo, messages: list[Message], where: dict[str, Any]
+    ) -> Generation:
         s, hooks = self.s, self.hooks
         options = s.options
         if s.seed is not None:
@@ -317,7 +331,7 @@ class SamplingCall:
         while True:
             call_messages, call_options = messages, options
             if self._call_pre_call is not None:
-                fields = self._where(info)
+                fields = where.copy()
                 fields["messages"] = list(messages)
                 fields["options"] = dict(options)
                 fields["retry"] = retry
@@ -344,7 +358,7 @@ class SamplingCall:
                     else None
                 )
                 if self._on_error:
-                    fields = self._where(info)
+                    fields = where.copy()
                     fields["exception"] = exc
                     fields["error_type"] = type(exc).__name__
                     fields["will_retry"] = will_retry
@@ -363,7 +377,7 @@ class SamplingCall:
             self._input_tokens += usage.input_tokens
             self._output_tokens += usage.output_tokens
             if self._call_post_call is not None:
-                fields = self._where(info)
+                fields = where.copy()
                 fields["generation"] = generation
                 fields["latency_s"] = generation.latency_s
                 fields["retry"] = retry
@@ -373,18 +387,15 @@ class SamplingCall:
                     await pending
             return generation
 
-    def _where(self, at: IterationInfo | Attempt, sequence: int | None = None) -> dict[str, Any]:
-        """The fields every per-attempt payload starts with, in a new dict to add to.
-
-        (Adding keys to it costs no more than one dict literal with them all: measured.)
-        """
+    def _where(self, info: IterationInfo) -> dict[str, Any]:
+        """The fields every payload of one attempt starts with (``sequence`` not yet known)."""
         return {
-            "sampling_id": self.s.sampling_id,
+            "sampling_id": info.sampling_id,
             "strategy_name": self._strategy_name,
-            "subsample_index": at.subsample_index,
-            "attempt": at.attempt,
-            "iteration": at.iteration,
-            "sequence": sequence,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": None,
         }
 
     def _record_error(self, info: IterationInfo, exc: BaseException) -> None:
@@ -425,7 +436,9 @@ class SamplingCall:
             self._judge_pass(attempt)
         return attempt, valid
 
-    def _announce(self, attempt: Attempt, valid: int) -> Coroutine[Any, Any, None] | None:
+    def _announce(
+        self, attempt: Attempt, valid: int, where: dict[str, Any]
+    ) -> Coroutine[Any, Any, None] | None:
         """Fire ``sampling_iteration`` for a recorded attempt; what is left to await, if any.
 
         Delivered one at a time, in sequence order, and shielded: the attempt is counted, so
@@ -434,7 +447,8 @@ class SamplingCall:
         and nothing to shield.
         """
         generation, validations = attempt.generation, attempt.validations
-        fields = self._where(attempt, attempt.sequence)
+        fields = where.copy()
+        fields["sequence"] = attempt.sequence
         fields["generation"] = generation
         fields["text"] = attempt.text
         fields["validations"] = list(validations)
@@ -498,12 +512,13 @@ class SamplingCall:
                     self._tasks.cancel(index)
 
     def _repair(
-        self, failed: Attempt, messages: list[Message]
+        self, failed: Attempt, messages: list[Message], where: dict[str, Any]
     ) -> list[Message] | Coroutine[Any, Any, list[Message]]:
         """The next attempt's messages once ``sampling_repair`` ran (a coroutine if it awaits)."""
         if self._call_repair is None:
             return messages
-        fields = self._where(failed, failed.sequence)
+        fields = where.copy()
+        fields["sequence"] = failed.sequence
         fields["text"] = failed.text
         fields["validations"] = list(failed.validations)
         fields["failure_reasons"] = failed.failure_reasons
@@ -513,7 +528,8 @@ class SamplingCall:
         pending = self._call_repair(payload, self.faults)
         if pending is not None:
             return _repaired_after(pending, payload)
-        return _repaired(payload)
+        repaired = payload.messages
+        return repaired if type(repaired) is list else _repaired(payload)
 
     # -- the end ------------------------------------------------------------------------
 
@@ -581,10 +597,10 @@ class SamplingCall:
                 "iterations_used": len(self.attempts),
                 "cancelled": self.in_flight,
                 "text": result.text if result else None,
-                "usage": self.usage,
+                "usage": result.usage if result else self.usage,
                 "loop_budget": s.loop_budget,
                 "concurrency_budget": s.concurrency_budget,
-                "elapsed_s": time.perf_counter() - self.started,
+                "elapsed_s": result.elapsed_s if result else time.perf_counter() - self.started,
                 "error_count": len(self.errors),
                 "exception": exc,
             }
@@ -592,6 +608,10 @@ class SamplingCall:
         pending = self.hooks.call_now(_LOOP_END, payload, self.faults)
         if pending is not None:
             await pending
+
+
+def _description(requirement: Requirement) -> str:
+    return requirement.description
 
 
 def _repaired(payload: SamplingRepairPayload) -> list[Message]:
