@@ -21,6 +21,7 @@ from collections.abc import Coroutine, Sequence
 from contextlib import AbstractContextManager
 from contextvars import Context, ContextVar
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import anyio
@@ -77,6 +78,7 @@ _LOOP_START, _LOOP_END = H.SAMPLING_LOOP_START, H.SAMPLING_LOOP_END
 _ITERATION, _REPAIR = H.SAMPLING_ITERATION, H.SAMPLING_REPAIR
 _PRE_CALL, _POST_CALL, _ERROR = H.GENERATION_PRE_CALL, H.GENERATION_POST_CALL, H.GENERATION_ERROR
 
+_description = attrgetter("description")
 _NO_HOOK_FIELDS: dict[str, Any] = {}  # an attempt's fields when no payload will be built
 
 # Each payload class's builder, made once (see HookPayload.builder).
@@ -608,10 +610,6 @@ class SamplingCall:
         pending = self.hooks.call_now(_LOOP_END, payload, self.faults)
         if pending is not None:
             await pending
-
-
-def _description(requirement: Requirement) -> str:
-    return requirement.description
 
 
 def _repaired(payload: SamplingRepairPayload) -> list[Message]:
