@@ -57,3 +57,15 @@ async def bare_sample(
     async with asyncio.TaskGroup() as group:
         tasks.extend(group.create_task(subsample(i)) for i in range(concurrency_budget))
     return result
+
+
+async def floor_sample(backend: Any, prompt: str, *, concurrency_budget: int) -> None:
+    """The least any implementation with one asyncio task per subsample does: start the
+    tasks, each awaiting one backend call, and wait for them. No check, no result, no
+    cancellation; what this takes above the backend's latency is the event loop's own cost.
+    """
+    request = GenerationRequest([{"role": "user", "content": prompt}], {}, None)
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(backend.generate(request)) for _ in range(concurrency_budget)]
+    for task in tasks:
+        await task

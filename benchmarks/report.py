@@ -14,6 +14,8 @@ from typing import Any
 
 IMPLEMENTATIONS = ("engine", "bare", "mellea")
 HEADERS = {"engine": "engine", "bare": "bare loop", "mellea": "Mellea 0.8"}
+FLOOR = "floor"
+"""Where a scenario measures it: the least that one asyncio task per subsample can take."""
 _OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, "==": operator.eq}
 
 
@@ -80,6 +82,7 @@ def render_table(rows: list[Row]) -> str:
         *(HEADERS[i] for i in IMPLEMENTATIONS),
         "engine/bare",
         "Mellea/engine",
+        "asyncio floor",
         "targets",
     ]
     lines = [header]
@@ -92,6 +95,7 @@ def render_table(rows: list[Row]) -> str:
                 *(_number(row.values.get(i)) for i in IMPLEMENTATIONS),
                 _number(row.ratio("engine", "bare")),
                 _number(row.ratio("mellea", "engine")),
+                _number(row.values[FLOOR]) if FLOOR in row.values else "-",
                 "; ".join(c.render() for c in row.checks) or "-",
             ]
         )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks import mellea_baseline
-from benchmarks.baselines import BareResult, bare_sample
+from benchmarks.baselines import BareResult, bare_sample, floor_sample
 from benchmarks.fakes import (
     PASSES,
     PROMPT,
@@ -25,7 +25,7 @@ from benchmarks.fakes import (
     passes,
     tracing_plugin,
 )
-from benchmarks.report import Check, Row
+from benchmarks.report import FLOOR, Check, Row
 from benchmarks.timing import Runner, median, peak_memory_growth, tasks_left, time_batches
 from sampling_core import Sampler, SamplingResult
 
@@ -75,6 +75,16 @@ def bare_runner(model: FakeModel, *, loop_budget: int, concurrency_budget: int) 
             loop_budget=loop_budget,
             concurrency_budget=concurrency_budget,
         )
+
+    return run
+
+
+def floor_runner(model: FakeModel, *, concurrency_budget: int) -> Runner:
+    """One task per subsample awaiting the backend, nothing else: the event loop's floor."""
+    backend = EngineBackend(model)
+
+    async def run() -> None:
+        await floor_sample(backend, PROMPT, concurrency_budget=concurrency_budget)
 
     return run
 
@@ -149,9 +159,11 @@ async def concurrency_scaling(s: Settings) -> list[Row]:
     for concurrency in (1, 8, 64, 512):
         model = FakeModel(latency=ideal)
         runners = implementations(model, loop_budget=1, concurrency_budget=concurrency)
+        runners[FLOOR] = floor_runner(model, concurrency_budget=concurrency)
         work = await backend_calls(runners, model)
         seconds = await time_batches(runners, calls=1, repeats=s.repeats, warmup=1)
         values = _complete({n: median(v) / ideal for n, v in seconds.items()})
+        values[FLOOR] = median(seconds[FLOOR]) / ideal
         rows.append(
             Row(
                 "concurrency scaling",

@@ -46,6 +46,8 @@ def test_quick_mode_runs_every_scenario_and_reports_numbers():
                 assert isinstance(value, int | float) and value > 0, row
     settings = {row["setting"] for row in rows if row["scenario"] == "concurrency scaling"}
     assert {s.rsplit("=", 1)[1] for s in settings} == {"1", "8", "64", "512"}
+    floors = [row["values"]["floor"] for row in rows if row["scenario"] == "concurrency scaling"]
+    assert len(floors) == 4 and all(value >= 1 for value in floors)  # never under the latency
     hooks = {row["setting"].rsplit(", ", 1)[1] for row in rows if row["scenario"] == "hooks"}
     assert hooks == {"no plugin", "trivial plugin on every hook", "tracing plugin"}
     cancelled = next(r for r in rows if r["metric"] == "siblings cancelled")
