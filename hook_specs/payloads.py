@@ -10,6 +10,7 @@ hook ran and names the plugin that wrote a bad one.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MemberDescriptorType
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer
@@ -82,6 +83,12 @@ class HookPayload(BaseModel):
             build = _BUILDERS[cls] = _make_builder(cls)
         return build
 
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "hook" in cls.__dict__ and not cls.writable:
+            _share_bookkeeping(cls)
+
     def written_by(self, field: str) -> str | None:
         """The name of the last plugin that wrote ``field`` during this hook, if any."""
         return (self._writers or {}).get(field)
@@ -107,13 +114,63 @@ _READ_ONLY_PRIVATE: dict[str, Any] = {"_active_plugin": None, "_writers": None}
 _BUILDERS: dict[type[HookPayload], Callable[[dict[str, Any]], Any]] = {}
 
 
+class _SharedUntilSet:
+    """One of pydantic's per-instance slots, read as a value shared by the class until set.
+
+    Setting pydantic's three bookkeeping slots is most of the cost of building a payload,
+    and for a read-only payload built by its builder they would hold the same values every
+    time: no extra fields (payloads forbid them), every field set (the builder is given
+    them all), no private attribute written. So the builder leaves them unset, and reads
+    fall back to those shared values. A payload built by validation, copied or unpickled
+    has them set, as pydantic does, and reads return its own.
+    """
+
+    __slots__ = ("_shared", "_slot")
+
+    def __init__(self, slot: Any, shared: Any) -> None:
+        self._slot = slot
+        self._shared = shared
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        try:
+            return self._slot.__get__(obj, owner)
+        except AttributeError:
+            return self._shared
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        self._slot.__set__(obj, value)
+
+    def __delete__(self, obj: Any) -> None:
+        self._slot.__delete__(obj)
+
+
+def _share_bookkeeping(cls: type[HookPayload]) -> None:
+    """Give a read-only payload class's instances shared bookkeeping (see ``_SharedUntilSet``).
+
+    Nothing changes with a pydantic that keeps its bookkeeping some other way.
+    """
+    shared = {
+        "__pydantic_extra__": None,
+        "__pydantic_fields_set__": set(cls.model_fields),
+        "__pydantic_private__": _READ_ONLY_PRIVATE,
+    }
+    slots = {name: BaseModel.__dict__.get(name) for name in shared}
+    if not all(isinstance(slot, MemberDescriptorType) for slot in slots.values()):
+        return  # pragma: no cover - a pydantic without these slots
+    for name, value in shared.items():
+        setattr(cls, name, _SharedUntilSet(slots[name], value))
+
+
 def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
     """``cls``'s :meth:`HookPayload.builder`: what validation would set, set directly.
 
     Every payload gets all its fields in ``__dict__``, so its set of explicitly set fields
     is the set of all of them, shared by every payload of the class: pydantic adds a
     written field to it, which it already holds. A read-only payload's private attributes
-    are never written either, so they are shared too.
+    are never written either, so they are shared too: a read-only payload class's
+    builder sets the fields alone (see ``_SharedUntilSet``).
     """
     count = len(cls.model_fields)
     all_fields = set(cls.model_fields)
@@ -125,6 +182,7 @@ def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
     new, set_dict, set_extra = _new, _set_dict, _set_extra
     set_fields_set, set_private = _set_fields_set, _set_private
     shared_private = None if cls.writable else _READ_ONLY_PRIVATE
+    fields_alone = isinstance(cls.__dict__.get("__pydantic_extra__"), _SharedUntilSet)
 
     def build(fields: dict[str, Any]) -> Any:
         if len(fields) != count:
@@ -132,6 +190,8 @@ def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
                 fields.setdefault(name, value)
         payload = new(cls)
         set_dict(payload, fields)
+        if fields_alone:
+            return payload
         set_extra(payload, None)
         set_fields_set(payload, all_fields)
         set_private(payload, shared_private or {"_active_plugin": None, "_writers": None})

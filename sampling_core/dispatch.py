@@ -188,24 +188,20 @@ class HookDispatcher:
     ) -> Coroutine[Any, Any, None] | None:
         """Call ``impls[start:]`` until one returns an awaitable (see :meth:`call_now`)."""
         writable = hook in _WRITABLE
-        private = payload.__pydantic_private__
+        private = payload.__pydantic_private__ if writable else None
         for position in range(start, len(impls)):
             impl = impls[position]
             if self._trace:
                 _trace_call(hook, impl.plugin_name, payload)
-            if writable:
+            if private is not None:
                 private["_active_plugin"] = impl.plugin_name
             try:
                 out = impl.function(payload) if impl.takes_payload else impl.function()
             except Exception as exc:
-                if writable:
-                    private["_active_plugin"] = None
                 self._fault(hook, impl.plugin_name, exc, writable, faults)
                 continue
             if impl.is_async or (out is not None and inspect.isawaitable(out)):
                 return self._await_from(hook, impls, position, out, payload, faults)
-            if writable:
-                private["_active_plugin"] = None
         return None
 
     async def _await_from(
@@ -226,9 +222,6 @@ class HookDispatcher:
                 await _within(self._timeout, pending)
         except Exception as exc:
             self._fault(hook, impls[position].plugin_name, exc, writable, faults)
-        finally:
-            if writable:
-                payload.__pydantic_private__["_active_plugin"] = None
         rest = self._call_from(hook, impls, position + 1, payload, faults)
         if rest is not None:
             await rest

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
+import pickle
 
 import pytest
+from pydantic import BaseModel
 
 from hook_specs import PAYLOAD_TYPES, HookName, ReadOnlyFieldError, specs
-from hook_specs.payloads import SamplingLoopStartPayload, SamplingRepairPayload
+from hook_specs.payloads import (
+    GenerationPostCallPayload,
+    SamplingLoopStartPayload,
+    SamplingRepairPayload,
+)
+from hook_specs.records import Generation, Usage
 
 
 def test_every_hook_has_a_spec_with_one_payload_argument_and_a_docstring():
@@ -85,6 +93,64 @@ def test_trusted_construction_matches_validated_construction():
     )
     assert SamplingRepairPayload.trusted(**fields) == SamplingRepairPayload(**fields)
     assert SamplingRepairPayload.trusted(**fields).sequence is None
+
+
+def _post_call_fields(**changes):
+    fields = dict(
+        sampling_id="s",
+        strategy_name="x",
+        subsample_index=0,
+        attempt=1,
+        iteration=1,
+        sequence=None,
+        generation=Generation("an answer", Usage(3, 4)),
+        latency_s=0.5,
+        retry=0,
+    )
+    return {**fields, **changes}
+
+
+def test_a_built_read_only_payload_behaves_as_a_validated_one():
+    built = GenerationPostCallPayload.builder()(_post_call_fields())
+    validated = GenerationPostCallPayload(**_post_call_fields())
+    # The builder leaves pydantic's bookkeeping slots unset (that is what makes it cheap)...
+    with pytest.raises(AttributeError):
+        BaseModel.__dict__["__pydantic_fields_set__"].__get__(built)
+    # ...and nothing a user can do tells the two apart.
+    assert built == validated and repr(built) == repr(validated)
+    assert built.model_dump() == validated.model_dump()
+    assert built.model_dump_json() == validated.model_dump_json()
+    assert built.model_fields_set == validated.model_fields_set == set(_post_call_fields())
+    assert built.model_extra is None
+    for twin in (
+        copy.copy(built),
+        copy.deepcopy(built),
+        pickle.loads(pickle.dumps(built)),
+        built.model_copy(),
+    ):
+        assert twin == built
+    assert built.model_copy(update={"retry": 2}).retry == 2 and built.retry == 0
+    assert built.written_by("retry") is None
+    with pytest.raises(ReadOnlyFieldError):
+        built.retry = 1
+
+
+def test_a_validated_payload_keeps_its_own_bookkeeping():
+    fields = _post_call_fields()
+    del fields["sequence"], fields["retry"]  # left to their defaults
+    validated = GenerationPostCallPayload(**fields)
+    assert validated.model_fields_set == set(fields)
+    assert set(validated.model_dump(exclude_unset=True)) == set(fields)
+    built = GenerationPostCallPayload.builder()(_post_call_fields())
+    assert built.model_fields_set == set(_post_call_fields())  # not changed by the other
+
+
+def test_private_state_written_on_one_built_payload_stays_on_it():
+    build = GenerationPostCallPayload.builder()
+    first, second = build(_post_call_fields()), build(_post_call_fields())
+    first._writers = {"retry": "some-plugin"}
+    assert first.written_by("retry") == "some-plugin"
+    assert second.written_by("retry") is None
 
 
 def test_payloads_serialise_to_json():
