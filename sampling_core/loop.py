@@ -180,7 +180,8 @@ class SamplingCall:
         return result
 
     async def _start(self) -> None:
-        if not self.hooks.implements(_LOOP_START):
+        call = self.hooks.caller(_LOOP_START)
+        if call is None:
             return
         s = self.s
         payload = _new_loop_start(
@@ -197,7 +198,7 @@ class SamplingCall:
             }
         )
         try:
-            pending = self.hooks.call_now(_LOOP_START, payload, self.faults)
+            pending = call(payload, self.faults)
             if pending is not None:
                 await pending
         except StopSampling as stop:
@@ -275,7 +276,16 @@ class SamplingCall:
                     _ATTEMPT_VAR.set(number)
                     _ITERATION_VAR.set(info.iteration)
                 # The fields every payload of this attempt starts with, copied by each.
-                where = self._where(info) if self._per_attempt_hooks else _NO_HOOK_FIELDS
+                where = _NO_HOOK_FIELDS
+                if self._per_attempt_hooks:
+                    where = {
+                        "sampling_id": s.sampling_id,
+                        "strategy_name": self._strategy_name,
+                        "subsample_index": index,
+                        "attempt": number,
+                        "iteration": info.iteration,
+                        "sequence": None,  # set once the attempt has completed
+                    }
                 attempt = await self._attempt(info, messages, where)
                 if attempt is None or attempt.passed or self.stopped or self.fatal:
                     return
@@ -388,17 +398,6 @@ class SamplingCall:
                 if pending is not None:
                     await pending
             return generation
-
-    def _where(self, info: IterationInfo) -> dict[str, Any]:
-        """The fields every payload of one attempt starts with (``sequence`` not yet known)."""
-        return {
-            "sampling_id": info.sampling_id,
-            "strategy_name": self._strategy_name,
-            "subsample_index": info.subsample_index,
-            "attempt": info.attempt,
-            "iteration": info.iteration,
-            "sequence": None,
-        }
 
     def _record_error(self, info: IterationInfo, exc: BaseException) -> None:
         self.errors.append(AttemptError(info.subsample_index, info.attempt, info.iteration, exc))
@@ -587,7 +586,8 @@ class SamplingCall:
         return s.strategy.pick(attempts)
 
     async def _end(self, result: SamplingResult | None, exc: BaseException | None) -> None:
-        if not self.hooks.implements(_LOOP_END):
+        call = self.hooks.caller(_LOOP_END)
+        if call is None:
             return
         s = self.s
         payload = _new_loop_end(
@@ -607,7 +607,7 @@ class SamplingCall:
                 "exception": exc,
             }
         )
-        pending = self.hooks.call_now(_LOOP_END, payload, self.faults)
+        pending = call(payload, self.faults)
         if pending is not None:
             await pending
 
