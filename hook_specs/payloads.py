@@ -86,7 +86,7 @@ class HookPayload(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        if "hook" in cls.__dict__ and not cls.writable:
+        if "hook" in cls.__dict__:
             _share_bookkeeping(cls)
 
     def written_by(self, field: str) -> str | None:
@@ -118,9 +118,10 @@ class _SharedUntilSet:
     """One of pydantic's per-instance slots, read as a value shared by the class until set.
 
     Setting pydantic's three bookkeeping slots is most of the cost of building a payload,
-    and for a read-only payload built by its builder they would hold the same values every
-    time: no extra fields (payloads forbid them), every field set (the builder is given
-    them all), no private attribute written. So the builder leaves them unset, and reads
+    and for a payload built by its builder they would hold the same values every time: no
+    extra fields (payloads forbid them), every field set (the builder is given them all:
+    pydantic adds a written field to the set, which already holds it) and, in a read-only
+    payload, no private attribute written. So the builder leaves them unset, and reads
     fall back to those shared values. A payload built by validation, copied or unpickled
     has them set, as pydantic does, and reads return its own.
     """
@@ -147,15 +148,17 @@ class _SharedUntilSet:
 
 
 def _share_bookkeeping(cls: type[HookPayload]) -> None:
-    """Give a read-only payload class's instances shared bookkeeping (see ``_SharedUntilSet``).
+    """Give a payload class's instances shared bookkeeping (see ``_SharedUntilSet``).
 
-    Nothing changes with a pydantic that keeps its bookkeeping some other way.
+    A writable payload keeps its own private attributes (who wrote what). Nothing changes
+    with a pydantic that keeps its bookkeeping some other way.
     """
-    shared = {
+    shared: dict[str, Any] = {
         "__pydantic_extra__": None,
         "__pydantic_fields_set__": set(cls.model_fields),
-        "__pydantic_private__": _READ_ONLY_PRIVATE,
     }
+    if not cls.writable:
+        shared["__pydantic_private__"] = _READ_ONLY_PRIVATE
     slots = {name: BaseModel.__dict__.get(name) for name in shared}
     if not all(isinstance(slot, MemberDescriptorType) for slot in slots.values()):
         return  # pragma: no cover - a pydantic without these slots
@@ -166,11 +169,8 @@ def _share_bookkeeping(cls: type[HookPayload]) -> None:
 def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
     """``cls``'s :meth:`HookPayload.builder`: what validation would set, set directly.
 
-    Every payload gets all its fields in ``__dict__``, so its set of explicitly set fields
-    is the set of all of them, shared by every payload of the class: pydantic adds a
-    written field to it, which it already holds. A read-only payload's private attributes
-    are never written either, so they are shared too: a read-only payload class's
-    builder sets the fields alone (see ``_SharedUntilSet``).
+    Every payload gets all its fields in ``__dict__``; pydantic's bookkeeping is shared by
+    the class (see ``_SharedUntilSet``), except a writable payload's private attributes.
     """
     count = len(cls.model_fields)
     all_fields = set(cls.model_fields)
@@ -182,7 +182,8 @@ def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
     new, set_dict, set_extra = _new, _set_dict, _set_extra
     set_fields_set, set_private = _set_fields_set, _set_private
     shared_private = None if cls.writable else _READ_ONLY_PRIVATE
-    fields_alone = isinstance(cls.__dict__.get("__pydantic_extra__"), _SharedUntilSet)
+    sets_private = not isinstance(cls.__dict__.get("__pydantic_private__"), _SharedUntilSet)
+    sets_all = not isinstance(cls.__dict__.get("__pydantic_extra__"), _SharedUntilSet)
 
     def build(fields: dict[str, Any]) -> Any:
         if len(fields) != count:
@@ -190,11 +191,11 @@ def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
                 fields.setdefault(name, value)
         payload = new(cls)
         set_dict(payload, fields)
-        if fields_alone:
-            return payload
-        set_extra(payload, None)
-        set_fields_set(payload, all_fields)
-        set_private(payload, shared_private or {"_active_plugin": None, "_writers": None})
+        if sets_all:  # pragma: no cover - a pydantic without bookkeeping slots
+            set_extra(payload, None)
+            set_fields_set(payload, all_fields)
+        if sets_private:
+            set_private(payload, shared_private or {"_active_plugin": None, "_writers": None})
         return payload
 
     return build

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from hook_specs import PAYLOAD_TYPES, HookName, ReadOnlyFieldError, specs
 from hook_specs.payloads import (
     GenerationPostCallPayload,
+    GenerationPreCallPayload,
     SamplingLoopStartPayload,
     SamplingRepairPayload,
 )
@@ -151,6 +152,32 @@ def test_private_state_written_on_one_built_payload_stays_on_it():
     first._writers = {"retry": "some-plugin"}
     assert first.written_by("retry") == "some-plugin"
     assert second.written_by("retry") is None
+
+
+def test_a_built_writable_payload_takes_writes_as_a_validated_one():
+    fields = dict(
+        sampling_id="s",
+        strategy_name="x",
+        subsample_index=0,
+        attempt=1,
+        iteration=1,
+        sequence=None,
+        messages=[{"role": "user", "content": "q"}],
+        options={},
+        retry=0,
+    )
+    build = GenerationPreCallPayload.builder()
+    built, other = build(dict(fields)), build(dict(fields))
+    validated = GenerationPreCallPayload(**fields)
+    assert built == validated
+    for payload in (built, validated):
+        payload._active_plugin = "writer"
+        payload.options = {"temperature": 0.5}
+        assert payload.written_by("options") == "writer"
+        assert payload.model_fields_set == set(fields)
+    assert built == validated and built.model_dump() == validated.model_dump()
+    assert other.options == {} and other.written_by("options") is None
+    assert other.model_fields_set == set(fields)
 
 
 def test_payloads_serialise_to_json():
