@@ -50,6 +50,10 @@ def test_quick_mode_runs_every_scenario_and_reports_numbers():
     assert len(floors) == 4 and all(value >= 1 for value in floors)  # never under the latency
     hooks = {row["setting"].rsplit(", ", 1)[1] for row in rows if row["scenario"] == "hooks"}
     assert hooks == {"no plugin", "trivial plugin on every hook", "tracing plugin"}
+    for row in rows:
+        if row["setting"].endswith("trivial plugin on every hook"):
+            [check] = row["checks"]
+            assert check["value"] == row["notes"]["median_of_paired_ratios"] > 0
     cancelled = next(r for r in rows if r["metric"] == "siblings cancelled")
     assert cancelled["values"]["engine"] == cancelled["values"]["bare"] == 7
     assert any(line.startswith("| cost per attempt") for line in lines)  # the table
