@@ -56,6 +56,11 @@ class HookPayload(BaseModel):
             self._writers[name] = self._active_plugin
         super().__setattr__(name, value)
 
+    def __delattr__(self, name: str) -> None:
+        # A payload's fields are what the hook promises, and its private state may be
+        # shared with other payloads: nothing is deleted.
+        raise AttributeError(f"{name!r} cannot be deleted from a hook payload")
+
     @classmethod
     def trusted(cls, **fields: Any) -> Any:
         """Build a payload from values the host already trusts, skipping validation.

@@ -154,6 +154,16 @@ def test_private_state_written_on_one_built_payload_stays_on_it():
     assert second.written_by("retry") is None
 
 
+def test_nothing_is_deleted_from_a_payload():
+    build = GenerationPostCallPayload.builder()
+    first, second = build(_post_call_fields()), build(_post_call_fields())
+    for name in ("generation", "retry", "_writers", "_active_plugin"):
+        with pytest.raises(AttributeError, match="cannot be deleted"):
+            delattr(first, name)
+    assert first == second == GenerationPostCallPayload(**_post_call_fields())
+    assert second.written_by("retry") is None
+
+
 def test_a_built_writable_payload_takes_writes_as_a_validated_one():
     fields = dict(
         sampling_id="s",
