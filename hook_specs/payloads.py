@@ -152,6 +152,25 @@ class _SharedUntilSet:
         self._slot.__delete__(obj)
 
 
+class _CopiedOnFirstRead(_SharedUntilSet):
+    """A :class:`_SharedUntilSet` whose shared value a payload copies for itself when first
+    read: the set of fields set, which a plugin could change in place through
+    ``model_fields_set`` (and pydantic adds to when a field is written).
+    """
+
+    __slots__ = ()
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        try:
+            return self._slot.__get__(obj, owner)
+        except AttributeError:
+            own = set(self._shared)
+            self._slot.__set__(obj, own)
+            return own
+
+
 def _share_bookkeeping(cls: type[HookPayload]) -> None:
     """Give a payload class's instances shared bookkeeping (see ``_SharedUntilSet``).
 
@@ -168,7 +187,8 @@ def _share_bookkeeping(cls: type[HookPayload]) -> None:
     if not all(isinstance(slot, MemberDescriptorType) for slot in slots.values()):
         return  # pragma: no cover - a pydantic without these slots
     for name, value in shared.items():
-        setattr(cls, name, _SharedUntilSet(slots[name], value))
+        kind = _CopiedOnFirstRead if name == "__pydantic_fields_set__" else _SharedUntilSet
+        setattr(cls, name, kind(slots[name], value))
 
 
 def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
@@ -198,7 +218,7 @@ def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
         set_dict(payload, fields)
         if sets_all:  # pragma: no cover - a pydantic without bookkeeping slots
             set_extra(payload, None)
-            set_fields_set(payload, all_fields)
+            set_fields_set(payload, set(all_fields))
         if sets_private:
             set_private(payload, shared_private or {"_active_plugin": None, "_writers": None})
         return payload

@@ -164,8 +164,6 @@ class HookDispatcher:
 
         def call_one(payload: HookPayload, faults: list[PluginFault]) -> Pending:
             if writable:
-                # Who writes a field is looked up only when its value is bad; the name stays
-                # after the call, as no other implementation will run.
                 payload.__pydantic_private__["_active_plugin"] = name
             try:
                 out = function(payload) if takes_payload else function()
@@ -174,6 +172,8 @@ class HookDispatcher:
                 return None
             if out is not None and inspect.isawaitable(out):
                 return self._await_from(hook, impls, 0, out, payload, faults)
+            if writable:  # a write made after the hook is nobody's
+                payload.__pydantic_private__["_active_plugin"] = None
             return None
 
         return call_one
@@ -202,6 +202,8 @@ class HookDispatcher:
                 continue
             if impl.is_async or (out is not None and inspect.isawaitable(out)):
                 return self._await_from(hook, impls, position, out, payload, faults)
+        if private is not None:  # a write made after the hook is nobody's
+            private["_active_plugin"] = None
         return None
 
     async def _await_from(

@@ -154,6 +154,19 @@ def test_private_state_written_on_one_built_payload_stays_on_it():
     assert second.written_by("retry") is None
 
 
+@pytest.mark.parametrize("writable", [False, True])
+def test_changing_one_built_payloads_set_of_fields_changes_no_other(writable):
+    if writable:
+        build, fields = GenerationPreCallPayload.builder(), _pre_call_fields()
+    else:
+        build, fields = GenerationPostCallPayload.builder(), _post_call_fields()
+    first, second = build(dict(fields)), build(dict(fields))
+    first.model_fields_set.discard("retry")
+    assert "retry" not in first.model_fields_set
+    assert second.model_fields_set == set(fields)
+    assert build(dict(fields)).model_dump(exclude_unset=True).keys() == fields.keys()
+
+
 def test_nothing_is_deleted_from_a_payload():
     build = GenerationPostCallPayload.builder()
     first, second = build(_post_call_fields()), build(_post_call_fields())
@@ -164,8 +177,8 @@ def test_nothing_is_deleted_from_a_payload():
     assert second.written_by("retry") is None
 
 
-def test_a_built_writable_payload_takes_writes_as_a_validated_one():
-    fields = dict(
+def _pre_call_fields():
+    return dict(
         sampling_id="s",
         strategy_name="x",
         subsample_index=0,
@@ -176,6 +189,10 @@ def test_a_built_writable_payload_takes_writes_as_a_validated_one():
         options={},
         retry=0,
     )
+
+
+def test_a_built_writable_payload_takes_writes_as_a_validated_one():
+    fields = _pre_call_fields()
     build = GenerationPreCallPayload.builder()
     built, other = build(dict(fields)), build(dict(fields))
     validated = GenerationPreCallPayload(**fields)

@@ -301,3 +301,26 @@ async def test_hooks_see_the_attempt_in_a_backend_raised_error(hook_recorder):
     (error,) = hook_recorder.payloads(H.GENERATION_ERROR)
     assert (error.attempt, error.iteration, error.will_retry) == (2, 2, False)
     assert str(error.exception) == "bad request"
+
+
+@pytest.mark.parametrize("others", [0, 1], ids=["alone", "with another plugin"])
+async def test_a_write_made_after_the_hook_is_credited_to_nobody(others):
+    kept = []
+
+    class Keeper:
+        @hookimpl
+        def generation_pre_call(self, payload):
+            payload.options = {"temperature": 0.1}
+            kept.append(payload)
+
+    class Bystander:  # registered last, so it runs first
+        @hookimpl
+        def generation_pre_call(self, payload):
+            pass
+
+    plugins = [Keeper()] + [Bystander() for _ in range(others)]
+    await sampler_with(*plugins).sample("q")
+    [payload] = kept
+    assert payload.written_by("options") == "Keeper"
+    payload.messages = []  # after the hook: no implementation is running
+    assert payload.written_by("messages") is None

@@ -1,0 +1,124 @@
+"""Instructions per attempt, with and without plugins: ``python -m benchmarks.instructions``.
+
+Wall time on a shared machine moves with its load; the number of instructions the CPU runs
+does not. This runs ``sample()`` calls (``loop_budget=4``, zero-latency backend, never
+passing) under valgrind's callgrind, twice per variant with different numbers of calls, so
+that start-up and imports cancel out, and prints the instructions per attempt of each
+variant and their ratio to the no-plugin count. Hash randomisation and address-space
+randomisation are turned off so that two runs count the same. Needs valgrind
+(``apt install valgrind``); each variant takes about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+
+from benchmarks.fakes import (
+    PASSES,
+    PROMPT,
+    EngineBackend,
+    FakeModel,
+    TrivialPlugin,
+    configure_logging,
+)
+from sampling_core import Sampler
+
+VARIANTS = ("no plugin", "trivial plugin on every hook")
+LOOP_BUDGET = 4
+FEW, MANY = 100, 400  # sample() calls of the two counted runs
+WARMUP = 50
+
+
+def run_calls(variant: str, calls: int, concurrency: int) -> None:
+    """Make ``calls`` sample() calls (after a warm-up), as one counted run does."""
+    configure_logging()  # as the wall-time benchmarks do
+    plugins = [TrivialPlugin()] if variant == VARIANTS[1] else []
+    sampler = Sampler(EngineBackend(FakeModel()), plugins=plugins, load_entrypoints=False)
+
+    async def many(count: int) -> None:
+        for _ in range(count):
+            await sampler.sample(
+                PROMPT,
+                requirements=[PASSES],
+                loop_budget=LOOP_BUDGET,
+                concurrency_budget=concurrency,
+            )
+
+    asyncio.run(many(WARMUP))
+    gc.collect()
+    gc.freeze()
+    asyncio.run(many(calls))
+
+
+def collected(valgrind_output: str) -> int:
+    """The instruction count callgrind prints (``==pid== Collected : 123,456``)."""
+    found = re.search(r"Collected\s*:\s*([\d,]+)", valgrind_output)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{valgrind_output}")
+    return int(found.group(1).replace(",", ""))
+
+
+def count(variant: str, calls: int, concurrency: int) -> int:
+    """Instructions of one whole process making ``calls`` calls, under callgrind."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "benchmarks.instructions",
+        "--child",
+        variant,
+        str(calls),
+        str(concurrency),
+    ]
+    if shutil.which("setarch"):
+        command = ["setarch", platform.machine(), "-R", *command]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    return collected(done.stderr)
+
+
+def per_attempt(variant: str, concurrency: int) -> float:
+    """Instructions per attempt: the difference of two runs over their difference in attempts."""
+    extra = count(variant, MANY, concurrency) - count(variant, FEW, concurrency)
+    return extra / ((MANY - FEW) * LOOP_BUDGET * concurrency)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Count every variant at every concurrency and print the table."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions")
+    parser.add_argument("--concurrency", default="1,4", help="comma-separated, e.g. 1,4")
+    parser.add_argument("--child", nargs=3, metavar=("VARIANT", "CALLS", "CONCURRENCY"))
+    args = parser.parse_args(argv)
+    if args.child:
+        variant, calls, concurrency = args.child
+        run_calls(variant, int(calls), int(concurrency))
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is needed: apt install valgrind")
+    print("| concurrency | variant | instructions per attempt | ÷ no plugin |")
+    print("|---|---|---|---|")
+    for concurrency in (int(c) for c in args.concurrency.split(",")):
+        base = None
+        for variant in VARIANTS:
+            value = per_attempt(variant, concurrency)
+            base = base or value
+            print(f"| {concurrency} | {variant} | {value / 1000:.1f} k | {value / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
