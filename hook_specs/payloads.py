@@ -10,7 +10,6 @@ hook ran and names the plugin that wrote a bad one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import MemberDescriptorType
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer
@@ -91,8 +90,7 @@ class HookPayload(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        if "hook" in cls.__dict__:
-            _share_bookkeeping(cls)
+        _share_bookkeeping(cls)
 
     def written_by(self, field: str) -> str | None:
         """The name of the last plugin that wrote ``field`` during this hook, if any."""
@@ -103,18 +101,9 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _slot_setter(name: str) -> Any:
-    """A fast setter of one of pydantic's per-instance slots (``object.__setattr__`` else)."""
-    descriptor = BaseModel.__dict__.get(name)
-    if descriptor is not None and hasattr(descriptor, "__set__"):
-        return descriptor.__set__
-    return lambda obj, value: _set(obj, name, value)  # pragma: no cover - another pydantic
-
-
-_set_dict = _slot_setter("__dict__")
-_set_extra = _slot_setter("__pydantic_extra__")
-_set_fields_set = _slot_setter("__pydantic_fields_set__")
-_set_private = _slot_setter("__pydantic_private__")
+# pydantic's per-instance slots, set through their descriptors (faster than setattr).
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _READ_ONLY_PRIVATE: dict[str, Any] = {"_active_plugin": None, "_writers": None}
 _BUILDERS: dict[type[HookPayload], Callable[[dict[str, Any]], Any]] = {}
 
@@ -143,7 +132,10 @@ class _SharedUntilSet:
         try:
             return self._slot.__get__(obj, owner)
         except AttributeError:
-            return self._shared
+            return self._unset(obj)
+
+    def _unset(self, obj: Any) -> Any:
+        return self._shared
 
     def __set__(self, obj: Any, value: Any) -> None:
         self._slot.__set__(obj, value)
@@ -160,35 +152,28 @@ class _CopiedOnFirstRead(_SharedUntilSet):
 
     __slots__ = ()
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        try:
-            return self._slot.__get__(obj, owner)
-        except AttributeError:
-            own = set(self._shared)
-            self._slot.__set__(obj, own)
-            return own
+    def _unset(self, obj: Any) -> Any:
+        own = set(self._shared)
+        self._slot.__set__(obj, own)
+        return own
 
 
 def _share_bookkeeping(cls: type[HookPayload]) -> None:
     """Give a payload class's instances shared bookkeeping (see ``_SharedUntilSet``).
 
-    A writable payload keeps its own private attributes (who wrote what). Nothing changes
-    with a pydantic that keeps its bookkeeping some other way.
+    A writable payload keeps its own private attributes (who wrote what).
     """
     shared: dict[str, Any] = {
         "__pydantic_extra__": None,
         "__pydantic_fields_set__": set(cls.model_fields),
     }
-    if not cls.writable:
+    if cls.writable:  # its own, read at slot speed (also under a read-only parent class)
+        cls.__pydantic_private__ = BaseModel.__dict__["__pydantic_private__"]
+    else:
         shared["__pydantic_private__"] = _READ_ONLY_PRIVATE
-    slots = {name: BaseModel.__dict__.get(name) for name in shared}
-    if not all(isinstance(slot, MemberDescriptorType) for slot in slots.values()):
-        return  # pragma: no cover - a pydantic without these slots
     for name, value in shared.items():
         kind = _CopiedOnFirstRead if name == "__pydantic_fields_set__" else _SharedUntilSet
-        setattr(cls, name, kind(slots[name], value))
+        setattr(cls, name, kind(BaseModel.__dict__[name], value))
 
 
 def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
@@ -198,17 +183,12 @@ def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
     the class (see ``_SharedUntilSet``), except a writable payload's private attributes.
     """
     count = len(cls.model_fields)
-    all_fields = set(cls.model_fields)
     defaults = {
         name: info.get_default(call_default_factory=True)
         for name, info in cls.model_fields.items()
         if not info.is_required()
     }
-    new, set_dict, set_extra = _new, _set_dict, _set_extra
-    set_fields_set, set_private = _set_fields_set, _set_private
-    shared_private = None if cls.writable else _READ_ONLY_PRIVATE
-    sets_private = not isinstance(cls.__dict__.get("__pydantic_private__"), _SharedUntilSet)
-    sets_all = not isinstance(cls.__dict__.get("__pydantic_extra__"), _SharedUntilSet)
+    new, set_dict, set_private, writable = _new, _set_dict, _set_private, bool(cls.writable)
 
     def build(fields: dict[str, Any]) -> Any:
         if len(fields) != count:
@@ -216,11 +196,8 @@ def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
                 fields.setdefault(name, value)
         payload = new(cls)
         set_dict(payload, fields)
-        if sets_all:  # pragma: no cover - a pydantic without bookkeeping slots
-            set_extra(payload, None)
-            set_fields_set(payload, set(all_fields))
-        if sets_private:
-            set_private(payload, shared_private or {"_active_plugin": None, "_writers": None})
+        if writable:
+            set_private(payload, {"_active_plugin": None, "_writers": None})
         return payload
 
     return build

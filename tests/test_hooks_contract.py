@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import pickle
+from typing import ClassVar
 
 import pytest
 from pydantic import BaseModel
@@ -79,13 +80,12 @@ def test_writable_fields_accept_anything_and_others_raise_naming_field_and_hook(
         payload.new_field = 1
 
 
+_ATTEMPT = dict(sampling_id="s", strategy_name="x", subsample_index=0, attempt=1, iteration=1)
+
+
 def test_trusted_construction_matches_validated_construction():
     fields = dict(
-        sampling_id="s",
-        strategy_name="x",
-        subsample_index=0,
-        attempt=1,
-        iteration=1,
+        **_ATTEMPT,
         text="t",
         validations=[],
         failure_reasons=[],
@@ -96,19 +96,14 @@ def test_trusted_construction_matches_validated_construction():
     assert SamplingRepairPayload.trusted(**fields).sequence is None
 
 
-def _post_call_fields(**changes):
-    fields = dict(
-        sampling_id="s",
-        strategy_name="x",
-        subsample_index=0,
-        attempt=1,
-        iteration=1,
+def _post_call_fields():
+    return dict(
+        **_ATTEMPT,
         sequence=None,
         generation=Generation("an answer", Usage(3, 4)),
         latency_s=0.5,
         retry=0,
     )
-    return {**fields, **changes}
 
 
 def test_a_built_read_only_payload_behaves_as_a_validated_one():
@@ -179,11 +174,7 @@ def test_nothing_is_deleted_from_a_payload():
 
 def _pre_call_fields():
     return dict(
-        sampling_id="s",
-        strategy_name="x",
-        subsample_index=0,
-        attempt=1,
-        iteration=1,
+        **_ATTEMPT,
         sequence=None,
         messages=[{"role": "user", "content": "q"}],
         options={},
@@ -205,6 +196,26 @@ def test_a_built_writable_payload_takes_writes_as_a_validated_one():
     assert built == validated and built.model_dump() == validated.model_dump()
     assert other.options == {} and other.written_by("options") is None
     assert other.model_fields_set == set(fields)
+
+
+def test_a_subclass_built_by_its_builder_has_its_own_fields_and_private_state():
+    class Tagged(GenerationPostCallPayload):
+        tag: str = "t"
+
+    built = Tagged.builder()(_post_call_fields())
+    assert built.tag == "t" and built.model_fields_set == {*_post_call_fields(), "tag"}
+    built._writers = {"tag": "me"}
+    assert Tagged.builder()(_post_call_fields()).written_by("tag") is None
+
+    class Keyed(GenerationPostCallPayload):  # a writable child of a read-only payload
+        writable: ClassVar[frozenset[str]] = frozenset({"latency_s"})
+
+    keyed = Keyed.builder()(_post_call_fields())
+    assert type(Keyed.__dict__["__pydantic_private__"]).__name__ == "member_descriptor"
+    keyed._active_plugin = "writer"
+    keyed.latency_s = 1.0
+    assert keyed.written_by("latency_s") == "writer"
+    assert Keyed.builder()(_post_call_fields()).written_by("latency_s") is None
 
 
 def test_payloads_serialise_to_json():
