@@ -33,9 +33,9 @@ logger = structlog.get_logger("samplehooks")
 _WRITABLE = frozenset(hook for hook in HookName if hook.may_change_payload)
 
 Pending = Coroutine[Any, Any, None] | None
-"""What :meth:`HookDispatcher.call_now` returns: the rest of the call to await, or ``None``."""
+"""What a :data:`Caller` returns: the rest of the call to await, or ``None``."""
 Caller = Callable[[HookPayload, list["PluginFault"]], Pending]
-"""A hook's :meth:`HookDispatcher.call_now`, bound to the hook."""
+"""One hook's call (see :meth:`HookDispatcher.caller`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +101,6 @@ class HookDispatcher:
             hook: self._make_caller(hook, impls) for hook, impls in self._impls.items() if impls
         }
 
-    def implements(self, hook: HookName) -> bool:
-        """Whether any plugin implements ``hook`` (when none does, build no payload)."""
-        return bool(self._impls.get(hook))
-
     def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookDispatcher:
         """A dispatcher with ``extra`` implementations registered after these.
 
@@ -126,28 +122,20 @@ class HookDispatcher:
 
         Isolated faults are appended to ``faults``.
         """
-        rest = self.call_now(hook, payload, faults)
+        caller = self._callers.get(hook)
+        rest = None if caller is None else caller(payload, faults)
         if rest is not None:
             await rest
 
-    def call_now(
-        self, hook: HookName, payload: HookPayload, faults: list[PluginFault]
-    ) -> Coroutine[Any, Any, None] | None:
-        """:meth:`call`, as far as it can go without awaiting.
-
-        Implementations are called in order until one returns an awaitable (an ``async``
-        one, or a plain one returning an awaitable). ``None`` means every implementation
-        has run, and nothing was awaited; otherwise the caller must await the coroutine
-        returned, which awaits that implementation and calls the rest, as :meth:`call`.
-        """
-        caller = self._callers.get(hook)
-        return None if caller is None else caller(payload, faults)
-
     def caller(self, hook: HookName) -> Caller | None:
-        """``hook``'s :meth:`call_now` as a function of ``(payload, faults)``, made once.
+        """``hook``'s :meth:`call` as far as it goes without awaiting, made once.
 
-        ``None`` when no plugin implements ``hook``. Cheaper than :meth:`call_now` in a hot
-        loop: a lone plain implementation is called without going through the general loop.
+        ``caller(payload, faults)`` calls the implementations in order until one returns an
+        awaitable (an ``async`` one, or a plain one returning an awaitable). ``None`` means
+        every implementation has run and nothing was awaited; otherwise the coroutine
+        returned must be awaited: it awaits that implementation and calls the rest. A lone
+        plain implementation is called without going through the general loop. ``None``
+        when no plugin implements ``hook`` (then build no payload).
         """
         return self._callers.get(hook)
 
@@ -186,7 +174,7 @@ class HookDispatcher:
         payload: HookPayload,
         faults: list[PluginFault],
     ) -> Coroutine[Any, Any, None] | None:
-        """Call ``impls[start:]`` until one returns an awaitable (see :meth:`call_now`)."""
+        """Call ``impls[start:]`` until one returns an awaitable (see :meth:`caller`)."""
         writable = hook in _WRITABLE
         private = payload.__pydantic_private__ if writable else None
         for position in range(start, len(impls)):

@@ -140,14 +140,14 @@ class SamplingCall:
         self._delivery: anyio.Lock | None = None  # made when sampling_iteration is implemented
         # Each hook's caller, looked up once (the dispatcher never changes); None for a hook
         # nobody implements, whose payload is then never built.
-        self._on_error = self.hooks.implements(_ERROR)
         caller = self.hooks.caller
+        self._call_error = caller(_ERROR)
         self._call_pre_call = caller(_PRE_CALL)
         self._call_post_call = caller(_POST_CALL)
         self._call_iteration = caller(_ITERATION)
         self._call_repair = caller(_REPAIR)
         self._per_attempt_hooks = bool(
-            self._on_error
+            self._call_error
             or self._call_pre_call
             or self._call_post_call
             or self._call_iteration
@@ -335,7 +335,7 @@ class SamplingCall:
     async def _generate(
         self, info: IterationInfo, messages: list[Message], where: dict[str, Any]
     ) -> Generation:
-        s, hooks = self.s, self.hooks
+        s = self.s
         options = s.options
         if s.seed is not None:
             options = {**options, "seed": derive_seed(s.seed, info.subsample_index, info.attempt)}
@@ -369,15 +369,16 @@ class SamplingCall:
                     if (will_retry)
                     else None
                 )
-                if self._on_error:
+                if self._call_error is not None:
                     fields = where.copy()
                     fields["exception"] = exc
                     fields["error_type"] = type(exc).__name__
                     fields["will_retry"] = will_retry
                     fields["retry_in_s"] = delay
                     fields["retry"] = retry
-                    error = _new_error(fields)
-                    await hooks.call(_ERROR, error, self.faults)
+                    pending = self._call_error(_new_error(fields), self.faults)
+                    if pending is not None:
+                        await pending
                 if not will_retry:
                     self._record_error(info, exc)
                     raise _BackendFailed from exc
