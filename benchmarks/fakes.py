@@ -1,4 +1,4 @@
-"""The fake model every implementation calls, and the plugins the hook scenario registers.
+"""The fake model, the engine called on it, and the plugins the hook scenario registers.
 
 A :class:`FakeModel` decides, for the n-th backend call of one run, how long the call
 takes and what it answers. The engine and the bare loop call it through
@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
 
+from benchmarks.timing import Runner
 from hook_specs import hookimpl
 from hook_specs.records import Generation
-from sampling_core import Requirement
+from sampling_core import Requirement, Sampler, SamplingResult
 from sampling_core.backends import GenerationRequest
 
 PASS = "PASS"
@@ -86,6 +87,23 @@ def passes(text: str) -> bool:
 
 PASSES = Requirement("the answer is the passing one", passes)
 """The one requirement every scenario checks (it never passes unless the model says so)."""
+
+
+def engine_runner(
+    model: FakeModel, *, loop_budget: int, concurrency_budget: int, plugins: Iterable[Any] = ()
+) -> Runner:
+    """One engine ``sample()`` call on ``model``, never passing unless the model says so."""
+    sampler = Sampler(EngineBackend(model), plugins=list(plugins), load_entrypoints=False)
+
+    async def run() -> SamplingResult:
+        return await sampler.sample(
+            PROMPT,
+            requirements=[PASSES],
+            loop_budget=loop_budget,
+            concurrency_budget=concurrency_budget,
+        )
+
+    return run
 
 
 class TrivialPlugin:

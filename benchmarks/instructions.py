@@ -21,15 +21,7 @@ import shutil
 import subprocess
 import sys
 
-from benchmarks.fakes import (
-    PASSES,
-    PROMPT,
-    EngineBackend,
-    FakeModel,
-    TrivialPlugin,
-    configure_logging,
-)
-from sampling_core import Sampler
+from benchmarks.fakes import FakeModel, TrivialPlugin, configure_logging, engine_runner
 
 VARIANTS = ("no plugin", "trivial plugin on every hook")
 LOOP_BUDGET = 4
@@ -41,16 +33,13 @@ def run_calls(variant: str, calls: int, concurrency: int) -> None:
     """Make ``calls`` sample() calls (after a warm-up), as one counted run does."""
     configure_logging()  # as the wall-time benchmarks do
     plugins = [TrivialPlugin()] if variant == VARIANTS[1] else []
-    sampler = Sampler(EngineBackend(FakeModel()), plugins=plugins, load_entrypoints=False)
+    run = engine_runner(
+        FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=concurrency, plugins=plugins
+    )
 
     async def many(count: int) -> None:
         for _ in range(count):
-            await sampler.sample(
-                PROMPT,
-                requirements=[PASSES],
-                loop_budget=LOOP_BUDGET,
-                concurrency_budget=concurrency,
-            )
+            await run()
 
     asyncio.run(many(WARMUP))
     gc.collect()

@@ -11,8 +11,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from benchmarks.fakes import FakeModel, TrivialPlugin, configure_logging, tracing_plugin
-from benchmarks.scenarios import engine_runner
+from benchmarks.fakes import (
+    FakeModel,
+    TrivialPlugin,
+    configure_logging,
+    engine_runner,
+    tracing_plugin,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

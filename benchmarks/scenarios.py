@@ -10,24 +10,24 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks import mellea_baseline
 from benchmarks.baselines import BareResult, bare_sample, floor_sample
 from benchmarks.fakes import (
-    PASSES,
     PROMPT,
     EngineBackend,
     FakeModel,
     TrivialPlugin,
+    engine_runner,
     passes,
     tracing_plugin,
 )
 from benchmarks.report import FLOOR, Check, Row
 from benchmarks.timing import Runner, median, peak_memory_growth, tasks_left, time_batches
-from sampling_core import Sampler, SamplingResult
+from sampling_core import SamplingResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,23 +44,6 @@ class Settings:
     def smoke(cls) -> Settings:
         """The settings of ``--quick``."""
         return cls(repeats=1, calls=3, many=50, warmup=1, quick=True)
-
-
-def engine_runner(
-    model: FakeModel, *, loop_budget: int, concurrency_budget: int, plugins: Iterable[Any] = ()
-) -> Runner:
-    """One engine ``sample()`` call on ``model``."""
-    sampler = Sampler(EngineBackend(model), plugins=list(plugins), load_entrypoints=False)
-
-    async def run() -> SamplingResult:
-        return await sampler.sample(
-            PROMPT,
-            requirements=[PASSES],
-            loop_budget=loop_budget,
-            concurrency_budget=concurrency_budget,
-        )
-
-    return run
 
 
 def bare_runner(model: FakeModel, *, loop_budget: int, concurrency_budget: int) -> Runner:
