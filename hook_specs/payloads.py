@@ -70,17 +70,12 @@ class HookPayload(BaseModel):
         return cls.builder()(fields)
 
     @classmethod
-    def from_trusted(cls, fields: dict[str, Any]) -> Any:
-        """:meth:`trusted`, taking the dict of fields itself (it becomes the payload's)."""
-        return cls.builder()(fields)
-
-    @classmethod
     def builder(cls) -> Callable[[dict[str, Any]], Any]:
         """The fastest way to build many payloads of this class: ``build(fields)``.
 
-        ``build`` is :meth:`from_trusted` made once for this class, with everything it
-        needs to know about the class looked up in advance. A host that builds payloads in
-        a hot loop keeps it; with every field given, no dict is copied.
+        ``build`` is :meth:`trusted` made once for this class, taking the dict of fields
+        itself (it becomes the payload's), with everything it needs to know about the class
+        looked up in advance. A host that builds payloads in a hot loop keeps it.
         """
         build = _BUILDERS.get(cls)
         if build is None:
