@@ -12,7 +12,7 @@ Plugins import from here::
 
 from hook_specs import specs
 from hook_specs.errors import ReadOnlyFieldError, StopSampling
-from hook_specs.markers import PROJECT_NAME, hookimpl, hookspec
+from hook_specs.markers import PROJECT_NAME, background, hookimpl, hookspec
 from hook_specs.names import HookName
 from hook_specs.payloads import (
     PAYLOAD_TYPES,
@@ -58,6 +58,7 @@ __all__ = [
     "StopSampling",
     "Usage",
     "ValidationResult",
+    "background",
     "hookimpl",
     "hookspec",
     "specs",

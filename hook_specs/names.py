@@ -21,10 +21,10 @@ class HookName(StrEnum):
 
     @property
     def may_change_payload(self) -> bool:
-        """Whether plugins may write to this hook's payload (a fault there fails closed)."""
-        return self in _MUTABLE_HOOKS
+        """Whether plugins may write to this hook's payload (a fault there fails closed).
 
+        Read from the payload class's ``writable`` fields: the one place that rule lives.
+        """
+        from hook_specs.payloads import PAYLOAD_TYPES  # the payloads import this module
 
-_MUTABLE_HOOKS = frozenset(
-    {HookName.SAMPLING_LOOP_START, HookName.SAMPLING_REPAIR, HookName.GENERATION_PRE_CALL}
-)
+        return bool(PAYLOAD_TYPES[self].writable)

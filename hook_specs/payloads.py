@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from hook_specs.errors import ReadOnlyFieldError
+from hook_specs.frozen import read_only
 from hook_specs.names import HookName
 from hook_specs.records import Generation, Message, Usage, ValidationResult
 
@@ -26,6 +27,11 @@ StopReason = Literal["success", "budget_exhausted", "stopped_by_plugin", "error"
 class HookPayload(BaseModel):
     """Fields every payload carries."""
 
+    # Who is writing now, and who last wrote each writable field: the payload's own slots
+    # (plain Python attributes, not pydantic fields or private attributes), set through
+    # :meth:`track_writes` by whoever calls the implementations.
+    __slots__ = ("_writer_now", "_writers")
+
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     hook: ClassVar[HookName]
@@ -36,29 +42,34 @@ class HookPayload(BaseModel):
     )
     strategy_name: str = Field(description="The strategy's name, e.g. `RejectionSampling`.")
 
-    # Which plugin is running now, and which plugin last wrote each writable field:
-    # set by the dispatcher so the engine can name the plugin behind a bad value.
-    _active_plugin: str | None = PrivateAttr(default=None)
-    _writers: dict[str, str] | None = PrivateAttr(default=None)
-
     def __setattr__(self, name: str, value: Any) -> None:
-        if name.startswith("_"):
-            if self.__pydantic_private__ is _READ_ONLY_PRIVATE:  # never write the shared one
-                _set(self, "__pydantic_private__", dict(_READ_ONLY_PRIVATE))
-            super().__setattr__(name, value)
-            return
         if name not in self.writable:
             raise ReadOnlyFieldError(name, self.hook.value, self.writable)
-        if self._active_plugin is not None:
-            if self._writers is None:
-                self._writers = {}
-            self._writers[name] = self._active_plugin
+        writer = getattr(self, "_writer_now", None)
+        if writer is not None:
+            writers = getattr(self, "_writers", None)
+            if writers is None:
+                writers = {}
+                _set(self, "_writers", writers)
+            writers[name] = writer
         super().__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
-        # A payload's fields are what the hook promises, and its private state may be
-        # shared with other payloads: nothing is deleted.
+        # A payload's fields are what the hook promises: nothing is deleted.
         raise AttributeError(f"{name!r} cannot be deleted from a hook payload")
+
+    def track_writes(self, plugin_name: str | None) -> None:
+        """Credit the writes made from now on to ``plugin_name`` (``None``: to nobody).
+
+        The engine calls this before each implementation of a hook that may write, so that
+        :meth:`written_by` can name the plugin behind a bad value.
+        """
+        _set(self, "_writer_now", plugin_name)
+
+    def written_by(self, field: str) -> str | None:
+        """The name of the last plugin that wrote ``field`` during this hook, if any."""
+        writers = getattr(self, "_writers", None)
+        return None if writers is None else writers.get(field)
 
     @classmethod
     def trusted(cls, **fields: Any) -> Any:
@@ -74,128 +85,76 @@ class HookPayload(BaseModel):
         """The fastest way to build many payloads of this class: ``build(fields)``.
 
         ``build`` is :meth:`trusted` made once for this class, taking the dict of fields
-        itself (it becomes the payload's), with everything it needs to know about the class
-        looked up in advance. A host that builds payloads in a hot loop keeps it.
+        itself (it becomes the payload's). It uses pydantic's pickle protocol only: a
+        template payload made by :meth:`model_construct` gives its state
+        (``__getstate__``), and each payload is a new instance restored from a copy of that
+        state (``__setstate__``) with the given fields as its ``__dict__``. That costs
+        about a tenth of :meth:`model_construct` (see ``docs/benchmarks.md``).
         """
         build = _BUILDERS.get(cls)
         if build is None:
             build = _BUILDERS[cls] = _make_builder(cls)
         return build
 
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        _share_bookkeeping(cls)
-
-    def written_by(self, field: str) -> str | None:
-        """The name of the last plugin that wrote ``field`` during this hook, if any."""
-        return (self._writers or {}).get(field)
-
 
 _new = object.__new__
 _set = object.__setattr__
-
-
-# pydantic's per-instance slots, set through their descriptors (faster than setattr).
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-_READ_ONLY_PRIVATE: dict[str, Any] = {"_active_plugin": None, "_writers": None}
 _BUILDERS: dict[type[HookPayload], Callable[[dict[str, Any]], Any]] = {}
 
 
-class _SharedUntilSet:
-    """One of pydantic's per-instance slots, read as a value shared by the class until set.
-
-    Setting pydantic's three bookkeeping slots is most of the cost of building a payload,
-    and for a payload built by its builder they would hold the same values every time: no
-    extra fields (payloads forbid them), every field set (the builder is given them all:
-    pydantic adds a written field to the set, which already holds it) and, in a read-only
-    payload, no private attribute written. So the builder leaves them unset, and reads
-    fall back to those shared values. A payload built by validation, copied or unpickled
-    has them set, as pydantic does, and reads return its own.
-    """
-
-    __slots__ = ("_shared", "_slot")
-
-    def __init__(self, slot: Any, shared: Any) -> None:
-        self._slot = slot
-        self._shared = shared
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        try:
-            return self._slot.__get__(obj, owner)
-        except AttributeError:
-            return self._unset(obj)
-
-    def _unset(self, obj: Any) -> Any:
-        return self._shared
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        self._slot.__set__(obj, value)
-
-    def __delete__(self, obj: Any) -> None:
-        self._slot.__delete__(obj)
-
-
-class _CopiedOnFirstRead(_SharedUntilSet):
-    """A :class:`_SharedUntilSet` whose shared value a payload copies for itself when first
-    read: the set of fields set, which a plugin could change in place through
-    ``model_fields_set`` (and pydantic adds to when a field is written).
-    """
-
-    __slots__ = ()
-
-    def _unset(self, obj: Any) -> Any:
-        own = set(self._shared)
-        self._slot.__set__(obj, own)
-        return own
-
-
-def _share_bookkeeping(cls: type[HookPayload]) -> None:
-    """Give a payload class's instances shared bookkeeping (see ``_SharedUntilSet``).
-
-    A writable payload keeps its own private attributes (who wrote what).
-    """
-    shared: dict[str, Any] = {
-        "__pydantic_extra__": None,
-        "__pydantic_fields_set__": set(cls.model_fields),
-    }
-    if cls.writable:  # its own, read at slot speed (also under a read-only parent class)
-        cls.__pydantic_private__ = BaseModel.__dict__["__pydantic_private__"]
-    else:
-        shared["__pydantic_private__"] = _READ_ONLY_PRIVATE
-    for name, value in shared.items():
-        kind = _CopiedOnFirstRead if name == "__pydantic_fields_set__" else _SharedUntilSet
-        setattr(cls, name, kind(BaseModel.__dict__[name], value))
-
-
 def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
-    """``cls``'s :meth:`HookPayload.builder`: what validation would set, set directly.
-
-    Every payload gets all its fields in ``__dict__``; pydantic's bookkeeping is shared by
-    the class (see ``_SharedUntilSet``), except a writable payload's private attributes.
-    """
+    """``cls``'s :meth:`HookPayload.builder` (see there)."""
     count = len(cls.model_fields)
     defaults = {
         name: info.get_default(call_default_factory=True)
         for name, info in cls.model_fields.items()
         if not info.is_required()
     }
-    new, set_dict, set_private, writable = _new, _set_dict, _set_private, bool(cls.writable)
+    template = cls.model_construct(**{name: None for name in cls.model_fields})
+    state = template.__getstate__()
+    # The one key we fill is Python's own ``__dict__``; a set in the state (the names of
+    # the fields set, which pydantic adds to) is copied for each payload, as copies do.
+    own_sets = tuple(key for key, value in state.items() if isinstance(value, set))
+    restore = cls.__setstate__
+    new = _new
 
     def build(fields: dict[str, Any]) -> Any:
         if len(fields) != count:
             for name, value in defaults.items():
                 fields.setdefault(name, value)
+        own = state.copy()
+        own["__dict__"] = fields
+        for key in own_sets:
+            own[key] = set(own[key])
         payload = new(cls)
-        set_dict(payload, fields)
-        if writable:
-            set_private(payload, {"_active_plugin": None, "_writers": None})
+        restore(payload, own)
         return payload
 
     return build
+
+
+class ObserveOnlyPayload(HookPayload):
+    """The payload of a hook that may change nothing: read-only all the way down.
+
+    Reading a field whose value could be changed in place (a list, a dict, a dataclass such
+    as ``Generation``) returns a read-only view of it (see :mod:`hook_specs.frozen`), made
+    on the first read; a write through it raises ``ReadOnlyFieldError`` naming the path and
+    the hook. These payloads are snapshots: the engine never changes them once built, so
+    they can be delivered later (background observers) as they are.
+    """
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if type(value) in _NESTED:
+            cls = type(self)
+            if name in cls.model_fields:
+                value = read_only(value, name, cls.hook.value)
+                object.__getattribute__(self, "__dict__")[name] = value
+        return value
+
+
+_NESTED = frozenset({list, dict, tuple, Generation, Usage})
+"""Types of field values that a plain read would let a plugin change in place."""
 
 
 class AttemptPayload(HookPayload):
@@ -229,7 +188,7 @@ class SamplingLoopStartPayload(HookPayload):
     options: dict[str, Any] = Field(description="Generation options of the call.")
 
 
-class SamplingIterationPayload(AttemptPayload):
+class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):
     """Payload of ``sampling_iteration``."""
 
     hook: ClassVar[HookName] = HookName.SAMPLING_ITERATION
@@ -259,7 +218,7 @@ class SamplingRepairPayload(AttemptPayload):
     )
 
 
-class SamplingLoopEndPayload(HookPayload):
+class SamplingLoopEndPayload(ObserveOnlyPayload):
     """Payload of ``sampling_loop_end``."""
 
     hook: ClassVar[HookName] = HookName.SAMPLING_LOOP_END
@@ -298,7 +257,7 @@ class GenerationPreCallPayload(AttemptPayload):
     retry: int = Field(default=0, description=_RETRY_DOC)
 
 
-class GenerationPostCallPayload(AttemptPayload):
+class GenerationPostCallPayload(AttemptPayload, ObserveOnlyPayload):
     """Payload of ``generation_post_call``."""
 
     hook: ClassVar[HookName] = HookName.GENERATION_POST_CALL
@@ -308,7 +267,7 @@ class GenerationPostCallPayload(AttemptPayload):
     retry: int = Field(default=0, description=_RETRY_DOC)
 
 
-class GenerationErrorPayload(AttemptPayload):
+class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
     """Payload of ``generation_error``."""
 
     hook: ClassVar[HookName] = HookName.GENERATION_ERROR

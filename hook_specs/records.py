@@ -79,6 +79,15 @@ class ValidationResult:
     requirement: str | None = None
 
 
+def count_passed(validations: tuple[ValidationResult, ...] | list[ValidationResult]) -> int:
+    """How many of ``validations`` passed (the one place that count is made)."""
+    passed = 0
+    for verdict in validations:
+        if verdict.passed:
+            passed += 1
+    return passed
+
+
 @dataclass(slots=True)
 class Attempt:
     """One completed attempt: generated and validated."""
@@ -96,7 +105,7 @@ class Attempt:
     @property
     def valid_count(self) -> int:
         """How many requirements passed."""
-        return sum(1 for v in self.validations if v.passed)
+        return count_passed(self.validations)
 
     @property
     def total_count(self) -> int:

@@ -6,6 +6,7 @@ own attempt; hooks, backends and requirement checks called from it see the same 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 
 from hook_specs.records import IterationInfo
@@ -16,3 +17,9 @@ _current: ContextVar[IterationInfo | None] = ContextVar("samplehooks_iteration",
 def current_iteration() -> IterationInfo | None:
     """The :class:`IterationInfo` of the attempt running in this context, or ``None``."""
     return _current.get()
+
+
+def enter_attempt(info: IterationInfo) -> Callable[[], None]:
+    """Make ``info`` the current attempt; returns what restores the value before."""
+    token = _current.set(info)
+    return lambda: _current.reset(token)

@@ -1,41 +1,66 @@
-"""Hook dispatch: calling every implementation of a hook, in pluggy's order, with awaits.
+"""Hook delivery: the engine fires each hook with one call and gets back what it needs.
 
-pluggy's own call loop cannot await, so the engine calls the implementations pluggy
-registered itself: same order (``tryfirst``, then the rest last-registered-first, then
-``trylast``), same opt-in arguments, one at a time, each seeing the previous one's changes.
-What happens when an implementation raises depends on the hook:
+The loop never builds a payload or calls a plugin itself. It holds one :class:`CallHooks`
+per ``sample()`` call and awaits one method per hook (``await hooks.pre_call(...)``);
+behind that call live:
 
-* ``StopSampling`` propagates (except from ``sampling_loop_end``, where the loop is over);
-* in a hook whose payload plugins may change, any other exception fails closed as
-  :class:`PluginError`;
-* in an observe-only hook it is isolated: logged with the plugin's name and kept as a
-  :class:`PluginFault`, unless the dispatcher is strict.
+* the fast path: when nothing implements or monitors a hook, no payload is built;
+* payload building (each payload class's :meth:`~hook_specs.HookPayload.builder`);
+* calling the implementations in pluggy's order (``tryfirst``, the rest last-registered
+  first, ``trylast``), awaiting async ones, each seeing the previous one's changes, with
+  writes credited through the payload's :meth:`~hook_specs.HookPayload.track_writes`;
+* the fault policy: ``StopSampling`` propagates (except from ``sampling_loop_end``); in a
+  hook that may write, any other exception fails closed as :class:`PluginError`; in an
+  observe-only hook it is isolated as a :class:`PluginFault` (strict: raised);
+* hook-call monitoring with pluggy's meaning (``before(hook_name, hook_impls, kwargs)``,
+  ``after(outcome, hook_name, hook_impls, kwargs)``);
+* in-order, shielded delivery of ``sampling_iteration``;
+* handing ``@background`` implementations' events to the sampler's
+  :class:`~sampling_core.background.BackgroundDelivery`.
+
+A :class:`HookTable` is what a registry compiles its plugins into (cached until a plugin
+is registered or unregistered); it never changes once made.
+
+**Adding a hook.** (1) a ``HookName`` member and a spec in ``hook_specs/specs.py``; (2) its
+payload class in ``hook_specs/payloads.py`` (subclass ``ObserveOnlyPayload`` if plugins may
+change nothing, else set ``writable``) and an entry in ``PAYLOAD_TYPES``; (3) a method
+here on :class:`CallHooks` that builds the payload's fields and ``await self._fire(hook,
+fields)``, returning what the engine reads back; (4) one ``await hooks.<method>(...)`` in
+the loop. Fault policy, monitoring, background delivery and the fast path come with
+``_fire``.
 """
 
 from __future__ import annotations
 
 import inspect
-import sys
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import pluggy
 import structlog
 
 from hook_specs.errors import StopSampling
+from hook_specs.markers import is_background
 from hook_specs.names import HookName
-from hook_specs.payloads import HookPayload
+from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
+from hook_specs.records import Attempt, Generation, IterationInfo, Message
+from sampling_core.budgets import check_budget
 from sampling_core.errors import PluginError
+
+if TYPE_CHECKING:
+    from sampling_core.background import BackgroundDelivery
 
 logger = structlog.get_logger("samplehooks")
 
-_WRITABLE = frozenset(hook for hook in HookName if hook.may_change_payload)
+H = HookName
+Monitor = tuple[Callable[..., None], Callable[..., None]]
+"""A ``(before, after)`` pair given to ``add_hookcall_monitoring``."""
 
-Pending = Coroutine[Any, Any, None] | None
-"""What a :data:`Caller` returns: the rest of the call to await, or ``None``."""
-Caller = Callable[[HookPayload, list["PluginFault"]], Pending]
-"""One hook's call (see :meth:`HookDispatcher.caller`)."""
+BUILDERS = {hook: cls.builder() for hook, cls in PAYLOAD_TYPES.items()}
+"""Each hook's payload builder, made once: the only place the engine builds payloads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +75,10 @@ class PluginFault:
         return f"{self.plugin_name}, {self.hook}: {self.exception}"
 
 
+class PluginTimeout(TimeoutError):
+    """An async hook implementation ran longer than the dispatcher's timeout."""
+
+
 @dataclass(frozen=True, slots=True)
 class HookImplementation:
     """One plugin's implementation of one hook, ready to call."""
@@ -59,216 +88,338 @@ class HookImplementation:
     takes_payload: bool
     is_async: bool
     order: int  # 0 trylast, 1 plain, 2 tryfirst: pluggy's grouping
+    background: bool = False
+    source: Any = None  # the pluggy HookImpl, handed to hook-call monitors
 
     @classmethod
-    def from_pluggy(cls, impl: Any) -> HookImplementation:
+    def from_pluggy(cls, impl: pluggy.HookImpl) -> HookImplementation:
         """Wrap a ``pluggy.HookImpl``."""
-        order = 2 if impl.tryfirst else 0 if impl.trylast else 1
         return cls(
             plugin_name=impl.plugin_name,
             function=impl.function,
             takes_payload="payload" in impl.argnames,
             is_async=inspect.iscoroutinefunction(impl.function),
-            order=order,
+            order=2 if impl.tryfirst else 0 if impl.trylast else 1,
+            background=is_background(impl.function),
+            source=impl,
         )
+
+    def call(self, payload: HookPayload) -> Any:
+        """Call the implementation (what it returns may be awaitable)."""
+        return self.function(payload) if self.takes_payload else self.function()
 
 
 def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
     """pluggy's call order for implementations given in registration order."""
-    ordered = sorted(registered, key=lambda impl: impl.order)  # stable: keeps registration order
+    ordered = sorted(registered, key=lambda impl: impl.order)  # stable
     return tuple(reversed(ordered))
 
 
-class HookDispatcher:
-    """Calls the implementations of each hook; immutable once built."""
+class HookTable:
+    """Every hook's implementations in call order, the monitors, and the fault policy."""
 
-    __slots__ = ("_callers", "_impls", "_strict", "_timeout", "_trace", "registered")
+    __slots__ = (
+        "background",
+        "delivery",
+        "fires",
+        "inline",
+        "monitors",
+        "registered",
+        "strict",
+        "timeout",
+        "writable",
+    )
 
     def __init__(
         self,
         registered: Mapping[HookName, Iterable[HookImplementation]],
         *,
         strict: bool = False,
-        trace: bool = False,
         timeout: float | None = None,
+        monitors: Sequence[Monitor] = (),
+        delivery: BackgroundDelivery | None = None,
     ) -> None:
-        self.registered = {hook: tuple(impls) for hook, impls in registered.items()}
-        self._impls = {hook: call_order(impls) for hook, impls in self.registered.items()}
-        self._strict = strict
-        self._trace = trace
-        self._timeout = timeout
-        self._callers: dict[HookName, Caller] = {
-            hook: self._make_caller(hook, impls) for hook, impls in self._impls.items() if impls
-        }
+        self.registered = {hook: tuple(registered.get(hook, ())) for hook in HookName}
+        self.strict = strict
+        self.timeout = timeout
+        self.monitors = tuple(monitors)
+        self.delivery = delivery
+        ordered = {hook: call_order(impls) for hook, impls in self.registered.items()}
+        self.inline = {h: tuple(i for i in ordered[h] if not i.background) for h in HookName}
+        self.background = {h: tuple(i for i in ordered[h] if i.background) for h in HookName}
+        self.writable = {h: h.may_change_payload for h in HookName}
+        # Whether firing a hook does anything at all; if not, no payload is built.
+        self.fires = {h: bool(ordered[h] or self.monitors) for h in HookName}
 
-    def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookDispatcher:
-        """A dispatcher with ``extra`` implementations registered after these.
-
-        As in pluggy, a later ``trylast`` implementation goes before the earlier ones in
-        registration order (so it is called after them); the others go after.
-        """
+    def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
+        """A table with ``extra`` implementations registered after these (pluggy's rule:
+        a later ``trylast`` one goes before the earlier ones, so it is called after them)."""
         combined = {}
         for hook in HookName:
             more = tuple(extra.get(hook, ()))
             late = tuple(impl for impl in more if impl.order == 0)
             rest = tuple(impl for impl in more if impl.order != 0)
-            combined[hook] = late + self.registered.get(hook, ()) + rest
-        return HookDispatcher(
-            combined, strict=self._strict, trace=self._trace, timeout=self._timeout
+            combined[hook] = late + self.registered[hook] + rest
+        return HookTable(
+            combined,
+            strict=self.strict,
+            timeout=self.timeout,
+            monitors=self.monitors,
+            delivery=self.delivery,
         )
 
-    async def call(self, hook: HookName, payload: HookPayload, faults: list[PluginFault]) -> None:
-        """Call every implementation of ``hook`` with ``payload``.
+    def for_call(self, sampling_id: str, strategy_name: str) -> CallHooks:
+        """The hook channel of one ``sample()`` call."""
+        return CallHooks(self, sampling_id, strategy_name)
 
-        Isolated faults are appended to ``faults``.
-        """
-        caller = self._callers.get(hook)
-        rest = None if caller is None else caller(payload, faults)
-        if rest is not None:
-            await rest
 
-    def caller(self, hook: HookName) -> Caller | None:
-        """``hook``'s :meth:`call` as far as it goes without awaiting, made once.
+class CallHooks:
+    """One call's hook channel: one awaitable method per hook (see the module docstring)."""
 
-        ``caller(payload, faults)`` calls the implementations in order until one returns an
-        awaitable (an ``async`` one, or a plain one returning an awaitable). ``None`` means
-        every implementation has run and nothing was awaited; otherwise the coroutine
-        returned must be awaited: it awaits that implementation and calls the rest. A lone
-        plain implementation is called without going through the general loop. ``None``
-        when no plugin implements ``hook`` (then build no payload).
-        """
-        return self._callers.get(hook)
+    __slots__ = ("_delivery_lock", "_fires", "_id", "_strategy", "faults", "table")
 
-    def _make_caller(self, hook: HookName, impls: tuple[HookImplementation, ...]) -> Caller:
-        if len(impls) > 1 or impls[0].is_async or self._trace:
+    def __init__(self, table: HookTable, sampling_id: str, strategy_name: str) -> None:
+        self.table = table
+        self.faults: list[PluginFault] = []
+        self._fires = table.fires
+        self._id = sampling_id
+        self._strategy = strategy_name
+        self._delivery_lock: anyio.Lock | None = None
 
-            def call_all(payload: HookPayload, faults: list[PluginFault]) -> Pending:
-                return self._call_from(hook, impls, 0, payload, faults)
+    def fires(self, hook: HookName) -> bool:
+        """Whether firing ``hook`` does anything (some plugin implements or monitors it)."""
+        return self._fires[hook]
 
-            return call_all
-        impl = impls[0]
-        function, name, takes_payload = impl.function, impl.plugin_name, impl.takes_payload
-        writable = hook in _WRITABLE
+    # -- one method per hook, in the order they fire -----------------------------------
 
-        def call_one(payload: HookPayload, faults: list[PluginFault]) -> Pending:
-            if writable:
-                payload.__pydantic_private__["_active_plugin"] = name
-            try:
-                out = function(payload) if takes_payload else function()
-            except Exception as exc:
-                self._fault(hook, name, exc, writable, faults)
-                return None
-            if out is not None and inspect.isawaitable(out):
-                return self._await_from(hook, impls, 0, out, payload, faults)
-            if writable:  # a write made after the hook is nobody's
-                payload.__pydantic_private__["_active_plugin"] = None
-            return None
+    async def loop_start(
+        self, fields: dict[str, Any], max_loop_budget: int, max_concurrency_budget: int
+    ) -> tuple[int, int]:
+        """Fire ``sampling_loop_start``; the budgets to run with (checked if changed)."""
+        loop_budget, concurrency_budget = fields["loop_budget"], fields["concurrency_budget"]
+        if not self._fires[H.SAMPLING_LOOP_START]:
+            return loop_budget, concurrency_budget
+        payload = await self._fire(H.SAMPLING_LOOP_START, self._call_fields(fields))
+        if (
+            payload.loop_budget is not loop_budget
+            or payload.concurrency_budget is not concurrency_budget
+        ):
+            for field, cap in (
+                ("loop_budget", max_loop_budget),
+                ("concurrency_budget", max_concurrency_budget),
+            ):
+                writer = payload.written_by(field)
+                source = f"plugin {writer!r}" if writer else "the caller"
+                check_budget(field, getattr(payload, field), cap, source)
+        return payload.loop_budget, payload.concurrency_budget
 
-        return call_one
+    async def pre_call(
+        self, info: IterationInfo, messages: list[Message], options: dict[str, Any], retry: int
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """Fire ``generation_pre_call``; the messages and options to send."""
+        if not self._fires[H.GENERATION_PRE_CALL]:
+            return messages, options
+        fields = self._attempt_fields(info)
+        fields["messages"] = list(messages)
+        fields["options"] = dict(options)
+        fields["retry"] = retry
+        payload = await self._fire(H.GENERATION_PRE_CALL, fields)
+        return payload.messages, payload.options
 
-    def _call_from(
+    async def post_call(self, info: IterationInfo, generation: Generation, retry: int) -> None:
+        """Fire ``generation_post_call``."""
+        if self._fires[H.GENERATION_POST_CALL]:
+            fields = self._attempt_fields(info)
+            fields["generation"] = generation
+            fields["latency_s"] = generation.latency_s
+            fields["retry"] = retry
+            await self._fire(H.GENERATION_POST_CALL, fields)
+
+    async def error(
         self,
-        hook: HookName,
-        impls: tuple[HookImplementation, ...],
-        start: int,
-        payload: HookPayload,
-        faults: list[PluginFault],
-    ) -> Coroutine[Any, Any, None] | None:
-        """Call ``impls[start:]`` until one returns an awaitable (see :meth:`caller`)."""
-        writable = hook in _WRITABLE
-        private = payload.__pydantic_private__ if writable else None
-        for position in range(start, len(impls)):
-            impl = impls[position]
-            if self._trace:
-                _trace_call(hook, impl.plugin_name, payload)
-            if private is not None:
-                private["_active_plugin"] = impl.plugin_name
-            try:
-                out = impl.function(payload) if impl.takes_payload else impl.function()
-            except Exception as exc:
-                self._fault(hook, impl.plugin_name, exc, writable, faults)
-                continue
-            if impl.is_async or (out is not None and inspect.isawaitable(out)):
-                return self._await_from(hook, impls, position, out, payload, faults)
-        if private is not None:  # a write made after the hook is nobody's
-            private["_active_plugin"] = None
-        return None
-
-    async def _await_from(
-        self,
-        hook: HookName,
-        impls: tuple[HookImplementation, ...],
-        position: int,
-        pending: Any,
-        payload: HookPayload,
-        faults: list[PluginFault],
-    ) -> None:
-        """Await implementation ``position`` (already called), then call the rest."""
-        writable = hook in _WRITABLE
-        try:
-            if self._timeout is None:
-                await pending
-            else:
-                await _within(self._timeout, pending)
-        except Exception as exc:
-            self._fault(hook, impls[position].plugin_name, exc, writable, faults)
-        rest = self._call_from(hook, impls, position + 1, payload, faults)
-        if rest is not None:
-            await rest
-
-    def _fault(
-        self,
-        hook: HookName,
-        plugin_name: str,
+        info: IterationInfo,
         exc: Exception,
-        writable: bool,
-        faults: list[PluginFault],
+        will_retry: bool,
+        retry_in_s: float | None,
+        retry: int,
     ) -> None:
+        """Fire ``generation_error``."""
+        if self._fires[H.GENERATION_ERROR]:
+            fields = self._attempt_fields(info)
+            fields["exception"] = exc
+            fields["error_type"] = type(exc).__name__
+            fields["will_retry"] = will_retry
+            fields["retry_in_s"] = retry_in_s
+            fields["retry"] = retry
+            await self._fire(H.GENERATION_ERROR, fields)
+
+    async def iteration(
+        self,
+        info: IterationInfo,
+        attempt: Attempt,
+        shield: Callable[[], AbstractContextManager[object]],
+    ) -> None:
+        """Fire ``sampling_iteration`` for a recorded attempt.
+
+        Events of one call are delivered one at a time, in ``sequence`` order, and shielded
+        (``shield()``): the attempt is counted, so no cancellation may cut its delivery
+        short. When no implementation is async nothing is awaited, so nothing can come
+        between two events and there is nothing to shield.
+        """
+        hook = H.SAMPLING_ITERATION
+        if not self._fires[hook]:
+            return
+        validations = attempt.validations
+        fields = self._attempt_fields(info)
+        fields["sequence"] = attempt.sequence
+        fields["generation"] = attempt.generation
+        fields["text"] = attempt.text
+        fields["validations"] = list(validations)
+        fields["passed"] = attempt.passed
+        fields["valid_count"] = attempt.valid_count
+        fields["total_count"] = len(validations)
+        fields["latency_s"] = attempt.generation.latency_s
+        fields["usage"] = attempt.generation.usage
+        if not any(impl.is_async for impl in self.table.inline[hook]) and not (
+            self._delivery_lock is not None and self._delivery_lock.locked()
+        ):
+            await self._fire(hook, fields)
+            return
+        if self._delivery_lock is None:
+            self._delivery_lock = anyio.Lock(fast_acquire=True)
+        with shield():
+            async with self._delivery_lock:
+                await self._fire(hook, fields)
+
+    async def repair(
+        self, info: IterationInfo, failed: Attempt, messages: list[Message]
+    ) -> list[Message]:
+        """Fire ``sampling_repair``; the next attempt's messages."""
+        hook = H.SAMPLING_REPAIR
+        if not self._fires[hook]:
+            return messages
+        fields = self._attempt_fields(info)
+        fields["sequence"] = failed.sequence
+        fields["text"] = failed.text
+        fields["validations"] = list(failed.validations)
+        fields["failure_reasons"] = failed.failure_reasons
+        fields["next_attempt"] = failed.attempt + 1
+        fields["messages"] = list(messages)
+        payload = await self._fire(hook, fields)
+        repaired = payload.messages
+        if not isinstance(repaired, list):
+            writer = payload.written_by("messages") or "a plugin"
+            raise PluginError(writer, hook.value, "payload.messages must be a list of messages")
+        return repaired
+
+    async def loop_end(self, fields: dict[str, Any]) -> None:
+        """Fire ``sampling_loop_end`` (faults, ``StopSampling`` included, are isolated)."""
+        if self._fires[H.SAMPLING_LOOP_END]:
+            await self._fire(H.SAMPLING_LOOP_END, self._call_fields(fields))
+
+    # -- behind every hook ---------------------------------------------------------------
+
+    def _call_fields(self, fields: dict[str, Any]) -> dict[str, Any]:
+        return {"sampling_id": self._id, "strategy_name": self._strategy, **fields}
+
+    def _attempt_fields(self, info: IterationInfo) -> dict[str, Any]:
+        return {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": None,
+        }
+
+    async def _fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
+        """Build ``hook``'s payload, deliver it, and return it (as plugins left it)."""
+        table = self.table
+        payload = BUILDERS[hook](fields)
+        if table.monitors:
+            await self._monitored(hook, payload)
+        else:
+            await self._call_all(hook, payload)
+        queued = table.background[hook]
+        if queued and table.delivery is not None:
+            for impl in queued:
+                await table.delivery.put(hook, impl, payload)
+        return payload
+
+    async def _call_all(self, hook: HookName, payload: HookPayload) -> None:
+        impls = self.table.inline[hook]
+        if not impls:
+            return
+        writable = self.table.writable[hook]
+        for impl in impls:
+            if writable:
+                payload.track_writes(impl.plugin_name)
+            try:
+                out = impl.call(payload)
+                if impl.is_async or (out is not None and inspect.isawaitable(out)):
+                    await self._awaited(out)
+            except Exception as exc:
+                self._fault(hook, impl.plugin_name, exc, writable)
+        if writable:  # a write made after the hook is nobody's
+            payload.track_writes(None)
+
+    async def _awaited(self, pending: Any) -> None:
+        timeout = self.table.timeout
+        if timeout is None:
+            await pending
+            return
+        with anyio.move_on_after(timeout) as scope:
+            await pending
+        if scope.cancelled_caught:
+            raise PluginTimeout(f"took longer than {timeout:g}s and was cancelled")
+
+    async def _monitored(self, hook: HookName, payload: HookPayload) -> None:
+        """:meth:`_call_all` between every monitor's ``before`` and ``after``."""
+        # pluggy's order: the last one listed is called first.
+        called = (*self.table.inline[hook], *self.table.background[hook])
+        impls = [impl.source for impl in reversed(called)]
+        kwargs = {"payload": payload}
+        for before, _ in self.table.monitors:
+            before(hook.value, impls, kwargs)
+        outcome: pluggy.Result[list[Any]]
+        try:
+            await self._call_all(hook, payload)
+        except BaseException as exc:
+            outcome = pluggy.Result(None, exc)
+            for _, after in self.table.monitors:
+                after(outcome, hook.value, impls, kwargs)
+            raise
+        outcome = pluggy.Result([], None)
+        for _, after in self.table.monitors:
+            after(outcome, hook.value, impls, kwargs)
+
+    def _fault(self, hook: HookName, plugin_name: str, exc: Exception, writable: bool) -> None:
         """Raise or isolate what an implementation raised, as the hook's rules say."""
         if isinstance(exc, StopSampling):
-            if hook is not HookName.SAMPLING_LOOP_END:
+            if hook is not H.SAMPLING_LOOP_END:
                 raise exc
         elif writable:
-            raise PluginError(plugin_name, hook.value, _describe(exc)) from exc
-        self._isolate(hook, plugin_name, exc, faults)
-
-    def _isolate(
-        self, hook: HookName, plugin_name: str, exc: Exception, faults: list[PluginFault]
-    ) -> None:
-        if self._strict:
+            raise PluginError(plugin_name, hook.value, describe(exc)) from exc
+        if self.table.strict:
             if isinstance(exc, PluginError):
                 raise exc
-            raise PluginError(plugin_name, hook.value, _describe(exc)) from exc
-        faults.append(PluginFault(plugin_name, hook.value, exc))
-        logger.warning(
-            "plugin.error",
-            plugin=plugin_name,
-            hook=hook.value,
-            error_type=type(exc).__name__,
-            error=str(exc),
-        )
+            raise PluginError(plugin_name, hook.value, describe(exc)) from exc
+        self.faults.append(PluginFault(plugin_name, hook.value, exc))
+        log_fault(plugin_name, hook.value, exc)
 
 
-class PluginTimeout(TimeoutError):
-    """An async hook implementation ran longer than the dispatcher's timeout."""
+def log_fault(plugin_name: str, hook: str, exc: BaseException) -> None:
+    """Log an isolated plugin fault (``plugin.error``, with the plugin's name)."""
+    logger.warning(
+        "plugin.error",
+        plugin=plugin_name,
+        hook=hook,
+        error_type=type(exc).__name__,
+        error=str(exc),
+    )
 
 
-async def _within(timeout: float, pending: Any) -> None:
-    with anyio.move_on_after(timeout) as scope:
-        await pending
-    if scope.cancelled_caught:
-        raise PluginTimeout(f"took longer than {timeout:g}s and was cancelled")
-
-
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """``Type: message`` (or just ``Type``)."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _trace_call(hook: HookName, plugin_name: str, payload: HookPayload) -> None:
-    where = [f"sampling_id={payload.sampling_id}"]
-    for field in ("iteration", "subsample_index", "attempt", "sequence"):
-        value = getattr(payload, field, None)
-        if value is not None:
-            where.append(f"{field}={value}")
-    print(f"samplehooks: {hook.value} -> {plugin_name} ({' '.join(where)})", file=sys.stderr)

@@ -13,18 +13,22 @@ import importlib
 import os
 import sys
 import types
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from hook_specs import specs
-from hook_specs.markers import PROJECT_NAME
+from hook_specs.markers import PROJECT_NAME, is_background
 from hook_specs.names import HookName
-from sampling_core.dispatch import HookDispatcher, HookImplementation
+from sampling_core.dispatch import HookImplementation, HookTable, Monitor
 from sampling_core.errors import PluginError
+
+if TYPE_CHECKING:
+    from sampling_core.background import BackgroundDelivery
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 BUILTIN_DISTRIBUTION = "samplehooks"
@@ -57,6 +61,18 @@ class PluginSettings:
             trace_hooks=env.get("SAMPLEHOOKS_TRACE_HOOKS", "").strip().lower()
             in {"1", "true", "yes", "on"},
         )
+
+    def loads(self, entry: InstalledPlugin) -> bool:
+        """Whether a ``Sampler`` loads this entry point without being asked (the one rule).
+
+        Disabled: never; with ``SAMPLEHOOKS_PLUGINS`` set: exactly those named; otherwise
+        every third-party entry point and no built-in.
+        """
+        if entry.name in self.disabled:
+            return False
+        if self.only is not None:
+            return entry.name in self.only
+        return not entry.builtin
 
 
 def _names(raw: str) -> frozenset[str]:
@@ -124,8 +140,63 @@ def default_name(plugin: Any) -> str:
     return type(plugin).__name__
 
 
+class _LiveManager(pluggy.PluginManager):
+    """pluggy's ``PluginManager``, telling its registry about every change made on it.
+
+    Overrides only public methods, so a plugin registered or unregistered directly on
+    ``sampler.plugins.manager`` (or monitoring added there) takes effect from the next call
+    like one registered through the registry.
+    """
+
+    def __init__(self, registry: PluginRegistry) -> None:
+        super().__init__(PROJECT_NAME)
+        self._registry = weakref.ref(registry)
+
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        """Register as pluggy does, then check the plugin by the engine's rules."""
+        registered = super().register(plugin, name)
+        registry = self._registry()
+        if registry is not None and registered is not None:
+            try:
+                registry._check(registered, plugin)
+            except PluginError:
+                super().unregister(plugin)
+                raise
+            registry._changed()
+        return registered
+
+    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        """Unregister as pluggy does."""
+        removed = super().unregister(plugin, name)
+        registry = self._registry()
+        if registry is not None:
+            registry._changed()
+        return removed
+
+    def add_hookcall_monitoring(
+        self, before: Callable[..., None], after: Callable[..., None]
+    ) -> Callable[[], None]:
+        """Monitor every hook the engine fires (see ``PluginRegistry.add_hookcall_monitoring``)."""
+        registry = self._registry()
+        undo_pluggy = super().add_hookcall_monitoring(before, after)
+        if registry is None:
+            return undo_pluggy
+        undo = registry.add_hookcall_monitoring(before, after)
+
+        def undo_both() -> None:
+            undo()
+            undo_pluggy()
+
+        return undo_both
+
+
 class PluginRegistry:
-    """The plugins of one ``Sampler`` (or one call), on a pluggy ``PluginManager``."""
+    """The plugins of one ``Sampler``, on a pluggy ``PluginManager`` (:attr:`manager`).
+
+    Registration is live: :meth:`register`, :meth:`unregister` and registration directly on
+    :attr:`manager` all take effect from the next ``sample()`` call. The compiled
+    :class:`~sampling_core.dispatch.HookTable` is cached until the next change.
+    """
 
     def __init__(
         self,
@@ -134,14 +205,19 @@ class PluginRegistry:
         settings: PluginSettings | None = None,
         reserved_names: Iterable[str] = (),
         timeout: float | None = None,
+        delivery: BackgroundDelivery | None = None,
     ) -> None:
         self.strict = strict
         self.timeout = timeout
         self.settings = settings or PluginSettings()
-        self.manager = pluggy.PluginManager(PROJECT_NAME)
+        self.delivery = delivery
+        self.manager: pluggy.PluginManager = _LiveManager(self)
         self.manager.add_hookspecs(specs)
         self._reserved = set(reserved_names)
-        self._dispatcher: HookDispatcher | None = None
+        self._monitors: list[Monitor] = []
+        self._table: HookTable | None = None
+        if self.settings.trace_hooks:
+            self.add_hookcall_monitoring(_trace_before, _trace_after)
 
     # -- registration -------------------------------------------------------------------
 
@@ -164,8 +240,9 @@ class PluginRegistry:
     def register(self, plugin: Any, name: str | None = None) -> str:
         """Register a plugin object under ``name`` (or its default name), checked as pluggy does.
 
-        Unknown hook names (without ``optionalhook``) and wrapper implementations are
-        refused with :class:`PluginError`.
+        Unknown hook names (without ``optionalhook``), wrapper implementations and
+        ``@background`` on a hook that may write are refused with :class:`PluginError`.
+        Takes effect from the next call.
         """
         final = self._unique(name or default_name(plugin))
         try:
@@ -174,13 +251,45 @@ class PluginRegistry:
             raise PluginError(final, "register", str(exc)) from exc
         except ValueError as exc:  # the same object registered twice
             raise PluginError(final, "register", str(exc)) from exc
-        try:
-            self._check(final, plugin)
-        except PluginError:
-            self.manager.unregister(plugin)
-            raise
-        self._dispatcher = None
         return final
+
+    def unregister(self, plugin: Any) -> Any:
+        """Unregister a plugin, given by its name or itself; returns it (``None`` if absent).
+
+        Takes effect from the next call.
+        """
+        if isinstance(plugin, str):
+            found = self.manager.get_plugin(plugin)
+            return None if found is None else self.manager.unregister(found)
+        if not self.manager.is_registered(plugin):
+            return None
+        return self.manager.unregister(plugin)
+
+    def add_hookcall_monitoring(
+        self, before: Callable[..., None], after: Callable[..., None]
+    ) -> Callable[[], None]:
+        """Call ``before``/``after`` around every hook the engine fires, as pluggy does.
+
+        ``before(hook_name, hook_impls, kwargs)`` runs before the first implementation;
+        ``after(outcome, hook_name, hook_impls, kwargs)`` after the last, with a
+        ``pluggy.Result`` (its exception set when the hook raised). ``hook_impls`` are
+        pluggy's ``HookImpl`` objects, ``kwargs`` is ``{"payload": payload}``. Hooks that
+        nothing implements fire too while a monitor is set. Returns a function that
+        removes the monitor. Takes effect from the next call.
+        """
+        monitor = (before, after)
+        self._monitors.append(monitor)
+        self._changed()
+
+        def undo() -> None:
+            if monitor in self._monitors:
+                self._monitors.remove(monitor)
+                self._changed()
+
+        return undo
+
+    def _changed(self) -> None:
+        self._table = None
 
     def _unique(self, base: str) -> str:
         taken = self._reserved | {n for n, _ in self.manager.list_name_plugin()}
@@ -192,26 +301,10 @@ class PluginRegistry:
         return f"{base}-{n}"
 
     def _check(self, name: str, plugin: Any) -> None:
-        known = {hook.value for hook in HookName}
         for caller in self.manager.get_hookcallers(plugin) or []:
             for impl in caller.get_hookimpls():
-                if impl.plugin is not plugin:
-                    continue
-                if impl.wrapper or impl.hookwrapper:
-                    raise PluginError(
-                        name,
-                        caller.name,
-                        "wrapper/hookwrapper implementations cannot span awaited hooks; "
-                        "pair sampling_loop_start with sampling_loop_end (or "
-                        "generation_pre_call with generation_post_call) instead",
-                    )
-                if caller.name not in known and not impl.optionalhook:
-                    raise PluginError(
-                        name,
-                        caller.name,
-                        f"unknown hook {caller.name!r}; hooks are: {', '.join(sorted(known))} "
-                        "(mark it @hookimpl(optionalhook=True) if that is intended)",
-                    )
+                if impl.plugin is plugin:
+                    check_implementation(name, caller.name, impl)
 
     def load_entrypoints(self) -> list[InstalledPlugin]:
         """Load the entry points the environment asks for, one at a time.
@@ -221,15 +314,11 @@ class PluginRegistry:
         and skipped (strict: :class:`PluginError`).
         """
         only, disabled = self.settings.only, self.settings.disabled
-        report = []
+        report: list[InstalledPlugin] = []
         wanted = set(only) if only is not None else set()
         for entry in installed_plugins():
             wanted.discard(entry.name)
-            if entry.name in disabled:
-                continue
-            if only is not None and entry.name not in only:
-                continue
-            if only is None and entry.builtin:
+            if not self.settings.loads(entry):
                 continue
             try:
                 plugin = load_entry_point(entry.name)
@@ -275,16 +364,140 @@ class PluginRegistry:
             found[hook] = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
         return found
 
-    def dispatcher(self) -> HookDispatcher:
-        """The dispatcher for the plugins registered now (cached until the next change)."""
-        if self._dispatcher is None:
-            self._dispatcher = HookDispatcher(
+    def hooks(self) -> HookTable:
+        """The hook table for the plugins registered now (cached until the next change)."""
+        table = self._table
+        if table is None:
+            table = self._table = HookTable(
                 self.implementations(),
                 strict=self.strict,
-                trace=self.settings.trace_hooks,
                 timeout=self.timeout,
+                monitors=self._monitors,
+                delivery=self.delivery,
             )
-        return self._dispatcher
+        return table
+
+    def with_call_plugins(self, plugins: Iterable[PluginSpec]) -> HookTable:
+        """This registry's table plus ``plugins``, for one call only (nothing is kept).
+
+        The plugins' implementations are read with pluggy's public ``parse_hookimpl_opts``
+        and checked as :meth:`register` checks them, without a pluggy manager of their own.
+        """
+        taken = set(self.names()) | self._reserved
+        extra: dict[HookName, list[HookImplementation]] = {}
+        for plugin in plugins:
+            if isinstance(plugin, str):
+                if plugin in self.settings.disabled:
+                    continue
+                try:
+                    obj, base = _resolve_name(plugin), plugin
+                except Exception as exc:
+                    raise PluginError(plugin, "load", str(exc)) from exc
+            else:
+                obj, base = plugin, default_name(plugin)
+            name = _unique_in(base, taken)
+            taken.add(name)
+            for hook, impl in self._read_implementations(obj, name):
+                extra.setdefault(hook, []).append(impl)
+        return self.hooks().merged(extra)
+
+    def _read_implementations(
+        self, plugin: Any, name: str
+    ) -> list[tuple[HookName, HookImplementation]]:
+        found = []
+        for attribute in _hook_attributes(plugin, self.manager):
+            opts = self.manager.parse_hookimpl_opts(plugin, attribute)
+            if opts is None:
+                continue
+            impl = pluggy.HookImpl(plugin, name, getattr(plugin, attribute), opts)
+            hook_name = opts.get("specname") or attribute
+            check_implementation(name, hook_name, impl)
+            if hook_name in _HOOK_VALUES:
+                hook = HookName(hook_name)
+                unknown = set(impl.argnames) - {"payload"}
+                if unknown:
+                    raise PluginError(
+                        name,
+                        hook_name,
+                        f"unknown argument(s) {sorted(unknown)}: hooks take payload",
+                    )
+                found.append((hook, HookImplementation.from_pluggy(impl)))
+        return found
+
+
+_HOOK_VALUES = frozenset(hook.value for hook in HookName)
+_ATTRIBUTES: dict[type, tuple[str, ...]] = {}
+
+
+def _hook_attributes(plugin: Any, manager: pluggy.PluginManager) -> tuple[str, ...]:
+    """The attribute names of ``plugin`` that carry a ``@hookimpl`` (cached per class)."""
+    if isinstance(plugin, types.ModuleType):
+        return tuple(dir(plugin))
+    cls = plugin if isinstance(plugin, type) else type(plugin)
+    names = _ATTRIBUTES.get(cls)
+    if names is None:
+        names = _ATTRIBUTES[cls] = tuple(
+            n for n in dir(plugin) if manager.parse_hookimpl_opts(plugin, n) is not None
+        )
+    return names
+
+
+def _unique_in(base: str, taken: set[str]) -> str:
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def check_implementation(plugin_name: str, hook_name: str, impl: pluggy.HookImpl) -> None:
+    """Refuse what the engine cannot honour: wrappers, unknown hooks, misplaced ``@background``."""
+    if impl.wrapper or impl.hookwrapper:
+        raise PluginError(
+            plugin_name,
+            hook_name,
+            "wrapper/hookwrapper implementations cannot span awaited hooks; "
+            "pair sampling_loop_start with sampling_loop_end (or "
+            "generation_pre_call with generation_post_call) instead",
+        )
+    if hook_name not in _HOOK_VALUES:
+        if not impl.optionalhook:
+            raise PluginError(
+                plugin_name,
+                hook_name,
+                f"unknown hook {hook_name!r}; hooks are: {', '.join(sorted(_HOOK_VALUES))} "
+                "(mark it @hookimpl(optionalhook=True) if that is intended)",
+            )
+        return
+    if is_background(impl.function) and HookName(hook_name).may_change_payload:
+        raise PluginError(
+            plugin_name,
+            hook_name,
+            "@background is only for observe-only hooks (sampling_iteration, "
+            "sampling_loop_end, generation_post_call, generation_error): this hook's "
+            "changes must be made before the engine goes on",
+        )
+
+
+def _trace_before(hook_name: str, hook_impls: list[Any], kwargs: dict[str, Any]) -> None:
+    """``SAMPLEHOOKS_TRACE_HOOKS``: one stderr line per implementation about to run."""
+    payload = kwargs["payload"]
+    where = [f"sampling_id={payload.sampling_id}"]
+    for field_name in ("iteration", "subsample_index", "attempt", "sequence"):
+        value = getattr(payload, field_name, None)
+        if value is not None:
+            where.append(f"{field_name}={value}")
+    for impl in reversed(hook_impls):  # pluggy lists them last-called first
+        print(
+            f"samplehooks: {hook_name} -> {impl.plugin_name} ({' '.join(where)})", file=sys.stderr
+        )
+
+
+def _trace_after(outcome: Any, hook_name: str, hook_impls: list[Any], kwargs: Any) -> None:
+    exc = outcome.exception
+    if exc is not None:
+        print(f"samplehooks: {hook_name} raised {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _resolve_name(name: str) -> Any:

@@ -12,11 +12,14 @@ import anyio
 
 from hook_specs.records import Message
 from sampling_core.backends.base import Backend, aclose_backend
+from sampling_core.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
+from sampling_core.background import BackgroundDelivery
 from sampling_core.budgets import (
     DEFAULT_MAX_CONCURRENCY_BUDGET,
     DEFAULT_MAX_LOOP_BUDGET,
     check_budget,
 )
+from sampling_core.dispatch import PluginFault
 from sampling_core.loop import CallSettings, SamplingCall
 from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
 from sampling_core.requirements import Check, Requirement, as_requirements, parses_as
@@ -41,7 +44,13 @@ class Sampler:
     of transient backend failures; they never consume ``loop_budget``. ``attempt_timeout``
     bounds each backend call (a timeout is transient: retried under ``retry``).
     ``plugin_timeout`` bounds each async hook implementation; one that overruns is
-    cancelled and treated like a plugin that raised.
+    cancelled and treated like a plugin that raised. ``background_queue_size`` bounds the
+    queue of ``@background`` observers' events (when full, sampling waits for room).
+
+    Registration is live: ``sampler.plugins.register(obj)`` / ``.unregister(name_or_obj)``
+    (or registration on ``sampler.plugins.manager``) take effect from the next call. Use
+    ``async with Sampler(...)`` or ``await sampler.aclose()`` to release the backend and
+    wait for every background event to be delivered.
     """
 
     def __init__(
@@ -56,6 +65,7 @@ class Sampler:
         plugin_timeout: float | None = None,
         max_loop_budget: int = DEFAULT_MAX_LOOP_BUDGET,
         max_concurrency_budget: int = DEFAULT_MAX_CONCURRENCY_BUDGET,
+        background_queue_size: int = DEFAULT_BACKGROUND_QUEUE,
     ) -> None:
         if backend is not None and not callable(getattr(backend, "generate", None)):
             raise TypeError(
@@ -72,8 +82,12 @@ class Sampler:
             "max_concurrency_budget", max_concurrency_budget, 10**9, "the caller"
         )
         self.settings = PluginSettings.from_env()
+        self.background = BackgroundDelivery(background_queue_size)
         self.plugins = PluginRegistry(
-            strict=strict_plugins, settings=self.settings, timeout=self.plugin_timeout
+            strict=strict_plugins,
+            settings=self.settings,
+            timeout=self.plugin_timeout,
+            delivery=self.background,
         )
         if load_entrypoints:
             self.plugins.load_entrypoints()
@@ -81,8 +95,14 @@ class Sampler:
             self.plugins.add(plugin)
 
     async def aclose(self) -> None:
-        """Free the backend's resources (servers, connections), if it holds any."""
+        """Deliver every queued background event, then free the backend's resources."""
+        await self.background.adrain()
         await aclose_backend(self.backend)
+
+    @property
+    def background_faults(self) -> list[PluginFault]:
+        """Faults of ``@background`` observers (they are also logged as ``plugin.error``)."""
+        return self.background.faults
 
     async def __aenter__(self) -> Sampler:
         return self
@@ -108,6 +128,7 @@ class Sampler:
         options: dict[str, Any] | None = None,
         format: type[Any] | None = None,
         backend: Backend | None = None,
+        early_exit: bool = True,
     ) -> SamplingResult:
         """Sample until an answer to ``prompt`` meets every requirement, or the budget is spent.
 
@@ -117,7 +138,9 @@ class Sampler:
         reproducible seed for every (subsample, attempt). ``selection="ordered"`` picks the
         passing attempt first in (attempt, subsample_index) order, the same on every run
         with a seeded backend. ``format`` is a pydantic model the answer must parse as; the
-        parsed value is ``result.value``.
+        parsed value is ``result.value``. With ``early_exit=False`` a passing attempt does
+        not cancel its siblings: every subsample runs until it passes or spends its
+        ``loop_budget``, and the pick is made as usual.
         """
         chosen = backend or self.backend
         if chosen is None:
@@ -138,20 +161,11 @@ class Sampler:
         checks = as_requirements(requirements)
         if format is not None:
             checks = (*checks, parses_as(format))
-        dispatcher = self.plugins.dispatcher()
-        if plugins:
-            extra = PluginRegistry(
-                strict=self.strict_plugins,
-                settings=self.settings,
-                reserved_names=self.plugins.names(),
-                timeout=self.plugin_timeout,
-            )
-            for plugin in plugins:
-                extra.add(plugin)
-            dispatcher = dispatcher.merged(extra.implementations())
+        table = self.plugins.with_call_plugins(plugins) if plugins else self.plugins.hooks()
+        sampling_id = os.urandom(8).hex()
         call = SamplingCall(
             CallSettings(
-                sampling_id=os.urandom(8).hex(),
+                sampling_id=sampling_id,
                 backend=chosen,
                 messages=_as_messages(prompt),
                 requirements=checks,
@@ -162,18 +176,25 @@ class Sampler:
                 seed=seed,
                 options=dict(options or {}),
                 format=format,
-                dispatcher=dispatcher,
                 retry=self.retry,
                 attempt_timeout=self.attempt_timeout,
                 max_loop_budget=self.max_loop_budget,
                 max_concurrency_budget=self.max_concurrency_budget,
-            )
+                early_exit=bool(early_exit),
+            ),
+            table.for_call(sampling_id, strategy.name),
         )
         return await call.run()
 
     def sample_sync(self, prompt: Prompt, **kwargs: Any) -> SamplingResult:
-        """Run :meth:`sample` to completion from synchronous code."""
-        return _run_sync(partial(self.sample, prompt, **kwargs))
+        """Run :meth:`sample` to completion from synchronous code.
+
+        Returns once every background event of the call has been delivered too.
+        """
+        try:
+            return _run_sync(partial(self.sample, prompt, **kwargs))
+        finally:
+            self.background.drain()
 
 
 def _positive_or_none(name: str, value: float | None) -> float | None:
@@ -225,6 +246,7 @@ async def sample(
     selection: Selection = "first",
     options: dict[str, Any] | None = None,
     format: type[Any] | None = None,
+    early_exit: bool = True,
 ) -> SamplingResult:
     """Sample with the default sampler: the arguments of :meth:`Sampler.sample`.
 
@@ -248,9 +270,16 @@ def sample_sync(
     selection: Selection = "first",
     options: dict[str, Any] | None = None,
     format: type[Any] | None = None,
+    early_exit: bool = True,
 ) -> SamplingResult:
-    """Run :func:`sample` to completion from synchronous code (not inside an event loop)."""
-    return _run_sync(partial(sample, **locals()))  # the parameters above, as they are
+    """Run :func:`sample` to completion from synchronous code (not inside an event loop).
+
+    Returns once every background event of the call has been delivered too.
+    """
+    try:
+        return _run_sync(partial(sample, **locals()))  # the parameters above, as they are
+    finally:
+        default_sampler().background.drain()
 
 
 def _run_sync(call: Any) -> SamplingResult:

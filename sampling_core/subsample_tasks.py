@@ -119,11 +119,21 @@ class AnyioSubsampleTasks:
 class AsyncioSubsampleTasks:
     """Plain asyncio tasks, cancelled by anyio's rules (see the module's docstring)."""
 
-    __slots__ = ("_errors", "_loop", "_pending", "_remaining", "_shielded", "_tasks", "_waiter")
+    __slots__ = (
+        "_errors",
+        "_loop",
+        "_pending",
+        "_remaining",
+        "_shielded",
+        "_started",
+        "_tasks",
+        "_waiter",
+    )
 
     def __init__(self, count: int) -> None:
         self._tasks: list[asyncio.Task[None]] = []
         self._shielded = [False] * count
+        self._started = [False] * count
         self._pending = [False] * count  # cancelled while shielded
         self._remaining = 0
         self._waiter: asyncio.Future[None] | None = None
@@ -136,7 +146,7 @@ class AsyncioSubsampleTasks:
         self._remaining = count
         tasks = self._tasks
         for index in range(count):
-            task = loop.create_task(subsample(index))
+            task = loop.create_task(self._run_one(subsample, index))
             task.add_done_callback(self._finished)
             tasks.append(task)
         cancelled: BaseException | None = None
@@ -157,6 +167,10 @@ class AsyncioSubsampleTasks:
             if len(self._errors) == 1:
                 raise self._errors[0]
             raise BaseExceptionGroup("subsamples failed", self._errors)
+
+    async def _run_one(self, subsample: Subsample, index: int) -> None:
+        self._started[index] = True
+        await subsample(index)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._remaining -= 1
@@ -181,18 +195,39 @@ class AsyncioSubsampleTasks:
         if self._shielded[index]:
             self._pending[index] = True
             return
-        waiter = getattr(task, "_fut_waiter", None)
-        if waiter is not None and not waiter.done():
-            task.cancel()
-        else:
-            # Not started yet, running now, or about to resume: like anyio, try again on
-            # the next turn of the event loop.
+        if not self._started[index] or task is asyncio.current_task():
+            # Not started yet, or running now: like anyio, try again on the next turn of
+            # the event loop (by then it waits, or has finished).
             assert self._loop is not None
             self._loop.call_soon(self.cancel, index)
+        else:
+            task.cancel()
+
+    def shield(self, index: int, on: bool) -> None:
+        """Turn subsample ``index``'s shield on or off (off: a cancellation held back lands)."""
+        self._shielded[index] = on
+        if not on and self._pending[index]:
+            self._pending[index] = False
+            self.cancel(index)
 
     def shielded(self, index: int) -> _Shield:
         """A block of subsample ``index`` that :meth:`cancel` does not interrupt."""
         return _Shield(self, index)
+
+
+def one_of(group: BaseExceptionGroup) -> BaseException:
+    """The exception to raise for a group of them: the first that is not a cancellation,
+    as itself, with the others named in a note (the group when all are cancellations)."""
+    errors = group.exceptions
+    if len(errors) == 1:
+        return errors[0]
+    cancelled = anyio.get_cancelled_exc_class()
+    chosen = next((e for e in errors if not isinstance(e, cancelled)), None)
+    if chosen is None:
+        return group
+    others = "; ".join(f"{type(e).__name__}: {e}" for e in errors if e is not chosen)
+    chosen.add_note(f"other subsamples raised too: {others}")
+    return chosen
 
 
 class _Shield:
@@ -203,12 +238,8 @@ class _Shield:
         self._index = index
 
     def __enter__(self) -> _Shield:
-        self._tasks._shielded[self._index] = True
+        self._tasks.shield(self._index, True)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        tasks, index = self._tasks, self._index
-        tasks._shielded[index] = False
-        if tasks._pending[index]:
-            tasks._pending[index] = False
-            tasks.cancel(index)
+        self._tasks.shield(self._index, False)

@@ -204,6 +204,7 @@ def test_module_level_sample_has_the_documented_signature():
         "selection",
         "options",
         "format",
+        "early_exit",
     ]
     for function in (sample, sample_sync):
         parameters = inspect.signature(function).parameters

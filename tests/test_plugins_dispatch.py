@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from hook_specs import HookName, ReadOnlyFieldError, hookimpl
 from hook_specs.payloads import PAYLOAD_TYPES
-from sampling_core import GenerationRequest, PluginError, Sampler, ScriptedBackend, loop
+from sampling_core import GenerationRequest, PluginError, Sampler, ScriptedBackend, dispatch
 
 pytestmark = pytest.mark.anyio
 H = HookName
@@ -255,9 +255,9 @@ async def test_per_call_plugins_never_see_another_calls_events():
 
 async def test_no_payload_is_built_for_a_hook_nobody_implements(monkeypatch):
     built = []
-    # The engine builds every payload through the builders it made once, at import.
-    builders = {name: f for name, f in vars(loop).items() if name.startswith("_new_")}
-    assert len(builders) == len(PAYLOAD_TYPES)
+    # The engine builds every payload through the builders the hook channel made once.
+    builders = dict(dispatch.BUILDERS)
+    assert builders.keys() == PAYLOAD_TYPES.keys()
 
     def counting(build):
         def count(fields):
@@ -267,8 +267,8 @@ async def test_no_payload_is_built_for_a_hook_nobody_implements(monkeypatch):
 
         return count
 
-    for name, build in builders.items():
-        monkeypatch.setattr(loop, name, counting(build))
+    for hook, build in builders.items():
+        monkeypatch.setitem(dispatch.BUILDERS, hook, counting(build))
 
     await sampler_with().sample("q", requirements=[never], loop_budget=2, concurrency_budget=2)
     assert built == []

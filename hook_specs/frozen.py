@@ -1,0 +1,141 @@
+"""Read-only views of the values an observe-only hook's payload carries.
+
+A plugin observing ``sampling_iteration`` must not be able to change the answer through
+``payload.generation.text`` or ``payload.validations[0]``. :func:`read_only` returns a
+view of a value that refuses every write with :class:`~hook_specs.errors.ReadOnlyFieldError`
+naming the path written (``generation.text``, ``validations[0].passed``) and the hook:
+
+* a list or tuple becomes a :class:`ReadOnlyList` (a ``list``) of read-only items;
+* a dict becomes a :class:`ReadOnlyDict` (a ``dict``) of read-only values;
+* a dataclass instance becomes a copy of a read-only subclass of its class (equal to the
+  original, ``isinstance`` of its class), with read-only field values;
+* anything else (numbers, strings, exceptions, other objects) is returned as it is.
+
+Payloads make the views lazily, on the first read of a field (see
+:class:`hook_specs.payloads.ObserveOnlyPayload`), so a plugin that reads nothing pays
+nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NoReturn
+
+from hook_specs.errors import ReadOnlyFieldError
+
+_PLAIN = (str, int, float, bool, bytes, type(None))
+
+
+def read_only(value: Any, path: str, hook: str) -> Any:
+    """A view of ``value`` that refuses writes, naming ``path`` and ``hook``."""
+    kind = type(value)
+    if kind in _PLAIN or isinstance(value, _ReadOnly):
+        return value
+    if isinstance(value, list | tuple):
+        return ReadOnlyList(value, path, hook)
+    if isinstance(value, dict):
+        return ReadOnlyDict(value, path, hook)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _read_only_dataclass(value, path, hook)
+    return value
+
+
+class _ReadOnly:
+    """Marks a read-only view (never wrapped twice)."""
+
+    __slots__ = ()
+
+
+def _refuse(path: str, hook: str) -> NoReturn:
+    raise ReadOnlyFieldError(path, hook, frozenset())
+
+
+class ReadOnlyList(list, _ReadOnly):  # type: ignore[type-arg]
+    """A list whose items are read-only and that refuses every change."""
+
+    __slots__ = ("_hook", "_path")
+
+    def __init__(self, items: Any, path: str, hook: str) -> None:
+        super().__init__(read_only(item, f"{path}[{i}]", hook) for i, item in enumerate(items))
+        self._path = path
+        self._hook = hook
+
+    def _refused(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self._path, self._hook)
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refused
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refused
+
+    def __reduce__(self) -> Any:  # copies and pickles are plain lists
+        return (list, (list(self),))
+
+
+class ReadOnlyDict(dict, _ReadOnly):  # type: ignore[type-arg]
+    """A dict whose values are read-only and that refuses every change."""
+
+    __slots__ = ("_hook", "_path")
+
+    def __init__(self, items: Any, path: str, hook: str) -> None:
+        super().__init__((k, read_only(v, f"{path}[{k!r}]", hook)) for k, v in items.items())
+        self._path = path
+        self._hook = hook
+
+    def _refused(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self._path, self._hook)
+
+    update = setdefault = pop = popitem = clear = _refused
+    __setitem__ = __delitem__ = __ior__ = _refused
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+_VIEW_TYPES: dict[type, type] = {}
+
+
+def _read_only_dataclass(value: Any, path: str, hook: str) -> Any:
+    cls = type(value)
+    view_type = _VIEW_TYPES.get(cls)
+    if view_type is None:
+        view_type = _VIEW_TYPES[cls] = _make_view_type(cls)
+    view = object.__new__(view_type)
+    for f in dataclasses.fields(value):
+        inner = read_only(getattr(value, f.name), f"{path}.{f.name}", hook)
+        object.__setattr__(view, f.name, inner)
+    object.__setattr__(view, "_ro_path", path)
+    object.__setattr__(view, "_ro_hook", hook)
+    return view
+
+
+def _make_view_type(cls: type) -> type:
+    names = tuple(f.name for f in dataclasses.fields(cls))
+
+    def __setattr__(self: Any, name: str, value: Any) -> NoReturn:
+        _refuse(f"{self._ro_path}.{name}", self._ro_hook)
+
+    def __delattr__(self: Any, name: str) -> NoReturn:
+        _refuse(f"{self._ro_path}.{name}", self._ro_hook)
+
+    def __eq__(self: Any, other: object) -> bool:
+        if not isinstance(other, cls):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in names)
+
+    def __reduce__(self: Any) -> Any:  # copies and pickles are of the original class
+        return (_rebuild, (cls, {n: getattr(self, n) for n in names}))
+
+    namespace = {
+        "__slots__": ("_ro_hook", "_ro_path"),
+        "__setattr__": __setattr__,
+        "__delattr__": __delattr__,
+        "__eq__": __eq__,
+        "__hash__": cls.__hash__,
+        "__reduce__": __reduce__,
+        "__doc__": f"A read-only view of a {cls.__name__}.",
+    }
+    return type(f"ReadOnly{cls.__name__}", (cls, _ReadOnly), namespace)
+
+
+def _rebuild(cls: type, fields: dict[str, Any]) -> Any:
+    plain = {k: list(v) if isinstance(v, ReadOnlyList) else v for k, v in fields.items()}
+    return cls(**plain)

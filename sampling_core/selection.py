@@ -1,0 +1,225 @@
+"""What one call has produced so far, and the pick: completed attempts, errors, the winner.
+
+A :class:`Tally` numbers and keeps every completed attempt, judges it (first pass, or the
+best ``(attempt, subsample_index)`` under ``selection="ordered"``), cancels the subsamples
+that can no longer win (unless ``early_exit`` is off), counts tokens and in-flight
+attempts, and finally makes the :class:`~sampling_core.results.SamplingResult` and the
+fields of ``sampling_loop_end``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from hook_specs.payloads import StopReason
+from hook_specs.records import (
+    Attempt,
+    Generation,
+    IterationInfo,
+    Message,
+    Usage,
+    ValidationResult,
+    count_passed,
+)
+from sampling_core.dispatch import PluginFault
+from sampling_core.requirements import parse_model
+from sampling_core.results import AttemptError, SamplingResult
+from sampling_core.strategies import Strategy
+
+if TYPE_CHECKING:
+    from sampling_core.loop import CallSettings
+    from sampling_core.subsample_tasks import SubsampleTasks
+
+logger = structlog.get_logger("samplehooks")
+
+
+class Tally:
+    """The attempts, errors and tokens of one call, and its winner."""
+
+    __slots__ = (
+        "attempts",
+        "best_key",
+        "current_attempt",
+        "early_exit",
+        "errors",
+        "fatal",
+        "in_flight",
+        "input_tokens",
+        "output_tokens",
+        "selection",
+        "sequence",
+        "started",
+        "stopped",
+        "strategy",
+        "tasks",
+        "winner",
+    )
+
+    def __init__(self, strategy: Strategy, selection: str, early_exit: bool) -> None:
+        self.strategy = strategy
+        self.selection = selection
+        self.early_exit = early_exit and not strategy.runs_whole_budget
+        self.attempts: list[Attempt] = []
+        self.errors: list[AttemptError] = []
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.sequence = 0
+        self.in_flight = 0  # attempts whose backend call began and that have not completed
+        self.winner: Attempt | None = None
+        self.best_key: tuple[int, int] | None = None  # selection="ordered"
+        self.stopped = False
+        self.fatal: BaseException | None = None
+        self.current_attempt: list[int] = []
+        self.tasks: SubsampleTasks | None = None
+        self.started = time.perf_counter()
+
+    @property
+    def over(self) -> bool:
+        """Whether no attempt should start any more (stopped, failed, or won)."""
+        return (
+            self.stopped or self.fatal is not None or (self.winner is not None and self.early_exit)
+        )
+
+    def may_start(self, index: int, number: int) -> bool:
+        """Whether subsample ``index`` may start attempt ``number`` (and note that it does)."""
+        if self.over:
+            return False
+        if self.early_exit and self.best_key is not None and (number, index) > self.best_key:
+            return False  # selection="ordered": this subsample can no longer win
+        self.current_attempt[index] = number
+        return True
+
+    def count_usage(self, usage: Usage) -> None:
+        """Add one generation's tokens (cancelled attempts' too, where reported)."""
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+
+    def record(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        generation: Generation,
+        validations: tuple[ValidationResult, ...],
+    ) -> Attempt:
+        """Number, keep and judge a validated attempt."""
+        self.sequence += 1
+        attempt = Attempt(
+            info.subsample_index,
+            info.attempt,
+            info.iteration,
+            self.sequence,
+            generation.text,
+            generation,
+            validations,
+            count_passed(validations) == len(validations),
+            messages,
+        )
+        self.attempts.append(attempt)
+        if attempt.passed and not self.strategy.runs_whole_budget:
+            self._judge_pass(attempt)
+        return attempt
+
+    def record_error(self, info: IterationInfo, exc: BaseException) -> None:
+        """Keep an attempt whose backend call raised for good."""
+        self.errors.append(AttemptError(info.subsample_index, info.attempt, info.iteration, exc))
+        logger.warning("sampling.backend_error", error_type=type(exc).__name__, error=str(exc))
+
+    def _judge_pass(self, attempt: Attempt) -> None:
+        tasks = self.tasks if self.early_exit else None
+        if self.selection == "first":
+            if self.winner is None:
+                self.winner = attempt
+                if tasks is not None:
+                    tasks.cancel_all()
+            return
+        key = (attempt.attempt, attempt.subsample_index)
+        if self.best_key is None or key < self.best_key:
+            self.best_key = key
+            if tasks is None:
+                return
+            for index, number in enumerate(self.current_attempt):
+                if index != attempt.subsample_index and (number, index) > key:
+                    tasks.cancel(index)
+
+    # -- the end ------------------------------------------------------------------------
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens spent so far."""
+        return Usage(self.input_tokens, self.output_tokens)
+
+    def result(self, s: CallSettings, faults: list[PluginFault]) -> SamplingResult:
+        """The call's result (raises the first backend error if nothing else happened)."""
+        attempts = sorted(self.attempts, key=_by_position)
+        if not attempts and self.errors and not self.stopped:
+            raise self.errors[0].exception
+        picked = self._pick(attempts)
+        success = picked is not None and picked.passed
+        stop_reason: StopReason
+        if self.stopped:
+            stop_reason = "stopped_by_plugin"
+        elif success:
+            stop_reason = "success"
+        else:
+            stop_reason = "budget_exhausted"
+        value = None
+        if s.format is not None and picked is not None:
+            try:
+                value = parse_model(s.format, picked.text)
+            except ValueError:
+                value = None
+        return SamplingResult(
+            success=success,
+            text=picked.text if picked is not None else None,
+            stop_reason=stop_reason,
+            attempts=attempts,
+            iterations_used=len(attempts),
+            cancelled=self.in_flight,
+            usage=self.usage,
+            sampling_id=s.sampling_id,
+            elapsed_s=time.perf_counter() - self.started,
+            loop_budget=s.loop_budget,
+            concurrency_budget=s.concurrency_budget,
+            strategy_name=s.strategy.name,
+            picked=picked,
+            value=value,
+            errors=self.errors,
+            plugin_errors=faults,
+        )
+
+    def _pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
+        if not self.strategy.runs_whole_budget:
+            if self.winner is not None:
+                return self.winner
+            if self.best_key is not None:
+                attempt, index = self.best_key
+                for candidate in attempts:
+                    if candidate.subsample_index == index and candidate.attempt == attempt:
+                        return candidate
+        return self.strategy.pick(attempts)
+
+    def end_fields(
+        self, s: CallSettings, result: SamplingResult | None, exc: BaseException | None
+    ) -> dict[str, Any]:
+        """The fields of ``sampling_loop_end`` (``result`` is ``None`` on the error path)."""
+        return {
+            "success": result.success if result else False,
+            "stop_reason": result.stop_reason if result else "error",
+            "iterations_used": len(self.attempts),
+            "cancelled": self.in_flight,
+            "text": result.text if result else None,
+            "usage": result.usage if result else self.usage,
+            "loop_budget": s.loop_budget,
+            "concurrency_budget": s.concurrency_budget,
+            "elapsed_s": result.elapsed_s if result else time.perf_counter() - self.started,
+            "error_count": len(self.errors),
+            "exception": exc,
+        }
+
+
+def _by_position(attempt: Attempt) -> tuple[int, int]:
+    return (attempt.subsample_index, attempt.attempt)
