@@ -8,7 +8,6 @@ import pickle
 from typing import ClassVar
 
 import pytest
-from pydantic import BaseModel
 
 from hook_specs import PAYLOAD_TYPES, HookName, ReadOnlyFieldError, specs
 from hook_specs.payloads import (
