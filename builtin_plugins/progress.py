@@ -105,6 +105,16 @@ class ProgressPlugin:
             progress.start()
             self._progress = progress
 
+    def for_run(self, events_file: Any = None, total: int = 0) -> None:
+        """Configure for a batch run: one bar over its ``total`` prompts."""
+        if total < 0:
+            raise ValueError(f"total={total} must be >= 0")
+        self.total = total
+
+    def close(self) -> None:
+        """Stop the display (what a batch run calls when it ends)."""
+        self.stop()
+
     def stop(self) -> None:
         """Draw the final state and remove the live display."""
         with self._lock:

@@ -36,6 +36,7 @@ from hook_specs import (
     SamplingRepairPayload,
     hookimpl,
 )
+from sampling_core.events import read_events
 
 __all__ = ["DEFAULT_PATH", "RecorderPlugin", "read_events"]
 
@@ -90,6 +91,11 @@ class RecorderPlugin:
         self._closer: weakref.finalize | None = None
         self._lock = threading.Lock()
         self.lines_written = 0
+
+    def for_run(self, events_file: os.PathLike[str] | str, total: int = 0) -> None:
+        """Configure for a batch run: write into the run's ``events_file``."""
+        self.close()
+        self.path = Path(events_file)
 
     def close(self) -> None:
         """Close the file (a later event opens it again, appending)."""
@@ -162,31 +168,3 @@ class RecorderPlugin:
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Record a backend call that raised."""
         self.record("generation_error", payload)
-
-
-def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a recorded file back: one dict per line.
-
-    Raises ``ValueError`` naming the line when a line is not a recorded event.
-    """
-    events = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"line {number} is not JSON ({exc.msg})") from None
-            except RecursionError:
-                raise ValueError(f"line {number} is not JSON (nested too deeply)") from None
-            if (
-                not isinstance(event, dict)
-                or not isinstance(event.get("hook"), str)
-                or not isinstance(event.get("payload"), dict)
-            ):
-                raise ValueError(
-                    f'line {number} is not a recorded hook event (needs "hook" and "payload")'
-                )
-            events.append(event)
-    return events

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from builtin_plugins.recorder import read_events
+from sampling_core.events import read_events
 
 __all__ = ["AttemptRow", "CallTimeline", "build_timelines", "trace_app"]
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sampling_core.backends import ScriptedBackend
 from sampling_core.errors import PluginError
-from sampling_core.plugins import PluginSpec
+from sampling_core.plugins import PluginSpec, load_entry_point
 from sampling_core.requirements import REQUIREMENTS_BY_NAME, Requirement
 from sampling_core.runs.config import BackendConfig, RequirementSpec, RunConfig, StrategyConfig
 from sampling_core.runs.errors import ConfigError
@@ -90,28 +89,29 @@ def _real_backend(name: str, extra: str) -> Any:
 
 
 def plugin_specs(names: Sequence[str], events_file: Path, total: int = 0) -> list[PluginSpec]:
-    """What the config's plugin names become.
+    """What the config's plugin names become: each installed plugin by name, told about the run.
 
-    ``recorder`` writes into the run directory (``events.jsonl``) and ``progress`` gets one
-    bar over the ``total`` prompts to run; other names are resolved by the plugin registry.
+    A plugin (a built-in or a third-party one) may define ``for_run(events_file, total)``:
+    it is then configured for this batch run (the ``recorder`` writes into the run
+    directory, ``progress`` shows one bar over the ``total`` prompts). The engine knows
+    plugins only through this plugin API, never by name.
     """
     out: list[PluginSpec] = []
     for name in names:
-        built = None
-        if name == "recorder":
-            built = _builtin("builtin_plugins.recorder", "RecorderPlugin", events_file)
-        elif name == "progress":
-            built = _builtin("builtin_plugins.progress", "ProgressPlugin", total=total)
-        out.append(built if built is not None else name)
+        try:
+            plugin = load_entry_point(name)
+        except LookupError:
+            out.append(name)  # resolved (or reported) by the plugin registry
+            continue
+        except Exception as exc:
+            raise ConfigError(f"plugins: {name!r} could not be loaded: {exc}") from exc
+        configure = getattr(plugin, "for_run", None)
+        if callable(configure):
+            configure(events_file=events_file, total=total)
+            out.append(plugin)
+        else:
+            out.append(name)  # registered under its name, as the registry does
     return out
-
-
-def _builtin(module: str, cls_name: str, *args: Any, **kwargs: Any) -> Any:
-    try:
-        cls = getattr(importlib.import_module(module), cls_name)
-    except (ImportError, AttributeError):
-        return None
-    return cls(*args, **kwargs)
 
 
 def build_sampler(
@@ -136,14 +136,12 @@ def build_sampler(
 
 
 def close_plugins(sampler: Sampler) -> None:
-    """Release what the run's plugins hold: ``close()`` files, ``stop()`` the progress bar."""
+    """Release what the run's plugins hold: call each one's ``close()``, if it has one."""
     for name in sampler.plugins.names():
-        plugin = sampler.plugins.get(name)
-        for method in ("stop", "close") if name == "progress" else ("close",):
-            release = getattr(plugin, method, None)
-            if callable(release):
-                with contextlib.suppress(Exception):
-                    release()
+        release = getattr(sampler.plugins.get(name), "close", None)
+        if callable(release):
+            with contextlib.suppress(Exception):
+                release()
 
 
 def prompt_seed(seed: int | None, key: str) -> int | None:
