@@ -20,6 +20,12 @@ from hook_specs import (
 from sampling_core import GenerationRequest, PluginError
 
 
+@pytest.fixture
+def strict_plugins() -> bool:
+    """The built-in under test runs strict: if it raises in any hook, its tests fail."""
+    return True
+
+
 def never(text: str) -> bool:
     """never passes"""
     return False
@@ -83,7 +89,7 @@ async def test_strict_violation_lands_in_plugin_errors_or_raises_when_sampler_is
     # Flag every inversion, so the concurrent run above becomes a violation.
     checker = OrderingChecker(strict=True, allow_concurrent_inversions=False)
     gate = LaterSubsamplesFirst(3)
-    s = sampler(scripted_backend(gate.reply), plugins=[checker, gate])
+    s = sampler(scripted_backend(gate.reply), plugins=[checker, gate], strict_plugins=False)
     result = await s.sample("q", requirements=[never], concurrency_budget=3)
     (fault,) = result.plugin_errors
     assert isinstance(fault.exception, OrderingViolation)
