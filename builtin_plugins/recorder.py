@@ -36,8 +36,9 @@ from hook_specs import (
     SamplingRepairPayload,
     hookimpl,
 )
+from sampling_core import SamplehooksError
 
-__all__ = ["DEFAULT_PATH", "RecorderPlugin", "read_events"]
+__all__ = ["DEFAULT_PATH", "EventFileError", "RecorderPlugin", "read_events"]
 
 DEFAULT_PATH = "samplehooks-events.jsonl"
 _TRUE = {"1", "true", "yes", "on"}
@@ -164,28 +165,39 @@ class RecorderPlugin:
         self.record("generation_error", payload)
 
 
+class EventFileError(SamplehooksError, ValueError):
+    """A recorded event file has a line that is not a recorded event; the message names it."""
+
+
 def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Read a recorded file back: one dict per line.
 
-    Raises ``ValueError`` naming the line when a line is not a recorded event.
+    Raises :class:`EventFileError` (a ``ValueError``) naming the line when a line is not
+    UTF-8, not JSON, or not a recorded hook event.
     """
     events = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
+    with Path(path).open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise EventFileError(
+                    f"line {number} is not UTF-8 text (byte {exc.start + 1} of the line)"
+                ) from None
             if not line.strip():
                 continue
             try:
                 event = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"line {number} is not JSON ({exc.msg})") from None
+                raise EventFileError(f"line {number} is not JSON ({exc.msg})") from None
             except RecursionError:
-                raise ValueError(f"line {number} is not JSON (nested too deeply)") from None
+                raise EventFileError(f"line {number} is not JSON (nested too deeply)") from None
             if (
                 not isinstance(event, dict)
                 or not isinstance(event.get("hook"), str)
                 or not isinstance(event.get("payload"), dict)
             ):
-                raise ValueError(
+                raise EventFileError(
                     f'line {number} is not a recorded hook event (needs "hook" and "payload")'
                 )
             events.append(event)
