@@ -2,8 +2,10 @@
 
 One task per subsample in an ``asyncio.TaskGroup``; each makes up to ``loop_budget``
 attempts (request, backend call, check, append to a result list) and the first passing
-attempt cancels its siblings. No plugins, no contextvars, no payloads, no result object
-beyond a list: whatever the engine costs above this is the engine's own overhead.
+attempt cancels its siblings. A single subsample (``concurrency_budget=1``) runs inline in
+the caller's task, with no task group, as the engine runs it. No plugins, no contextvars, no
+payloads, no result object beyond a list: whatever the engine costs above this is the
+engine's own overhead.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ async def bare_sample(
                             result.cancelled += 1
                 return
 
+    if concurrency_budget == 1:  # nothing to cancel: no task, as the engine does
+        await subsample(0)
+        return result
     async with asyncio.TaskGroup() as group:
         tasks.extend(group.create_task(subsample(i)) for i in range(concurrency_budget))
     return result

@@ -29,12 +29,16 @@ FEW, MANY = 100, 400  # sample() calls of the two counted runs
 WARMUP = 50
 
 
-def run_calls(variant: str, calls: int, concurrency: int) -> None:
-    """Make ``calls`` sample() calls (after a warm-up), as one counted run does."""
+def run_calls(variant: str, calls: int, concurrency: int) -> int:
+    """Make ``calls`` sample() calls (after a warm-up), as one counted run does.
+
+    Returns the number of backend calls made in all (warm-up included).
+    """
     configure_logging()  # as the wall-time benchmarks do
     plugins = [TrivialPlugin()] if variant == VARIANTS[1] else []
+    model = FakeModel()
     run = engine_runner(
-        FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=concurrency, plugins=plugins
+        model, loop_budget=LOOP_BUDGET, concurrency_budget=concurrency, plugins=plugins
     )
 
     async def many(count: int) -> None:
@@ -45,6 +49,7 @@ def run_calls(variant: str, calls: int, concurrency: int) -> None:
     gc.collect()
     gc.freeze()
     asyncio.run(many(calls))
+    return model.calls
 
 
 def collected(valgrind_output: str) -> int:
@@ -95,7 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.child:
         variant, calls, concurrency = args.child
-        run_calls(variant, int(calls), int(concurrency))
+        made = run_calls(variant, int(calls), int(concurrency))
+        print(f"backend calls: {made}")
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed: apt install valgrind")

@@ -52,6 +52,9 @@ class Row:
     values: dict[str, float | None]
     checks: list[Check] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
+    paired: dict[str, float | None] = field(default_factory=dict)
+    """Medians of per-repetition ratios (``"engine/bare"``, ``"mellea/engine"``), where the
+    implementations were timed back to back; beside :meth:`ratio`, the ratio of medians."""
 
     def ratio(self, top: str, bottom: str) -> float | None:
         """``values[top] / values[bottom]``, or ``None`` when either is missing."""
@@ -73,15 +76,25 @@ def _number(value: float | None) -> str:
     return f"{value:.2f}"
 
 
+def _paired(row: Row, name: str) -> str:
+    return _number(row.paired[name]) if name in row.paired else "-"
+
+
 def render_table(rows: list[Row]) -> str:
-    """The rows as a Markdown table (also readable in a terminal)."""
+    """The rows as a Markdown table (also readable in a terminal).
+
+    Each ratio column (the ratio of the two medians) is followed by a "paired" one: the
+    median of the per-repetition ratios ("-" where the row has none).
+    """
     header = [
         "scenario",
         "setting",
         "metric",
         *(HEADERS[i] for i in IMPLEMENTATIONS),
         "engine/bare",
+        "paired",
         "Mellea/engine",
+        "paired ",
         "asyncio floor",
         "targets",
     ]
@@ -94,7 +107,9 @@ def render_table(rows: list[Row]) -> str:
                 row.metric,
                 *(_number(row.values.get(i)) for i in IMPLEMENTATIONS),
                 _number(row.ratio("engine", "bare")),
+                _paired(row, "engine/bare"),
                 _number(row.ratio("mellea", "engine")),
+                _paired(row, "mellea/engine"),
                 _number(row.values[FLOOR]) if FLOOR in row.values else "-",
                 "; ".join(c.render() for c in row.checks) or "-",
             ]

@@ -26,7 +26,15 @@ from benchmarks.fakes import (
     tracing_plugin,
 )
 from benchmarks.report import FLOOR, Check, Row
-from benchmarks.timing import Runner, median, peak_memory_growth, tasks_left, time_batches
+from benchmarks.timing import (
+    Runner,
+    alternating,
+    median,
+    paired_ratio,
+    peak_memory_growth,
+    tasks_left,
+    time_batches,
+)
 from sampling_core import SamplingResult
 
 
@@ -107,6 +115,22 @@ def _complete(values: dict[str, float]) -> dict[str, float | None]:
     return {name: values.get(name) for name in ("engine", "bare", "mellea")}
 
 
+def _pairs(
+    seconds: dict[str, list[float]], engine: str = "engine", *, inverse: bool = False
+) -> dict[str, float | None]:
+    """Engine/bare and Mellea/engine as medians of per-repetition ratios (``inverse``: for a
+    rate, where the faster is the larger)."""
+    if inverse:
+        return {
+            "engine/bare": paired_ratio(seconds, "bare", engine),
+            "mellea/engine": paired_ratio(seconds, engine, "mellea"),
+        }
+    return {
+        "engine/bare": paired_ratio(seconds, engine, "bare"),
+        "mellea/engine": paired_ratio(seconds, "mellea", engine),
+    }
+
+
 def _ratio(values: dict[str, float | None], top: str, bottom: str) -> float | None:
     a, b = values.get(top), values.get(bottom)
     return None if a is None or not b else a / b
@@ -130,6 +154,7 @@ async def cost_per_attempt(s: Settings) -> list[Row]:
                 values,
                 [Check("Mellea/engine", _ratio(values, "mellea", "engine"), ">=", 8)],
                 {"backend_calls_per_sample": work},
+                _pairs(seconds),
             )
         )
     return rows
@@ -155,6 +180,7 @@ async def concurrency_scaling(s: Settings) -> list[Row]:
                 values,
                 [Check("engine", values["engine"], "<=", 1.15)],
                 {"backend_calls_per_sample": work},
+                _pairs(seconds),
             )
         )
     return rows
@@ -171,8 +197,8 @@ async def early_exit(s: Settings) -> list[Row]:
     cancelled: dict[str, list[float]] = {name: [] for name in runners}
     left: dict[str, int] = dict.fromkeys(runners, 0)
     passed: dict[str, bool] = dict.fromkeys(runners, True)
-    for _ in range(s.repeats):
-        for name, run in runners.items():
+    for repetition in range(s.repeats):
+        for name, run in alternating(runners, repetition):
             model.reset()
             gc.collect()
             began = time.perf_counter()
@@ -192,6 +218,7 @@ async def early_exit(s: Settings) -> list[Row]:
             ms,
             [Check("engine/ideal", None if engine_ms is None else engine_ms / 20, "<=", 1.15)],
             {"ideal_ms": 20, "returned_the_passing_answer": passed},
+            _pairs(took),
         ),
         Row(
             "early exit",
@@ -247,8 +274,9 @@ async def many_calls(s: Settings) -> list[Row]:
             wall,
             [Check("engine/bare", _ratio(wall, "engine", "bare"), "<=", 3)],
             {"ideal_ms": 10, "backend_calls_per_sample": work},
+            _pairs(seconds),
         ),
-        Row("many calls", setting, "calls/s", per_second),
+        Row("many calls", setting, "calls/s", per_second, paired=_pairs(seconds, inverse=True)),
         Row(
             "many calls",
             setting,
@@ -297,7 +325,13 @@ async def hooks(s: Settings) -> list[Row]:
             [t / n for t, n in zip(seconds["trivial"], seconds["no plugin"], strict=True)]
         )
         rows += [
-            Row("hooks", f"{setting}, no plugin", "µs/attempt", {"engine": none, **reference}),
+            Row(
+                "hooks",
+                f"{setting}, no plugin",
+                "µs/attempt",
+                {"engine": none, **reference},
+                paired=_pairs(seconds, "no plugin"),
+            ),
             Row(
                 "hooks",
                 f"{setting}, trivial plugin on every hook",
@@ -305,6 +339,7 @@ async def hooks(s: Settings) -> list[Row]:
                 {"engine": trivial, **reference},
                 [Check("÷ no plugin", paired, "<=", 2)],
                 {"ratio_of_medians": trivial / none, "median_of_paired_ratios": paired},
+                _pairs(seconds, "trivial"),
             ),
             Row(
                 "hooks",
@@ -316,6 +351,7 @@ async def hooks(s: Settings) -> list[Row]:
                     "tracing_plugin": "builtin_plugins.tracing" if traced else "not available",
                     "otel_spans": getattr(tracing, "otel", None) is not None,
                 },
+                _pairs(seconds, "tracing") if traced is not None else {},
             ),
         ]
     return rows

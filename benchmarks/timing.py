@@ -25,8 +25,10 @@ async def time_batches(
     """Seconds taken by ``calls`` sequential awaits of each runner, ``repeats`` times.
 
     Every runner is warmed up first (``warmup`` calls); then the repetitions interleave
-    the runners (A, B, C, A, B, C, ...) so that a change of load on the machine falls on
-    all of them alike. ``before`` runs before every batch (e.g. to reset a fake model).
+    the runners, in alternating order (A, B, C, C, B, A, A, B, C, ...), so that a change of
+    load on the machine, or a cost one batch leaves to the next (garbage, a warm cache),
+    falls on all of them alike. ``before`` runs before every batch (e.g. to reset a fake
+    model). Lists are by repetition: ``[name][i]`` of two runners were timed back to back.
     """
     for run in runners.values():
         for _ in range(warmup):
@@ -34,8 +36,8 @@ async def time_batches(
                 before()
             await run()
     seconds: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(repeats):
-        for name, run in runners.items():
+    for repetition in range(repeats):
+        for name, run in alternating(runners, repetition):
             if before is not None:
                 before()
             gc.collect()
@@ -44,6 +46,24 @@ async def time_batches(
                 await run()
             seconds[name].append(time.perf_counter() - began)
     return seconds
+
+
+def alternating(runners: Mapping[str, Runner], repetition: int) -> list[tuple[str, Runner]]:
+    """The runners in the order of ``repetition``: as given on even ones, reversed on odd."""
+    ordered = list(runners.items())
+    return ordered if repetition % 2 == 0 else ordered[::-1]
+
+
+def paired_ratio(seconds: Mapping[str, list[float]], top: str, bottom: str) -> float | None:
+    """The median over repetitions of ``top``'s time over ``bottom``'s, timed back to back.
+
+    A pair shares the machine's load, so this moves less with the load than the ratio of
+    the two medians. ``None`` when either runner was not measured.
+    """
+    a, b = seconds.get(top), seconds.get(bottom)
+    if not a or not b:
+        return None
+    return statistics.median(x / y for x, y in zip(a, b, strict=True) if y)
 
 
 def median(values: list[float]) -> float:

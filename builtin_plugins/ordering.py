@@ -38,11 +38,50 @@ from hook_specs import (
 )
 from sampling_core import PluginError
 
-__all__ = ["AttemptSkip", "OrderingChecker", "OrderingReport", "OrderingViolation"]
+__all__ = [
+    "AttemptSkip",
+    "OrderingChecker",
+    "OrderingReport",
+    "OrderingViolation",
+    "PROBLEM_KINDS",
+    "Violation",
+]
 
 logger = structlog.get_logger("samplehooks.ordering")
 
 _TRUE = {"1", "true", "yes", "on"}
+
+
+# Every kind of problem a report can hold: the protocol violations, then the findings kept
+# in their own fields (duplicates, attempt_skips, inversions).
+PROBLEM_KINDS = (
+    "start_twice",
+    "end_twice",
+    "end_without_start",
+    "missing_end",
+    "iteration_before_start",
+    "iteration_after_end",
+    "sequence_gap",
+    "iteration_number",
+    "iterations_used",
+    "duplicate",
+    "attempt_skip",
+    "inversion",
+)
+
+
+class Violation(str):
+    """One protocol violation: its message, with ``kind`` (one of ``PROBLEM_KINDS``)."""
+
+    kind: str
+
+    def __new__(cls, kind: str, message: str) -> Violation:
+        """The violation ``message`` of ``kind``."""
+        if kind not in PROBLEM_KINDS:
+            raise ValueError(f"unknown violation kind {kind!r}")
+        self = super().__new__(cls, message)
+        self.kind = kind
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +113,7 @@ class OrderingReport:
     inversion_count: int = 0
     duplicates: list[int] = field(default_factory=list)
     attempt_skips: list[AttemptSkip] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
     # Working state, not part of the verdict.
     _sorted: list[int] = field(default_factory=list, repr=False)
     _next_attempt: dict[int, int] = field(default_factory=dict, repr=False)
@@ -102,6 +141,16 @@ class OrderingReport:
                 f"concurrency_budget={self.concurrency_budget}: {self.inversions}"
             )
         return found
+
+    def problem_kinds(self, *, allow_concurrent_inversions: bool = True) -> list[str]:
+        """The kind of each line of :meth:`problems`, in the same order."""
+        kinds = [violation.kind for violation in self.violations]
+        if self.duplicates:
+            kinds.append("duplicate")
+        kinds += ["attempt_skip"] * len(self.attempt_skips)
+        if self.inversions and not (allow_concurrent_inversions and self.inversions_expected):
+            kinds.append("inversion")
+        return kinds
 
     @property
     def ok(self) -> bool:
@@ -174,7 +223,9 @@ class OrderingChecker:
             closing = list(self._open.values())
             self._open.clear()
             for report in closing:
-                report.violations.append("sampling_loop_end never arrived")
+                report.violations.append(
+                    Violation("missing_end", "sampling_loop_end never arrived")
+                )
                 self._finish(report)
         return closing
 
@@ -187,13 +238,17 @@ class OrderingChecker:
         with self._lock:
             report = self._open.get(sid) or self._done.get(sid)
             if report is not None:
-                report.violations.append("sampling_loop_start arrived twice")
+                report.violations.append(
+                    Violation("start_twice", "sampling_loop_start arrived twice")
+                )
                 return
             report = OrderingReport(sid, started=True)
             self._open[sid] = report
             while len(self._open) > self.max_open:
                 _, oldest = self._open.popitem(last=False)
-                oldest.violations.append("sampling_loop_end never arrived")
+                oldest.violations.append(
+                    Violation("missing_end", "sampling_loop_end never arrived")
+                )
                 self._finish(oldest)
 
     @hookimpl
@@ -206,14 +261,20 @@ class OrderingChecker:
                 report = self._done.get(sid)
                 if report is not None:
                     report.violations.append(
-                        f"iteration {payload.iteration} arrived after sampling_loop_end"
+                        Violation(
+                            "iteration_after_end",
+                            f"iteration {payload.iteration} arrived after sampling_loop_end",
+                        )
                     )
                     return
                 report = self._open.get(sid)
                 if report is None:
                     report = OrderingReport(sid)
                     report.violations.append(
-                        f"iteration {payload.iteration} arrived before sampling_loop_start"
+                        Violation(
+                            "iteration_before_start",
+                            f"iteration {payload.iteration} arrived before sampling_loop_start",
+                        )
                     )
                     self._open[sid] = report
         _record(report, payload)
@@ -226,11 +287,15 @@ class OrderingChecker:
             report = self._open.pop(sid, None)
             if report is None:
                 if sid in self._done:
-                    self._done[sid].violations.append("sampling_loop_end arrived twice")
+                    self._done[sid].violations.append(
+                        Violation("end_twice", "sampling_loop_end arrived twice")
+                    )
                     report = self._done[sid]
                 else:
                     report = OrderingReport(sid)
-                    report.violations.append("sampling_loop_end arrived without a start")
+                    report.violations.append(
+                        Violation("end_without_start", "sampling_loop_end arrived without a start")
+                    )
                     self._finish(report)
             else:
                 self._finish(report)
@@ -283,7 +348,10 @@ def _record(report: OrderingReport, payload: SamplingIterationPayload) -> None:
     if sequence is not None:
         if sequence != report._last_sequence + 1:
             report.violations.append(
-                f"sequence {sequence} arrived after sequence {report._last_sequence}"
+                Violation(
+                    "sequence_gap",
+                    f"sequence {sequence} arrived after sequence {report._last_sequence}",
+                )
             )
         report._last_sequence = sequence
 
@@ -293,12 +361,18 @@ def _check_end(report: OrderingReport, payload: SamplingLoopEndPayload) -> None:
     for index, attempt, iteration in report._positions:
         if iteration != index * loop_budget + attempt:
             report.violations.append(
-                f"iteration {iteration} is not subsample_index*loop_budget+attempt "
-                f"({index}*{loop_budget}+{attempt})"
+                Violation(
+                    "iteration_number",
+                    f"iteration {iteration} is not subsample_index*loop_budget+attempt "
+                    f"({index}*{loop_budget}+{attempt})",
+                )
             )
     report._positions = []
     if payload.iterations_used != len(report.iterations):
         report.violations.append(
-            f"iterations_used={payload.iterations_used} but "
-            f"{len(report.iterations)} sampling_iteration event(s) arrived"
+            Violation(
+                "iterations_used",
+                f"iterations_used={payload.iterations_used} but "
+                f"{len(report.iterations)} sampling_iteration event(s) arrived",
+            )
         )

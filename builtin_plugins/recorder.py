@@ -36,9 +36,9 @@ from hook_specs import (
     SamplingRepairPayload,
     hookimpl,
 )
-from sampling_core.events import read_events
+from sampling_core.events import EventFileError, read_events
 
-__all__ = ["DEFAULT_PATH", "RecorderPlugin", "read_events"]
+__all__ = ["DEFAULT_PATH", "EventFileError", "RecorderPlugin", "read_events"]
 
 DEFAULT_PATH = "samplehooks-events.jsonl"
 _TRUE = {"1", "true", "yes", "on"}

@@ -11,31 +11,44 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_events"]
+from sampling_core.errors import SamplehooksError
+
+__all__ = ["EventFileError", "read_events"]
+
+
+class EventFileError(SamplehooksError, ValueError):
+    """A recorded event file has a line that is not a recorded event; the message names it."""
 
 
 def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Read a recorded file back: one dict per line.
 
-    Raises ``ValueError`` naming the line when a line is not a recorded event.
+    Raises :class:`EventFileError` (a ``ValueError``) naming the line when a line is not
+    UTF-8, not JSON, or not a recorded hook event.
     """
     events = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
+    with Path(path).open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise EventFileError(
+                    f"line {number} is not UTF-8 text (byte {exc.start + 1} of the line)"
+                ) from None
             if not line.strip():
                 continue
             try:
                 event = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"line {number} is not JSON ({exc.msg})") from None
+                raise EventFileError(f"line {number} is not JSON ({exc.msg})") from None
             except RecursionError:
-                raise ValueError(f"line {number} is not JSON (nested too deeply)") from None
+                raise EventFileError(f"line {number} is not JSON (nested too deeply)") from None
             if (
                 not isinstance(event, dict)
                 or not isinstance(event.get("hook"), str)
                 or not isinstance(event.get("payload"), dict)
             ):
-                raise ValueError(
+                raise EventFileError(
                     f'line {number} is not a recorded hook event (needs "hook" and "payload")'
                 )
             events.append(event)

@@ -16,6 +16,11 @@ where samplehooks is installed these fixtures are available with no import or co
 ``plugin_env``
     A :class:`PluginEnv`: the ``SAMPLEHOOKS_*`` variables cleared for the test, with
     helpers to set them.
+``strict_plugins``
+    Whether ``sampler`` builds strict samplers (a plugin that raises fails the test instead
+    of landing in ``result.plugin_errors``): the ``samplehooks_strict_plugins`` ini option
+    (``-o samplehooks_strict_plugins=true`` on the command line), off by default. Override
+    the fixture to return ``True`` in a test module or ``conftest.py`` to turn it on there.
 
 A typical test::
 
@@ -56,6 +61,7 @@ __all__ = [
     "plugin_env",
     "sampler",
     "scripted_backend",
+    "strict_plugins",
 ]
 
 PLUGIN_ENV_VARS = ("SAMPLEHOOKS_PLUGINS", "SAMPLEHOOKS_DISABLE_PLUGINS", "SAMPLEHOOKS_TRACE_HOOKS")
@@ -272,6 +278,28 @@ class PluginEnv:
 
 # -- the fixtures -----------------------------------------------------------------------
 
+STRICT_INI = "samplehooks_strict_plugins"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The ``samplehooks_strict_plugins`` ini option (see the ``strict_plugins`` fixture)."""
+    parser.addini(
+        STRICT_INI,
+        "samplehooks' sampler fixture builds strict samplers: a plugin fault fails the test",
+        type="bool",
+        default=False,
+    )
+
+
+@pytest.fixture
+def strict_plugins(pytestconfig: pytest.Config) -> bool:
+    """Whether the ``sampler`` fixture's samplers are strict (the ini option; override to set).
+
+    A strict sampler raises :class:`~sampling_core.PluginError` out of ``sample()`` when a
+    plugin raises in any hook, so a plugin that fails on every event fails its tests.
+    """
+    return bool(pytestconfig.getini(STRICT_INI))
+
 
 @pytest.fixture
 def hook_recorder() -> HookRecorder:
@@ -294,14 +322,14 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> PluginEnv:
 
 
 @pytest.fixture
-def sampler(hook_recorder: HookRecorder) -> Callable[..., Sampler]:
+def sampler(hook_recorder: HookRecorder, strict_plugins: bool) -> Callable[..., Sampler]:
     """A factory of samplers for tests.
 
     ``sampler(backend=None, *, plugins=(), record=True, load_entrypoints=False, **kwargs)``
     builds ``Sampler(backend, plugins=..., load_entrypoints=False, **kwargs)``: no installed
     plugin is loaded unless asked, so a test sees only its own plugins. With ``record`` the
     test's ``hook_recorder`` is registered after ``plugins``. Without a backend, a scripted
-    one answers ``"ok"``.
+    one answers ``"ok"``. ``strict_plugins`` defaults to the ``strict_plugins`` fixture.
     """
 
     def build(
@@ -314,6 +342,7 @@ def sampler(hook_recorder: HookRecorder) -> Callable[..., Sampler]:
     ) -> Sampler:
         chosen = backend if backend is not None else ScriptedBackend(["ok"])
         given = [*plugins, hook_recorder] if record else list(plugins)
+        kwargs.setdefault("strict_plugins", strict_plugins)
         return Sampler(chosen, plugins=given, load_entrypoints=load_entrypoints, **kwargs)
 
     return build

@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_counted_run_makes_its_calls():
+    # Every attempt fails, so each sample() call makes loop_budget x concurrency attempts.
+    expected = (instructions.WARMUP + 5) * instructions.LOOP_BUDGET * 2
     for variant in instructions.VARIANTS:
         done = subprocess.run(
             [sys.executable, "-m", "benchmarks.instructions", "--child", variant, "5", "2"],
@@ -24,6 +26,7 @@ def test_a_counted_run_makes_its_calls():
             check=False,
         )
         assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [f"backend calls: {expected}"], variant
 
 
 def test_the_count_is_read_from_callgrinds_output():

@@ -34,16 +34,23 @@ def run_benchmarks(*args: str, hide_mellea: bool = False) -> tuple[list[str], di
 
 
 def test_quick_mode_runs_every_scenario_and_reports_numbers():
+    # Mellea comes with the test extra (through the bench extra): its baseline runs here, so
+    # a broken Mellea baseline fails this test instead of reading "n/a".
     lines, report = run_benchmarks("--quick")
+    assert report["machine"]["versions"]["mellea"] == "0.8.0"
     rows = report["rows"]
     assert {row["scenario"] for row in rows} == SCENARIOS
     for row in rows:
-        for implementation in ("engine", "bare"):
+        for implementation in ("engine", "bare", "mellea"):
             value = row["values"][implementation]
             if row["metric"] == "tasks left behind":
                 assert value == 0, row
             else:
                 assert isinstance(value, int | float) and value > 0, row
+        timed = row["metric"] in ("µs/attempt", "x ideal 20 ms", "ms to return", "wall ms")
+        if timed:  # both ratios: of the medians (computed from values) and paired
+            assert set(row["paired"]) == {"engine/bare", "mellea/engine"}, row
+            assert all(value > 0 for value in row["paired"].values()), row
     settings = {row["setting"] for row in rows if row["scenario"] == "concurrency scaling"}
     assert {s.rsplit("=", 1)[1] for s in settings} == {"1", "8", "64", "512"}
     floors = [row["values"]["floor"] for row in rows if row["scenario"] == "concurrency scaling"]
@@ -56,6 +63,8 @@ def test_quick_mode_runs_every_scenario_and_reports_numbers():
             assert check["value"] == row["notes"]["median_of_paired_ratios"] > 0
     cancelled = next(r for r in rows if r["metric"] == "siblings cancelled")
     assert cancelled["values"]["engine"] == cancelled["values"]["bare"] == 7
+    assert cancelled["values"]["mellea"] == 7
+    assert any(line.startswith("| scenario ") and "| paired " in line for line in lines)
     assert any(line.startswith("| cost per attempt") for line in lines)  # the table
     assert report["summary"]["met"] + report["summary"]["missed"] > 0
 

@@ -42,8 +42,36 @@ async def test_bad_budgets_from_the_caller_are_refused_before_any_call(field, va
 
 async def test_budgets_above_the_cap_are_refused():
     sampler = Sampler(ScriptedBackend(["x"]), load_entrypoints=False, max_concurrency_budget=8)
-    with pytest.raises(BudgetError, match="cap of 8"):
+    with pytest.raises(BudgetError, match="cap of 8") as caught:
         await sampler.sample("q", concurrency_budget=9)
+    assert (caught.value.field, caught.value.value, caught.value.source) == (
+        "concurrency_budget",
+        9,
+        "the caller",
+    )
+    assert str(caught.value) == (
+        "concurrency_budget=9 set by the caller is invalid: "
+        "exceeds the sampler's cap of 8 (max_concurrency_budget on Sampler)"
+    )
+    at_the_cap = await sampler.sample("q", concurrency_budget=8)  # the cap itself is allowed
+    assert at_the_cap.success
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (0, "must be >= 1"),
+        (-1, "must be >= 1"),
+        (True, "must be an int >= 1, not bool"),
+        (2.0, "must be an int >= 1, not float"),
+        ("3", "must be an int >= 1, not str"),
+    ],
+)
+async def test_each_bad_budget_gets_its_own_message(value, problem):
+    sampler = Sampler(ScriptedBackend(["x"]), load_entrypoints=False)
+    with pytest.raises(BudgetError) as caught:
+        await sampler.sample("q", loop_budget=value)
+    assert str(caught.value) == f"loop_budget={value!r} set by the caller is invalid: {problem}"
 
 
 @pytest.mark.parametrize("value", BAD_VALUES)

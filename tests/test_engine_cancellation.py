@@ -136,6 +136,34 @@ async def test_timing_out_the_caller_leaves_no_task():
     assert alive_tasks() <= before
 
 
+async def test_ordered_selection_cancels_losers_at_the_same_attempt_number(hook_recorder):
+    # Subsample 0 passes at attempt 1 while 1 and 2 are still in their attempt 1: their keys
+    # (1, 1) and (1, 2) sort after (1, 0), so they can no longer win and are cancelled.
+    started: list[tuple[int, int]] = []
+    others_in_flight = anyio.Event()
+
+    async def reply(request: GenerationRequest) -> str:
+        info = request.iteration
+        started.append((info.subsample_index, info.attempt))
+        if info.subsample_index == 0:
+            await others_in_flight.wait()
+            return "win"
+        if {(1, 1), (2, 1)} <= set(started):
+            others_in_flight.set()
+        await anyio.sleep(2.0)  # long after subsample 0 passed: only seen if not cancelled
+        return "lose"
+
+    sampler = Sampler(ScriptedBackend(reply), plugins=[hook_recorder], load_entrypoints=False)
+    result = await sampler.sample(
+        "q", requirements=[is_win], concurrency_budget=3, loop_budget=2, selection="ordered"
+    )
+    assert (result.picked.subsample_index, result.picked.attempt) == (0, 1)
+    assert sorted(started) == [(0, 1), (1, 1), (2, 1)]
+    assert result.cancelled == 2
+    assert [(a.subsample_index, a.attempt) for a in result.attempts] == [(0, 1)]
+    assert hook_recorder.iterations() == [1]
+
+
 async def test_ordered_selection_is_reproducible_and_cancels_losers():
     # Subsample 3 passes first in time, but subsample 1 passes at the same attempt and
     # a lower index, so "ordered" must pick subsample 1 on every run.

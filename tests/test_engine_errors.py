@@ -171,6 +171,26 @@ async def test_stop_sampling_from_an_attempt_hook_ends_the_loop(hook, hook_recor
     assert end.stop_reason == "stopped_by_plugin"
 
 
+@pytest.mark.parametrize("concurrency_budget", [1, 2])
+async def test_stopped_by_plugin_outranks_success_in_the_stop_reason(
+    concurrency_budget, hook_recorder
+):
+    # The plugin stops on the passing attempt's own event: the answer is the passing one,
+    # and the call still says it was stopped (as the docs say: consistently at every hook).
+    sampler = Sampler(
+        ScriptedBackend(["ok"]),
+        plugins=[hook_recorder, _stopper(H.SAMPLING_ITERATION)],
+        load_entrypoints=False,
+    )
+    result = await sampler.sample(
+        "q", requirements=[is_ok], loop_budget=3, concurrency_budget=concurrency_budget
+    )
+    assert result.success and result.text == "ok"
+    assert result.stop_reason == "stopped_by_plugin"
+    (end,) = _ends(hook_recorder)
+    assert (end.stop_reason, end.success) == ("stopped_by_plugin", True)
+
+
 async def test_stop_sampling_from_generation_error_ends_the_loop(hook_recorder):
     backend = ScriptedBackend(["x"], failures={2: TransientBackendError("429")})
     sampler = Sampler(

@@ -11,6 +11,12 @@ from builtin_plugins.budget_guard import ENV_VAR, BudgetGuard, Totals
 from hook_specs import hookimpl
 
 
+@pytest.fixture
+def strict_plugins() -> bool:
+    """The built-in under test runs strict: if it raises in any hook, its tests fail."""
+    return True
+
+
 def never(text: str) -> bool:
     """never passes"""
     return False

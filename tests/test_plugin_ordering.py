@@ -20,6 +20,12 @@ from hook_specs import (
 from sampling_core import GenerationRequest, PluginError
 
 
+@pytest.fixture
+def strict_plugins() -> bool:
+    """The built-in under test runs strict: if it raises in any hook, its tests fail."""
+    return True
+
+
 def never(text: str) -> bool:
     """never passes"""
     return False
@@ -83,13 +89,15 @@ async def test_strict_violation_lands_in_plugin_errors_or_raises_when_sampler_is
     # Flag every inversion, so the concurrent run above becomes a violation.
     checker = OrderingChecker(strict=True, allow_concurrent_inversions=False)
     gate = LaterSubsamplesFirst(3)
-    s = sampler(scripted_backend(gate.reply), plugins=[checker, gate])
+    s = sampler(scripted_backend(gate.reply), plugins=[checker, gate], strict_plugins=False)
     result = await s.sample("q", requirements=[never], concurrency_budget=3)
     (fault,) = result.plugin_errors
     assert isinstance(fault.exception, OrderingViolation)
     assert isinstance(fault.exception, PluginError)
     assert fault.hook == "sampling_loop_end"
     assert fault.exception.report.inversions == [(3, 2), (3, 1)]
+    kinds = fault.exception.report.problem_kinds(allow_concurrent_inversions=False)
+    assert kinds == ["inversion"]
     assert result.stop_reason == "budget_exhausted"  # the call itself went fine
 
     gate = LaterSubsamplesFirst(3)
@@ -163,7 +171,8 @@ def test_a_clean_concurrent_call_has_inversions_but_no_problem():
     report = checker.report("c1")
     assert report.iterations == [4, 1, 2, 5]
     assert report.inversions == [(4, 1), (4, 2)]
-    assert report.problems() == []
+    assert report.problems() == [] and report.problem_kinds() == []
+    assert report.problem_kinds(allow_concurrent_inversions=False) == ["inversion"]
 
 
 def test_duplicates_skips_and_sequence_gaps_are_problems():
@@ -176,32 +185,41 @@ def test_duplicates_skips_and_sequence_gaps_are_problems():
         checker.sampling_loop_end(end(3))
     report = checker.report("c1")
     assert report.duplicates == [1]
-    assert AttemptSkip(0, 2, 1) in report.attempt_skips
-    assert AttemptSkip(1, 1, 2) in report.attempt_skips
-    assert any("sequence 4 arrived after sequence 2" in v for v in report.violations)
-    assert not report.ok
+    assert report.attempt_skips == [AttemptSkip(0, 2, 1), AttemptSkip(1, 1, 2)]
+    assert [v.kind for v in report.violations] == ["sequence_gap"]
+    assert report.violations == ["sequence 4 arrived after sequence 2"]
+    assert report.problem_kinds() == ["sequence_gap", "duplicate", "attempt_skip", "attempt_skip"]
+    assert len(report.problems()) == 4 and not report.ok
     (warning,) = [e for e in logs if e["event"] == "ordering.violation"]
     assert warning["log_level"] == "warning" and warning["sampling_id"] == "c1"
 
 
 def test_protocol_order_is_checked():
     checker = OrderingChecker()
+
+    def kinds(sid: str) -> list[str]:
+        return [v.kind for v in checker.report(sid).violations]
+
     checker.sampling_iteration(iteration(0, 1, 1, sid="early"))  # before start
     checker.sampling_loop_end(end(1, sid="early"))
-    assert any("before sampling_loop_start" in v for v in checker.report("early").violations)
+    assert kinds("early") == ["iteration_before_start"]
 
     checker.sampling_loop_start(start("late"))
     checker.sampling_loop_end(end(0, sid="late"))
     checker.sampling_iteration(iteration(0, 1, 1, sid="late"))  # after end
-    assert any("after sampling_loop_end" in v for v in checker.report("late").violations)
+    assert kinds("late") == ["iteration_after_end"]
+    checker.sampling_loop_start(start("late"))
+    checker.sampling_loop_end(end(0, sid="late"))
+    assert kinds("late") == ["iteration_after_end", "start_twice", "end_twice"]
 
     checker.sampling_loop_end(end(0, sid="never-started"))
-    assert any("without a start" in v for v in checker.report("never-started").violations)
+    assert kinds("never-started") == ["end_without_start"]
 
     checker.sampling_loop_start(start("open"))
     (closed,) = checker.close_open()
     assert closed.sampling_id == "open" and not closed.ended
-    assert "sampling_loop_end never arrived" in closed.violations
+    assert [v.kind for v in closed.violations] == ["missing_end"]
+    assert closed.violations == ["sampling_loop_end never arrived"]
 
 
 def test_numbering_and_counts_are_checked_at_loop_end():
@@ -209,9 +227,12 @@ def test_numbering_and_counts_are_checked_at_loop_end():
     checker.sampling_loop_start(start())
     checker.sampling_iteration(iteration(1, 1, 1, loop_budget=5))  # iteration 6, budget is 3
     checker.sampling_loop_end(end(2))  # says 2 were used; 1 event arrived
-    problems = checker.report("c1").problems()
-    assert any("subsample_index*loop_budget+attempt" in p for p in problems)
-    assert any("iterations_used=2" in p for p in problems)
+    report = checker.report("c1")
+    assert report.problem_kinds() == ["iteration_number", "iterations_used"]
+    assert report.problems() == [
+        "iteration 6 is not subsample_index*loop_budget+attempt (1*3+1)",
+        "iterations_used=2 but 1 sampling_iteration event(s) arrived",
+    ]
 
 
 def test_inversions_with_one_subsample_are_a_problem():
@@ -219,8 +240,11 @@ def test_inversions_with_one_subsample_are_a_problem():
     checker.sampling_loop_start(start())
     checker.sampling_iteration(iteration(0, 2, 1))
     checker.sampling_iteration(iteration(0, 1, 2))
-    with pytest.raises(OrderingViolation, match="inversion"):
+    with pytest.raises(OrderingViolation, match="inversion") as raised:
         checker.sampling_loop_end(end(2, concurrency_budget=1))
+    # attempt 2 came first in subsample 0: two skips (1 expected, then 3), and the inversion
+    assert raised.value.report.problem_kinds() == ["attempt_skip", "attempt_skip", "inversion"]
+    assert raised.value.report.inversions == [(2, 1)]
 
 
 def test_memory_is_bounded():
@@ -236,5 +260,5 @@ def test_memory_is_bounded():
 
     for n in range(3):  # a third open call evicts the oldest as "missing end"
         checker.sampling_loop_start(start(f"open{n}"))
-    assert "sampling_loop_end never arrived" in checker.report("open0").violations
+    assert [v.kind for v in checker.report("open0").violations] == ["missing_end"]
     assert len(checker.reports()) == 3 + 2

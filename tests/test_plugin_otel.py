@@ -13,6 +13,13 @@ from builtin_plugins.otel import CANCELLED, OtelPlugin
 from builtin_plugins.tracing import TracingPlugin
 from sampling_core import GenerationRequest
 
+
+@pytest.fixture
+def strict_plugins() -> bool:
+    """The built-in under test runs strict: if it raises in any hook, its tests fail."""
+    return True
+
+
 pytestmark = pytest.mark.anyio
 
 LOOP = "invoke_workflow samplehooks"

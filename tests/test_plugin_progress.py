@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from io import StringIO
 
+import pytest
 from rich.console import Console
 
 from builtin_plugins.progress import ProgressPlugin
+
+
+@pytest.fixture
+def strict_plugins() -> bool:
+    """The built-in under test runs strict: if it raises in any hook, its tests fail."""
+    return True
 
 
 def never(text: str) -> bool:

@@ -17,6 +17,12 @@ from sampling_core.cli.app import app
 from sampling_core.cli.trace_cmd import build_timelines, trace_app
 
 
+@pytest.fixture
+def strict_plugins() -> bool:
+    """The built-in under test runs strict: if it raises in any hook, its tests fail."""
+    return True
+
+
 def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 

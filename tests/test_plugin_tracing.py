@@ -12,6 +12,13 @@ from structlog.testing import capture_logs
 from builtin_plugins.tracing import EVENT_NAMES, TracingPlugin
 from sampling_core import GenerationRequest, RetryPolicy, Sampler, TransientBackendError
 
+
+@pytest.fixture
+def strict_plugins() -> bool:
+    """The built-in under test runs strict: if it raises in any hook, its tests fail."""
+    return True
+
+
 PROMPT = "SECRET-PROMPT tell me"
 ANSWER = "SECRET-ANSWER good"
 

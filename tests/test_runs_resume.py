@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runs_helpers import records, snapshot, write_config, write_dataset
@@ -116,6 +117,32 @@ async def test_a_result_change_refuses_the_resume_and_writes_nothing(
     assert f"samplehooks run {out}/effective_config.yaml --out {out} --resume" in message
     assert "--out NEW_DIR" in message and "Nothing was written" in message
     assert snapshot(out) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"seed": 12}, "seed"),
+        ({"seed": None}, "seed"),
+        ({"selection": "ordered"}, "selection"),
+        ({"options": {"temperature": 0.5}}, "options.temperature"),
+        ({"strategy": "repair"}, "strategy.name"),
+    ],
+    ids=["seed", "seed-removed", "selection", "temperature", "strategy"],
+)
+async def test_each_setting_that_changes_results_refuses_the_resume(
+    tmp_path: Path, dataset: Path, change: dict[str, Any], field: str
+) -> None:
+    out = tmp_path / "out"
+    await run_batch(write_config(tmp_path / "a.yaml", dataset), out)
+    before = snapshot(out)
+    changed = write_config(tmp_path / "b.yaml", dataset, **change)
+    backend = ScriptedBackend(["a short answer"])
+    with pytest.raises(ResumeRefused) as info:
+        await run_batch(changed, out, resume=True, backend=backend)
+    assert [d[0] for d in info.value.differences] == [field]
+    assert f"\n  {field}: " in str(info.value)
+    assert backend.calls == 0 and snapshot(out) == before
 
 
 async def test_no_resume_into_an_existing_run_and_no_resume_of_nothing(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +155,53 @@ def test_a_recorder_given_per_call_runs_after_the_samplers_trylast_plugins(
     s.sample_sync("Hi.", plugins=[hook_recorder])  # registered later: called later, as in pluggy
     (event,) = hook_recorder.for_hook(H.GENERATION_PRE_CALL)
     assert event["options"] == {"stop": ["\n"]}
+
+
+FAULTY_PLUGIN_TEST = """
+from hook_specs import hookimpl
+
+
+class FailsOnEveryAttempt:
+    @hookimpl
+    def sampling_iteration(self, payload):
+        raise RuntimeError("broken plugin")
+
+
+def test_the_call_still_succeeds(sampler):
+    result = sampler(plugins=[FailsOnEveryAttempt()]).sample_sync("Hi.")
+    assert result.text == "ok"
+"""
+
+
+def _run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_faulty.py").write_text(FAULTY_PLUGIN_TEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
+    flags = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--rootdir", "."]
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *flags, *args, "test_faulty.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_strict_plugins_makes_a_plugin_fault_fail_the_test(
+    tmp_path: Path, strict_plugins: bool, sampler: Any
+) -> None:
+    # Off by default: the fault is isolated, as in production, and recorded.
+    assert strict_plugins is False and sampler().strict_plugins is False
+    lenient = _run_pytest(tmp_path)
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+
+    strict = _run_pytest(tmp_path, "-o", "samplehooks_strict_plugins=true")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    assert "PluginError" in strict.stdout
+    assert "'FailsOnEveryAttempt' failed in sampling_iteration" in strict.stdout
+    assert "RuntimeError: broken plugin" in strict.stdout
+
+    # The same from the project's ini file.
+    (tmp_path / "pytest.ini").write_text("[pytest]\nsamplehooks_strict_plugins = true\n")
+    from_ini = _run_pytest(tmp_path)
+    assert from_ini.returncode == 1 and "broken plugin" in from_ini.stdout

@@ -1,0 +1,173 @@
+"""Mutation testing of the core with mutmut: ``python scripts/mutation.py [MODULE ...]``.
+
+Each module is mutated with its own subset of the tests (``MODULES`` below), in a scratch
+copy of the working tree, so a run stays minutes and the checkout is never touched. The
+shared settings are ``[tool.mutmut]`` in ``pyproject.toml``; this script sets
+``only_mutate`` and the test selection per module. With no argument it runs ``STABLE``.
+A module may be narrowed to some functions: ``sampling_core/backends/openai_compat.py:_scrub``.
+
+Prints, per module, the mutants, how many were killed, survived or timed out, the score
+(killed / mutants) and the time taken, then the diff of every survivor. Needs ``mutmut``
+(``pip install -e ".[mutation]"``) and a system with ``fork``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Module (or module:function) -> the tests that exercise it.
+MODULES: dict[str, list[str]] = {
+    "sampling_core/budgets.py": ["tests/test_engine_budgets.py"],
+    "sampling_core/requirements.py": ["tests/test_requirements.py"],
+    "builtin_plugins/ordering.py": ["tests/test_plugin_ordering.py"],
+    "sampling_core/backends/openai_compat.py:_scrub": [
+        "tests/test_reliability_secrets.py",
+        "tests/test_reliability_secrets_headers.py",
+    ],
+    "sampling_core/loop.py": [
+        "tests/test_engine_cancellation.py",
+        "tests/test_engine_errors.py",
+        "tests/test_engine_iterations.py",
+        "tests/test_engine_strategies.py",
+        "tests/test_engine_budgets.py",
+    ],
+    "sampling_core/dispatch.py": [
+        "tests/test_plugins_dispatch.py",
+        "tests/test_hooks_contract.py",
+    ],
+    "sampling_core/runs/resume.py": ["tests/test_runs_resume.py", "tests/test_runs_cli.py"],
+    "sampling_core/runs/store.py": [
+        "tests/test_runs_store.py",
+        "tests/test_reliability_run_dir.py",
+    ],
+}
+STABLE = [
+    "sampling_core/budgets.py",
+    "sampling_core/requirements.py",
+    "builtin_plugins/ordering.py",
+    "sampling_core/backends/openai_compat.py:_scrub",
+]
+COUNTED = ("killed", "survived", "timeout", "suspicious", "no tests", "skipped", "segfault")
+
+
+def _toml_value(value: object) -> str:
+    return json.dumps(value)  # strings, numbers, booleans and lists of them are valid TOML
+
+
+def scratch_copy(destination: Path) -> None:
+    """The working tree's files (tracked and new, not ignored) copied to ``destination``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        source = ROOT / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+
+
+def configure(copy: Path, module: str, tests: list[str]) -> None:
+    """Rewrite the copy's ``[tool.mutmut]``: the shared settings plus this module's."""
+    path = copy / "pyproject.toml"
+    text = path.read_text(encoding="utf-8")
+    settings = dict(tomllib.loads(text).get("tool", {}).get("mutmut", {}))
+    settings["only_mutate"] = [module]
+    settings["pytest_add_cli_args_test_selection"] = tests
+    text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", "", text)
+    section = "".join(f"{key} = {_toml_value(value)}\n" for key, value in settings.items())
+    path.write_text(f"{text.rstrip()}\n\n[tool.mutmut]\n{section}", encoding="utf-8")
+
+
+def mutmut(copy: Path, *args: str) -> str:
+    """Run mutmut in the copy; its output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mutmut", *args],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"mutmut {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def run_module(target: str, tests: list[str], children: int) -> dict[str, object]:
+    """Mutate one module (or some of its functions); return its counts and survivors."""
+    module, _, functions = target.partition(":")
+    dotted = module.removesuffix(".py").replace("/", ".")
+    with tempfile.TemporaryDirectory(prefix="samplehooks-mutation-") as folder:
+        copy = Path(folder)
+        scratch_copy(copy)
+        configure(copy, module, tests)
+        names = [f"{dotted}.*{name}__mutmut_*" for name in functions.split(",") if name]
+        began = time.perf_counter()
+        mutmut(copy, "run", "--max-children", str(children), *names)
+        seconds = time.perf_counter() - began
+        results = mutmut(copy, "results", "--all", "true")
+        verdicts: dict[str, str] = {}
+        for line in results.splitlines():
+            name, _, verdict = line.strip().rpartition(": ")
+            if name.startswith(dotted) and (not names or _wanted(name, functions)):
+                verdicts[name] = verdict
+        survivors = {
+            name: mutmut(copy, "show", name)
+            for name, verdict in verdicts.items()
+            if verdict == "survived"
+        }
+    counts = {kind: sum(v == kind for v in verdicts.values()) for kind in COUNTED}
+    total = len(verdicts)
+    return {
+        "module": target,
+        "mutants": total,
+        **{kind: n for kind, n in counts.items() if n},
+        "score": round(counts["killed"] / total, 3) if total else None,
+        "seconds": round(seconds),
+        "survivors": survivors,
+    }
+
+
+def _wanted(name: str, functions: str) -> bool:
+    return any(re.search(rf"{re.escape(f)}__mutmut_\d+$", name) for f in functions.split(","))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the named modules (default: the stable ones) and print the summary."""
+    parser = argparse.ArgumentParser(prog="python scripts/mutation.py", description=__doc__)
+    parser.add_argument("modules", nargs="*", help=f"among: {', '.join(MODULES)}")
+    parser.add_argument("--children", type=int, default=2, help="mutants tested at once")
+    args = parser.parse_args(argv)
+    chosen = args.modules or STABLE
+    unknown = [m for m in chosen if m not in MODULES]
+    if unknown:
+        parser.error(f"no test subset for {unknown}; add it to MODULES in scripts/mutation.py")
+    reports = [run_module(m, MODULES[m], args.children) for m in chosen]
+    print("| module | mutants | killed | survived | timeout | score | seconds |")
+    print("|---|---|---|---|---|---|---|")
+    for r in reports:
+        print(
+            f"| `{r['module']}` | {r['mutants']} | {r.get('killed', 0)} | "
+            f"{r.get('survived', 0)} | {r.get('timeout', 0)} | {r['score']} | {r['seconds']} |"
+        )
+    for r in reports:
+        for name, diff in r["survivors"].items():
+            print(f"\n## survived: {name}\n{diff}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
