@@ -8,6 +8,7 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from sampling_core.results import SamplingResult
 
@@ -41,16 +42,19 @@ def attempts_table(result: SamplingResult, width: int = 80) -> Table:
     widths = [
         max([len(header), *(len(row[i]) for row in rows)]) for i, header in enumerate(_KEY_COLUMNS)
     ]
-    # every column is padded by one space on each side; SIMPLE_HEAD draws no verticals
-    answer_width = max(_ANSWER_MIN, width - sum(widths) - 2 * (len(widths) + 1))
+    # 7 columns padded by one space a side, 6 separators and 2 edges (blank in SIMPLE_HEAD)
+    columns = len(widths) + 1
+    answer_width = max(_ANSWER_MIN, width - sum(widths) - 2 * columns - (columns - 1) - 2)
     table = Table(box=box.SIMPLE_HEAD, title="attempts", title_justify="left")
     for header, column_width in zip(_KEY_COLUMNS, widths, strict=True):
         justify = "center" if header == "passed" else "right"
         table.add_column(header, justify=justify, no_wrap=True, min_width=column_width)
-    table.add_column("answer", no_wrap=True, overflow="ellipsis", max_width=answer_width)
+    table.add_column("answer", no_wrap=True, max_width=answer_width)
     for *key, answer in rows:
         passed = "[green]yes[/]" if key[3] == "yes" else "[red]no[/]"
-        table.add_row(*key[:3], passed, *key[4:], escape(answer))
+        cut = Text(answer)
+        cut.truncate(answer_width, overflow="ellipsis")
+        table.add_row(*key[:3], passed, *key[4:], cut)
     return table
 
 
