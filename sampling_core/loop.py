@@ -195,6 +195,7 @@ class SamplingCall:
                 "selection": s.selection,
                 "seed": s.seed,
                 "options": dict(s.options),
+                "provider_name": getattr(s.backend, "provider_name", None),
             }
         )
         try:
