@@ -1,7 +1,9 @@
-"""samplehooks' pytest plugin: fixtures for testing plugins without a model.
+"""samplehooks' testing kit: fixtures for testing plugins without a model.
 
-It is installed with samplehooks through a ``pytest11`` entry point, so in any project
-where samplehooks is installed these fixtures are available with no import or conftest:
+The fixtures are installed with samplehooks through a ``pytest11`` entry point
+(:mod:`sampling_core.pytest_plugin`, which imports this module only when a test uses one),
+so in any project where samplehooks is installed they are available with no import or
+conftest:
 
 ``hook_recorder``
     A :class:`HookRecorder`: a plugin that records every hook call (its payload, a
@@ -51,11 +53,9 @@ __all__ = [
     "HookEvent",
     "HookRecorder",
     "PluginEnv",
-    "hook_recorder",
+    "make_plugin_env",
+    "make_sampler_factory",
     "make_scripted_backend",
-    "plugin_env",
-    "sampler",
-    "scripted_backend",
 ]
 
 PLUGIN_ENV_VARS = ("SAMPLEHOOKS_PLUGINS", "SAMPLEHOOKS_DISABLE_PLUGINS", "SAMPLEHOOKS_TRACE_HOOKS")
@@ -270,32 +270,18 @@ class PluginEnv:
         self.monkeypatch.setenv(name, value)
 
 
-# -- the fixtures -----------------------------------------------------------------------
+# -- what the fixtures give (registered by sampling_core.pytest_plugin) ---------------
 
 
-@pytest.fixture
-def hook_recorder() -> HookRecorder:
-    """A fresh :class:`HookRecorder` (the ``sampler`` fixture registers it for you)."""
-    return HookRecorder()
-
-
-@pytest.fixture
-def scripted_backend() -> Callable[..., ScriptedBackend]:
-    """A factory of scripted backends: see :func:`make_scripted_backend`."""
-    return make_scripted_backend
-
-
-@pytest.fixture
-def plugin_env(monkeypatch: pytest.MonkeyPatch) -> PluginEnv:
-    """The ``SAMPLEHOOKS_*`` variables cleared for this test, with setters."""
+def make_plugin_env(monkeypatch: pytest.MonkeyPatch) -> PluginEnv:
+    """The ``plugin_env`` fixture: the ``SAMPLEHOOKS_*`` variables cleared, with setters."""
     for name in PLUGIN_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
     return PluginEnv(monkeypatch)
 
 
-@pytest.fixture
-def sampler(hook_recorder: HookRecorder) -> Callable[..., Sampler]:
-    """A factory of samplers for tests.
+def make_sampler_factory(hook_recorder: HookRecorder) -> Callable[..., Sampler]:
+    """The ``sampler`` fixture: a factory of samplers for tests.
 
     ``sampler(backend=None, *, plugins=(), record=True, load_entrypoints=False, **kwargs)``
     builds ``Sampler(backend, plugins=..., load_entrypoints=False, **kwargs)``: no installed
