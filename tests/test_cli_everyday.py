@@ -142,6 +142,7 @@ def test_completion_answers_with_commands_and_options() -> None:
 
     assert complete("samplehooks sa") == ["sample"]
     assert complete("samplehooks sample --sel") == ["--selection"]
+    assert complete("samplehooks sample --strategy r") == ["rejection", "repair"]
 
 
 def _commands(group, path=("samplehooks",)):
