@@ -74,14 +74,16 @@ class _Loop:
     span: Span
     context: Context
     attempts: dict[tuple[int, int], _Attempt] = field(default_factory=dict)
+    provider_name: str | None = None  # the backend's, from sampling_loop_start
 
 
 class OtelPlugin:
     """Emits OpenTelemetry spans for every ``sample()`` call.
 
     ``tracer_provider``: where spans go (default: the global provider, so spans are
-    no-ops until the application installs an SDK provider). ``provider_name`` is the
-    ``gen_ai.provider.name`` of backend-call spans (``options["provider"]`` wins);
+    no-ops until the application installs an SDK provider). ``gen_ai.provider.name`` of
+    backend-call spans is ``options["provider"]``, else ``provider_name`` when given, else
+    the backend's own ``provider_name`` (``openai``, ``llama.cpp``, ...), else ``unknown``;
     ``capture_content`` adds ``gen_ai.input.messages`` / ``gen_ai.output.messages``.
     """
 
@@ -89,7 +91,7 @@ class OtelPlugin:
         self,
         *,
         tracer_provider: Any = None,
-        provider_name: str = "unknown",
+        provider_name: str | None = None,
         capture_content: bool = False,
     ) -> None:
         try:
@@ -126,6 +128,11 @@ class OtelPlugin:
                 self._loops[payload.sampling_id] = loop
         return loop
 
+    def _provider(self, payload: HookPayload) -> str:
+        loop = self._loops.get(payload.sampling_id)
+        backend_says = loop.provider_name if loop is not None else None
+        return self.provider_name or backend_says or "unknown"
+
     def _attempt(self, payload: Any) -> _Attempt:
         loop = self._loop(payload)
         key = (payload.subsample_index, payload.attempt)
@@ -160,6 +167,7 @@ class OtelPlugin:
         loop = self._new_loop(payload)
         with self._lock:
             self._loops[payload.sampling_id] = loop
+        loop.provider_name = payload.provider_name
         span = loop.span
         if span.is_recording():
             span.set_attribute("samplehooks.selection", payload.selection)
@@ -179,7 +187,7 @@ class OtelPlugin:
         model = options.get("model")
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": str(options.get("provider") or self.provider_name),
+            "gen_ai.provider.name": str(options.get("provider") or self._provider(payload)),
             "samplehooks.retry": payload.retry,
         }
         if model:

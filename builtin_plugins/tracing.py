@@ -10,8 +10,9 @@ Enable it by name (``plugins=["tracing"]``, ``--plugin tracing``,
 Events are emitted on the ``samplehooks.trace`` logger and carry data, not prose:
 ``sampling_id``, ``iteration``, ``subsample_index``, ``attempt``, ``sequence``, ``passed``,
 ``latency_s`` and token counts where the hook knows them. Prompts and generated text are
-left out unless ``capture_content=True``. The plugin never configures structlog: the
-application decides how (and whether) events are rendered.
+left out unless ``capture_content=True``. The plugin never configures structlog: an
+application that configured it decides how (and whether) events are rendered; when
+nothing configured structlog, the events are printed on stderr (never stdout).
 
 When the ``otel`` extra is installed, the same plugin also emits OpenTelemetry spans (see
 :mod:`builtin_plugins.otel`): pass ``otel=False`` to turn them off, ``otel=True`` to
@@ -21,6 +22,7 @@ require them.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import structlog
@@ -78,7 +80,9 @@ class TracingPlugin:
         if capture_content is None:
             capture_content = os.environ.get("SAMPLEHOOKS_TRACE_CONTENT", "").lower() in _TRUE
         self.capture_content = capture_content
-        self.logger = structlog.get_logger(logger_name)
+        self._configured_logger = structlog.get_logger(logger_name)
+        self._stderr_logger: Any = None
+        self._stderr: Any = None
         self.otel: Any = None
         if otel or otel is None:
             try:
@@ -93,6 +97,27 @@ class TracingPlugin:
                 self.otel = OtelPlugin(
                     capture_content=capture_content, tracer_provider=tracer_provider
                 )
+
+    @property
+    def logger(self) -> Any:
+        """Where events go: the application's structlog setup, else stderr.
+
+        An application that configured structlog decides everything (rendering, level,
+        destination). One that did not still sees the events, on stderr with structlog's
+        default rendering, so a script's stdout stays its own.
+        """
+        if structlog.is_configured():
+            return self._configured_logger
+        if self._stderr is not sys.stderr:  # created once per stream (tests swap it)
+            config = structlog.get_config()
+            self._stderr = sys.stderr
+            self._stderr_logger = structlog.wrap_logger(
+                structlog.PrintLogger(sys.stderr),
+                processors=config["processors"],
+                wrapper_class=config["wrapper_class"],
+                context_class=config["context_class"],
+            )
+        return self._stderr_logger
 
     @hookimpl
     def sampling_loop_start(self, payload: SamplingLoopStartPayload) -> None:

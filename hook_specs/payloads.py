@@ -186,6 +186,10 @@ class SamplingLoopStartPayload(HookPayload):
     selection: str = Field(description='How the answer is picked: "first" or "ordered".')
     seed: int | None = Field(default=None, description="The call's base seed, if any.")
     options: dict[str, Any] = Field(description="Generation options of the call.")
+    provider_name: str | None = Field(
+        default=None,
+        description="The backend's `provider_name` (e.g. `openai`, `llama.cpp`), if it has one.",
+    )
 
 
 class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):

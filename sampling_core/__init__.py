@@ -14,24 +14,62 @@
     assert result.text == "blue"
 """
 
-from hook_specs.errors import StopSampling
-from hook_specs.records import Attempt, Generation, IterationInfo, Usage, ValidationResult
-from sampling_core.backends import AttemptTimeout, Backend, GenerationRequest, ScriptedBackend
-from sampling_core.context import current_iteration
-from sampling_core.dispatch import PluginFault
-from sampling_core.errors import BudgetError, PluginError, SamplehooksError
-from sampling_core.requirements import Requirement
-from sampling_core.results import AttemptError, SamplingResult
-from sampling_core.sampler import Sampler, sample, sample_sync
-from sampling_core.strategies import (
-    BestOfN,
-    MajorityVote,
-    MultiTurn,
-    RejectionSampling,
-    RepairTemplate,
-    Strategy,
-)
-from sampling_core.transport import RetryPolicy, TransientBackendError
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hook_specs.errors import StopSampling
+    from hook_specs.records import Attempt, Generation, IterationInfo, Usage, ValidationResult
+    from sampling_core.backends import AttemptTimeout, Backend, GenerationRequest, ScriptedBackend
+    from sampling_core.context import current_iteration
+    from sampling_core.dispatch import PluginFault
+    from sampling_core.errors import BudgetError, PluginError, SamplehooksError
+    from sampling_core.requirements import Requirement
+    from sampling_core.results import AttemptError, SamplingResult
+    from sampling_core.sampler import Sampler, sample, sample_sync
+    from sampling_core.strategies import (
+        BestOfN,
+        MajorityVote,
+        MultiTurn,
+        RejectionSampling,
+        RepairTemplate,
+        Strategy,
+    )
+    from sampling_core.transport import RetryPolicy, TransientBackendError
+
+# Names are imported on first use (PEP 562), so importing a submodule -- the pytest
+# plugin at every pytest start, the CLI's parts -- does not import the whole engine.
+_EXPORTS = {
+    "Attempt": "hook_specs.records",
+    "AttemptError": "sampling_core.results",
+    "AttemptTimeout": "sampling_core.backends",
+    "Backend": "sampling_core.backends",
+    "BestOfN": "sampling_core.strategies",
+    "BudgetError": "sampling_core.errors",
+    "current_iteration": "sampling_core.context",
+    "Generation": "hook_specs.records",
+    "GenerationRequest": "sampling_core.backends",
+    "IterationInfo": "hook_specs.records",
+    "MajorityVote": "sampling_core.strategies",
+    "MultiTurn": "sampling_core.strategies",
+    "PluginError": "sampling_core.errors",
+    "PluginFault": "sampling_core.dispatch",
+    "RejectionSampling": "sampling_core.strategies",
+    "RepairTemplate": "sampling_core.strategies",
+    "Requirement": "sampling_core.requirements",
+    "RetryPolicy": "sampling_core.transport",
+    "sample": "sampling_core.sampler",
+    "sample_sync": "sampling_core.sampler",
+    "SamplehooksError": "sampling_core.errors",
+    "Sampler": "sampling_core.sampler",
+    "SamplingResult": "sampling_core.results",
+    "ScriptedBackend": "sampling_core.backends",
+    "StopSampling": "hook_specs.errors",
+    "Strategy": "sampling_core.strategies",
+    "TransientBackendError": "sampling_core.transport",
+    "Usage": "hook_specs.records",
+    "ValidationResult": "hook_specs.records",
+}
 
 __all__ = [
     "Attempt",
@@ -64,3 +102,16 @@ __all__ = [
     "sample",
     "sample_sync",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sampling_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

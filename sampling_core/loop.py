@@ -110,6 +110,7 @@ class SamplingCall:
                     "selection": s.selection,
                     "seed": s.seed,
                     "options": dict(s.options),
+                    "provider_name": getattr(s.backend, "provider_name", None),
                 },
                 s.max_loop_budget,
                 s.max_concurrency_budget,

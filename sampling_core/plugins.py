@@ -9,6 +9,7 @@ the name is already taken in the same registry.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -120,7 +121,10 @@ def load_entry_point(name: str) -> Any:
     """Import the plugin object behind entry point ``name`` (a class is instantiated)."""
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
         return _instantiate(ep.load())
-    raise LookupError(f"no installed plugin is named {name!r} (see `samplehooks plugins`)")
+    known = sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)})
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise LookupError(f"no installed plugin is named {name!r} ({hint}see `samplehooks plugins`)")
 
 
 def _instantiate(obj: Any) -> Any:

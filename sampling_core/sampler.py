@@ -141,6 +141,25 @@ class Sampler:
         parsed value is ``result.value``. With ``early_exit=False`` a passing attempt does
         not cancel its siblings: every subsample runs until it passes or spends its
         ``loop_budget``, and the pick is made as usual.
+
+        A failed answer is not an error: it is a result with ``success=False``. Attempts
+        whose backend call failed are in ``result.errors`` when other attempts completed,
+        and plugin faults in observe-only hooks are in ``result.plugin_errors``.
+
+        Raises:
+            BudgetError: ``loop_budget`` or ``concurrency_budget`` is not an int >= 1 within
+                the sampler's caps, as given or as a ``sampling_loop_start`` plugin set it
+                (a ``ValueError``; the message names the field, the value and who set it).
+            TypeError: no backend, a backend without ``generate``, a ``strategy`` that is
+                not a ``Strategy``, a ``seed`` that is not an int.
+            ValueError: an unknown ``selection``, a prompt that is an empty list or holds a
+                message without ``role`` and ``content``.
+            PluginError: a plugin in ``plugins`` could not be loaded (a name nothing is
+                installed under: the message suggests the closest one), or a plugin failed
+                in a hook whose changes it may make (such hooks fail closed), or in any hook
+                when the sampler has ``strict_plugins=True``.
+            Exception: when no attempt completed, the first backend exception, with its
+                own type (e.g. ``httpx.ConnectError``, ``ModelNotFoundError``).
         """
         chosen = backend or self.backend
         if chosen is None:
@@ -252,6 +271,15 @@ async def sample(
 
     The default sampler, created on first use, loads entry-point plugins by the
     environment's rules.
+
+    Raises:
+        BudgetError: a budget is not an int >= 1 within the caps (a ``ValueError``).
+        TypeError: a backend without ``generate``, a bad ``strategy`` or ``seed``.
+        ValueError: an unknown ``selection`` or a malformed list of messages.
+        PluginError: a plugin could not be loaded, or failed where it may change the
+            call (fail closed).
+        Exception: the first backend exception, with its own type, when no attempt
+            completed. The full account is in :meth:`Sampler.sample`.
     """
     arguments = locals()  # exactly the parameters above, passed on as they are
     return await default_sampler().sample(**arguments)
@@ -275,6 +303,10 @@ def sample_sync(
     """Run :func:`sample` to completion from synchronous code (not inside an event loop).
 
     Returns once every background event of the call has been delivered too.
+
+    Raises:
+        RuntimeError: called inside a running event loop (use ``await sample(...)``).
+        Exception: whatever :func:`sample` raises.
     """
     try:
         return _run_sync(partial(sample, **locals()))  # the parameters above, as they are

@@ -1,7 +1,9 @@
-"""samplehooks' pytest plugin: fixtures for testing plugins without a model.
+"""samplehooks' testing kit: fixtures for testing plugins without a model.
 
-It is installed with samplehooks through a ``pytest11`` entry point, so in any project
-where samplehooks is installed these fixtures are available with no import or conftest:
+The fixtures are installed with samplehooks through a ``pytest11`` entry point
+(:mod:`sampling_core.pytest_plugin`, which imports this module only when a test uses one),
+so in any project where samplehooks is installed they are available with no import or
+conftest:
 
 ``hook_recorder``
     A :class:`HookRecorder`: a plugin that records every hook call (its payload, a
@@ -56,12 +58,9 @@ __all__ = [
     "HookEvent",
     "HookRecorder",
     "PluginEnv",
-    "hook_recorder",
+    "make_plugin_env",
+    "make_sampler_factory",
     "make_scripted_backend",
-    "plugin_env",
-    "sampler",
-    "scripted_backend",
-    "strict_plugins",
 ]
 
 PLUGIN_ENV_VARS = ("SAMPLEHOOKS_PLUGINS", "SAMPLEHOOKS_DISABLE_PLUGINS", "SAMPLEHOOKS_TRACE_HOOKS")
@@ -276,54 +275,19 @@ class PluginEnv:
         self.monkeypatch.setenv(name, value)
 
 
-# -- the fixtures -----------------------------------------------------------------------
+# -- what the fixtures give (registered by sampling_core.pytest_plugin) ---------------
 
-STRICT_INI = "samplehooks_strict_plugins"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    """The ``samplehooks_strict_plugins`` ini option (see the ``strict_plugins`` fixture)."""
-    parser.addini(
-        STRICT_INI,
-        "samplehooks' sampler fixture builds strict samplers: a plugin fault fails the test",
-        type="bool",
-        default=False,
-    )
-
-
-@pytest.fixture
-def strict_plugins(pytestconfig: pytest.Config) -> bool:
-    """Whether the ``sampler`` fixture's samplers are strict (the ini option; override to set).
-
-    A strict sampler raises :class:`~sampling_core.PluginError` out of ``sample()`` when a
-    plugin raises in any hook, so a plugin that fails on every event fails its tests.
-    """
-    return bool(pytestconfig.getini(STRICT_INI))
-
-
-@pytest.fixture
-def hook_recorder() -> HookRecorder:
-    """A fresh :class:`HookRecorder` (the ``sampler`` fixture registers it for you)."""
-    return HookRecorder()
-
-
-@pytest.fixture
-def scripted_backend() -> Callable[..., ScriptedBackend]:
-    """A factory of scripted backends: see :func:`make_scripted_backend`."""
-    return make_scripted_backend
-
-
-@pytest.fixture
-def plugin_env(monkeypatch: pytest.MonkeyPatch) -> PluginEnv:
-    """The ``SAMPLEHOOKS_*`` variables cleared for this test, with setters."""
+def make_plugin_env(monkeypatch: pytest.MonkeyPatch) -> PluginEnv:
+    """The ``plugin_env`` fixture: the ``SAMPLEHOOKS_*`` variables cleared, with setters."""
     for name in PLUGIN_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
     return PluginEnv(monkeypatch)
 
 
-@pytest.fixture
-def sampler(hook_recorder: HookRecorder, strict_plugins: bool) -> Callable[..., Sampler]:
-    """A factory of samplers for tests.
+def make_sampler_factory(
+    hook_recorder: HookRecorder, strict_plugins: bool = False
+) -> Callable[..., Sampler]:
+    """The ``sampler`` fixture: a factory of samplers for tests.
 
     ``sampler(backend=None, *, plugins=(), record=True, load_entrypoints=False, **kwargs)``
     builds ``Sampler(backend, plugins=..., load_entrypoints=False, **kwargs)``: no installed

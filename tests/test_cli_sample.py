@@ -77,7 +77,7 @@ def test_a_bad_requirement_is_one_line_and_exit_2(spec: str, says: str) -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("samplehooks: error: ") and says in lines[0]
 
 
 @pytest.mark.parametrize(

@@ -216,6 +216,22 @@ def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
     for hook in HookName:
         assert f'id="{hook.value}"' in reference
     assert not list(site.rglob("*.py")), "scripts in docs/ must not be published"
+    # the API reference is generated from the docstrings
+    api = (site / "api" / "index.html").read_text()
+    for name in ("Sampler", "concurrency_budget", "BudgetError", "OrderingChecker", "Raises"):
+        assert name in api, name
+    # the example plugin's files are shown as they are in examples/plugin-example
+    example = (site / "example-plugin" / "index.html").read_text()
+    assert "ExamplePlugin" in example and "--8&lt;--" not in example
+    # the site works offline: diagrams are local files, nothing is fetched from elsewhere
+    for diagram in ("subsample-grid", "attempt-hooks", "run-directory"):
+        assert (site / "diagrams" / f"{diagram}.svg").is_file()
+    for page in site.rglob("*.html"):
+        fetched = re.findall(
+            r'<(?:script|link|img)\b[^>]*?(?:src|href)="([^"]+)"', page.read_text()
+        )
+        remote = [url for url in fetched if url.startswith(("http:", "https:", "//"))]
+        assert not remote, (page, remote)
 
 
 def test_the_readme_quickstart_runs(plugin_env: Any, capsys: pytest.CaptureFixture[str]) -> None:

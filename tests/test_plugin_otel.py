@@ -176,3 +176,22 @@ async def test_content_only_when_asked(sampler, scripted_backend, provider, expo
     (call,) = _named(list(exporter.get_finished_spans()), "chat")
     assert "the question" in call.attributes["gen_ai.input.messages"]
     assert "the answer" in call.attributes["gen_ai.output.messages"]
+
+
+async def test_the_provider_name_comes_from_the_backend(sampler, provider, exporter):
+    from sampling_core import ScriptedBackend
+    from sampling_core.backends import LocalBackend, OpenAIBackend
+
+    class Vllm(ScriptedBackend):
+        provider_name = "vllm"
+
+    for backend, expected in (
+        (ScriptedBackend(["ok"]), "samplehooks.scripted"),
+        (Vllm(["ok"]), "vllm"),
+    ):
+        exporter.clear()
+        await sampler(backend, plugins=[OtelPlugin(tracer_provider=provider)]).sample("q")
+        (call,) = _named(list(exporter.get_finished_spans()), "chat")
+        assert call.attributes["gen_ai.provider.name"] == expected
+    assert OpenAIBackend.provider_name == "openai"
+    assert LocalBackend.provider_name == "llama.cpp"

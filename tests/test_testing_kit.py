@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import sampling_core.pytest_plugin
 import sampling_core.testing
 from hook_specs import HookName, hookimpl
 from sampling_core.requirements import contains
@@ -19,7 +20,7 @@ H = HookName
 
 def test_the_fixtures_come_from_the_pytest11_entry_point(request: pytest.FixtureRequest) -> None:
     # Loaded by pytest from the installed distribution's entry point, not by a conftest.
-    assert request.config.pluginmanager.get_plugin("samplehooks") is sampling_core.testing
+    assert request.config.pluginmanager.get_plugin("samplehooks") is sampling_core.pytest_plugin
     for name in ("hook_recorder", "scripted_backend", "sampler", "plugin_env"):
         assert request.getfixturevalue(name) is not None
 

@@ -152,6 +152,9 @@ class LocalBackend:
     :meth:`aclose` (or leaving ``async with``) stops it.
     """
 
+    provider_name: str = "llama.cpp"
+    """``gen_ai.provider.name`` in traces: "llama.cpp": the embedded engine."""
+
     def __init__(
         self,
         model_path: str | os.PathLike[str] | None = None,

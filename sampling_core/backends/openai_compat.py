@@ -108,6 +108,10 @@ class OpenAIBackend:
     grows back on success (see :mod:`sampling_core.backends.limits`).
     """
 
+    provider_name: str = "openai"
+    """``gen_ai.provider.name`` in traces: "openai", as the OpenTelemetry GenAI conventions
+    name OpenAI-compatible APIs; set it to the server's provider when you know it."""
+
     def __init__(
         self,
         model: str,

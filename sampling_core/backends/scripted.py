@@ -29,6 +29,9 @@ class ScriptedBackend:
     Every request is kept in ``requests``; ``calls`` counts them.
     """
 
+    provider_name: str = "samplehooks.scripted"
+    """``gen_ai.provider.name`` in traces: "samplehooks.scripted": no model at all."""
+
     def __init__(
         self,
         replies: Script,

@@ -7,10 +7,12 @@ import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
 from sampling_core.cli.logs import logs_to_stderr
+from sampling_core.cli.readable import fail
 from sampling_core.runs import RunError, run_batch_sync, summarize
 from sampling_core.runs.runner import default_log
 
@@ -18,11 +20,14 @@ __all__ = ["report_command", "run_command"]
 
 
 def run_command(
-    config: Path = typer.Argument(..., help="The run config (YAML).", show_default=False),
+    config: Path = typer.Argument(
+        ..., metavar="CONFIG", help="The run config (YAML).", show_default=False
+    ),
     out: Path | None = typer.Option(
         None,
         "--out",
         "-o",
+        metavar="DIR",
         help="The run directory to write (or, with --resume, to continue). "
         "Default: a new runs/CONFIG-NAME-UTC-TIME directory.",
         show_default=False,
@@ -82,7 +87,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def report_command(
-    run_dir: Path = typer.Argument(..., help="A run directory.", show_default=False),
+    run_dir: Path = typer.Argument(..., metavar="DIR", help="A run directory.", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Print the summary of a run (finished or not): success rate, attempts, tokens, time."""
@@ -101,6 +106,5 @@ def _argv(config: Path, out: Path, resume: bool, retry_failed: bool) -> list[str
     return ["samplehooks", "run", str(config), "--out", str(out), *flags]
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"samplehooks: error: {message}", err=True)
-    raise typer.Exit(2)
+def _fail(message: str) -> NoReturn:
+    fail(message)

@@ -1,12 +1,15 @@
 """``samplehooks sample "PROMPT"``: sample one answer and show every attempt.
 
 The answer chosen is printed on stdout (alone, so it can be piped); the per-attempt table
-and the summary go to stderr. Exit status: 0 when an answer met every requirement, 1 when
+and the summary go to stderr. With ``--json`` the whole result is printed on stdout as one
+JSON object instead. The prompt is read from stdin when it is ``-``, or when it is left out
+and stdin is not a terminal. Exit status: 0 when an answer met every requirement, 1 when
 none did (or the backend failed), 2 for a mistake in the command line.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Sequence
@@ -15,12 +18,11 @@ from typing import Any
 
 import anyio
 import typer
-from rich import box
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from sampling_core.cli.logs import logs_to_stderr
+from sampling_core.cli.readable import fail
+from sampling_core.cli.sample_output import print_report, result_as_dict
 from sampling_core.errors import SamplehooksError
 from sampling_core.requirements import COUNTED, REQUIREMENTS_BY_NAME, Requirement
 from sampling_core.results import SamplingResult
@@ -43,6 +45,13 @@ class StrategyName(StrEnum):
     multiturn = "multiturn"
     best_of_n = "best-of-n"
     majority = "majority"
+
+
+class SelectionName(StrEnum):
+    """Which passing attempt is picked."""
+
+    first = "first"
+    ordered = "ordered"
 
 
 class BackendName(StrEnum):
@@ -124,74 +133,90 @@ def build_backend(
     return OpenAIBackend(model, base_url=base_url, api_key_env=api_key_env)
 
 
-def attempts_table(result: SamplingResult) -> Table:
-    """One row per completed attempt: where it ran, whether it passed, latency and tokens."""
-    table = Table(box=box.SIMPLE_HEAD, title="attempts", title_justify="left")
-    for column, justify in (
-        ("iteration", "right"),
-        ("subsample", "right"),
-        ("attempt", "right"),
-        ("passed", "center"),
-        ("latency", "right"),
-        ("tokens", "right"),
-        ("answer", "left"),
-    ):
-        table.add_column(
-            column,
-            justify=justify,  # type: ignore[arg-type]
-            no_wrap=True,
-            overflow="ellipsis",
-            min_width=None if column == "answer" else len(column),
-            ratio=1 if column == "answer" else None,
-        )
-    for a in sorted(result.attempts, key=lambda a: a.sequence):
-        text = a.text.strip().replace("\n", " ")
-        table.add_row(
-            str(a.iteration),
-            str(a.subsample_index),
-            str(a.attempt),
-            "[green]yes[/]" if a.passed else "[red]no[/]",
-            f"{a.latency_s * 1000:.0f} ms",
-            f"{a.generation.usage.input_tokens}/{a.generation.usage.output_tokens}",
-            escape(text),
-        )
-    return table
-
-
 def sample_command(
-    prompt: str = typer.Argument(..., help="The prompt (one user message)."),
-    require: list[str] = typer.Option([], "--require", "-r", help=REQUIRE_HELP),
-    loop_budget: int = typer.Option(3, "--loop-budget", "-l", help="Attempts per subsample."),
+    prompt: str | None = typer.Argument(
+        None,
+        metavar="PROMPT",
+        help="The prompt (one user message); '-' or left out with a pipe: read from stdin.",
+        show_default=False,
+    ),
+    require: list[str] = typer.Option(
+        [], "--require", "-r", metavar="KIND:VALUE", help=REQUIRE_HELP, show_default=False
+    ),
+    loop_budget: int = typer.Option(
+        3, "--loop-budget", "-l", metavar="N", help="Attempts per subsample."
+    ),
     concurrency: int = typer.Option(
-        1, "--concurrency", "-c", help="Subsamples run at once (and local model slots)."
+        1,
+        "--concurrency",
+        "-c",
+        metavar="N",
+        help="Subsamples run at once (and local model slots).",
     ),
     strategy: StrategyName = typer.Option(
-        StrategyName.rejection, "--strategy", "-s", help="How failed attempts are repaired."
+        StrategyName.rejection,
+        "--strategy",
+        "-s",
+        metavar="NAME",
+        help="How failed attempts are repaired: rejection, repair, multiturn, best-of-n, majority.",
+    ),
+    selection: SelectionName = typer.Option(
+        SelectionName.first,
+        "--selection",
+        metavar="NAME",
+        help="Which passing attempt wins: first (to finish) or ordered (first in attempt, "
+        "subsample order: the same answer on every run with --seed).",
     ),
     plugin: list[str] = typer.Option(
-        [], "--plugin", "-p", help="A plugin to enable by name (repeatable), e.g. tracing."
+        [],
+        "--plugin",
+        "-p",
+        metavar="NAME",
+        help="A plugin to enable by name (repeatable), e.g. tracing.",
+        show_default=False,
     ),
     backend: BackendName = typer.Option(
-        BackendName.local, "--backend", "-b", help="local (embedded model), openai, scripted."
+        BackendName.local,
+        "--backend",
+        "-b",
+        metavar="KIND",
+        help="local (embedded model), openai, scripted.",
     ),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="The model name (openai) or .gguf path (local)."
+        None, "--model", "-m", metavar="NAME", help="The model name (openai) or .gguf path (local)."
     ),
     base_url: str | None = typer.Option(
-        None, "--base-url", help="An OpenAI-compatible server's base URL (openai)."
+        None, "--base-url", metavar="URL", help="An OpenAI-compatible server's base URL (openai)."
     ),
     api_key_env: str = typer.Option(
-        "OPENAI_API_KEY", "--api-key-env", help="The variable holding the API key (openai)."
+        "OPENAI_API_KEY",
+        "--api-key-env",
+        metavar="VAR",
+        help="The variable holding the API key (openai).",
     ),
-    max_tokens: int = typer.Option(64, "--max-tokens", help="The most tokens per answer."),
-    temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature."),
-    seed: int | None = typer.Option(None, "--seed", help="Derive a seed for every attempt."),
+    max_tokens: int = typer.Option(
+        64, "--max-tokens", metavar="N", help="The most tokens per answer."
+    ),
+    temperature: float | None = typer.Option(
+        None, "--temperature", metavar="T", help="Sampling temperature."
+    ),
+    seed: int | None = typer.Option(
+        None, "--seed", metavar="N", help="Derive a seed for every attempt."
+    ),
     reply: list[str] = typer.Option(
-        [], "--reply", help="A canned answer for --backend scripted (repeatable, in order)."
+        [],
+        "--reply",
+        metavar="TEXT",
+        help="A canned answer for --backend scripted (repeatable, in order).",
+        show_default=False,
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the whole result as JSON on stdout (no table)."
     ),
 ) -> None:
     """Sample an answer to PROMPT that meets every --require, and show each attempt."""
     err = Console(stderr=True, highlight=False)
+    text = _read_prompt(prompt)
     try:
         requirements = [parse_requirement(spec) for spec in require]
         chosen = build_backend(
@@ -205,7 +230,7 @@ def sample_command(
         sampler = Sampler(chosen, plugins=plugin)
     # LookupError: an unknown plugin; ValueError: a value a backend refuses (--api-key-env)
     except (UsageError, SamplehooksError, LookupError, ValueError) as exc:
-        _fail(err, str(exc), 2)
+        fail(str(exc))
     options: dict[str, Any] = {"max_tokens": max_tokens}
     if temperature is not None:
         options["temperature"] = temperature
@@ -213,12 +238,13 @@ def sample_command(
     async def run() -> SamplingResult:
         async with sampler:  # stops the local model's server, closes HTTP connections
             return await sampler.sample(
-                prompt,
+                text,
                 requirements=requirements,
                 strategy=build_strategy(strategy),
                 loop_budget=loop_budget,
                 concurrency_budget=concurrency,
                 seed=seed,
+                selection=selection.value,  # type: ignore[arg-type]
                 options=options,
             )
 
@@ -227,33 +253,30 @@ def sample_command(
         with logs_to_stderr():
             result = anyio.run(run)
     except ValueError as exc:  # a bad budget (BudgetError) and the like
-        _fail(err, str(exc), 2)
+        fail(str(exc))
     except SamplehooksError as exc:  # the backend failed (a missing model, a refused key)
-        _fail(err, str(exc), 1)
+        fail(str(exc), 1)
     except Exception as exc:
-        _fail(err, f"{type(exc).__name__}: {exc}", 1)
-    _report(err, result)
-    if result.text is not None:
-        sys.stdout.write(result.text.strip() + "\n")
+        fail(f"{type(exc).__name__}: {exc}", 1)
+    if as_json:
+        sys.stdout.write(json.dumps(result_as_dict(result), indent=2) + "\n")
+    else:
+        print_report(err, result)
+        if result.text is not None:
+            sys.stdout.write(result.text.strip() + "\n")
     raise typer.Exit(0 if result.success else 1)
 
 
-def _report(err: Console, result: SamplingResult) -> None:
-    err.print(attempts_table(result))
-    usage = result.usage
-    verdict = "[green]passed[/]" if result.success else "[red]no answer met every requirement[/]"
-    err.print(
-        f"{verdict} · stop: {result.stop_reason} · attempts: {result.iterations_used} · "
-        f"cancelled: {result.cancelled} · tokens: {usage.input_tokens} in / "
-        f"{usage.output_tokens} out · {result.elapsed_s:.2f} s",
-        soft_wrap=True,
-    )
-    for error in result.errors:
-        err.print(f"[yellow]backend error[/] {escape(str(error))}")
-    for fault in result.plugin_errors:
-        err.print(f"[yellow]plugin error[/] {escape(str(fault))}")
-
-
-def _fail(err: Console, message: str, code: int) -> Any:
-    err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(code)
+def _read_prompt(prompt: str | None) -> str:
+    """The prompt argument, or stdin when it is ``-`` or absent and stdin is not a terminal."""
+    if prompt is not None and prompt != "-":
+        return prompt
+    if prompt is None and sys.stdin.isatty():
+        fail("give a PROMPT, or '-' to read it from stdin (see 'samplehooks sample --help')")
+    try:
+        text = sys.stdin.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read the prompt from stdin: {exc}")
+    if not text.strip():
+        fail("the prompt read from stdin is empty")
+    return text.rstrip("\n")

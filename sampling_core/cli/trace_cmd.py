@@ -9,8 +9,9 @@ that ended in a backend error, were cancelled, or needed transport retries.
 
 from __future__ import annotations
 
+import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -20,13 +21,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
 from sampling_core.events import read_events
 
-__all__ = ["AttemptRow", "CallTimeline", "build_timelines", "trace_app"]
+__all__ = ["AttemptRow", "CallTimeline", "build_timelines", "timeline_as_dict", "trace_app"]
 
 trace_app = typer.Typer(
     name="trace",
     help="Read files written by the recorder plugin.",
+    cls=ReadableGroup,
     no_args_is_help=True,
     add_completion=False,
 )
@@ -174,11 +177,16 @@ def _mapping(value: Any, name: str) -> dict[str, Any]:
     return value
 
 
-@trace_app.command("show")
+@trace_app.command("show", cls=ReadableCommand)
 def show_command(
-    file: Path = typer.Argument(..., help="A JSONL file written by the recorder plugin."),
+    file: Path = typer.Argument(
+        ..., metavar="FILE", help="A JSONL file written by the recorder plugin."
+    ),
     call: str | None = typer.Option(
-        None, "--call", help="Show only the calls whose sampling_id starts with this."
+        None, "--call", metavar="ID", help="Show only the calls whose sampling_id starts with this."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the calls and their attempts as a JSON list instead."
     ),
 ) -> None:
     """Print a per-call timeline: iteration, subsample, attempt, sequence, passed, latency."""
@@ -196,6 +204,9 @@ def show_command(
         timelines = [t for t in timelines if t.sampling_id.startswith(call)]
         if not timelines:
             _fail(f"{file}: no call's sampling_id starts with {call!r}")
+    if as_json:
+        typer.echo(json.dumps([timeline_as_dict(t) for t in timelines], indent=2))
+        return
     # Piped output gets a width that fits every column (rich assumes 80 otherwise).
     console = Console() if sys.stdout.isatty() else Console(width=120)
     if not timelines:
@@ -206,8 +217,24 @@ def show_command(
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"samplehooks: error: {message}", err=True)
-    raise typer.Exit(2)
+    fail(message)
+
+
+def timeline_as_dict(timeline: CallTimeline) -> dict[str, Any]:
+    """One call as JSON data: its start and end payloads and its attempts, as shown."""
+    return {
+        "sampling_id": timeline.sampling_id,
+        "start": timeline.start,
+        "end": timeline.end,
+        "attempts": [
+            {**asdict(row), "t_s": _since(row.finished, timeline.started_at)}
+            for row in timeline.rows()
+        ],
+    }
+
+
+def _since(when: float | None, origin: float | None) -> float | None:
+    return None if when is None or origin is None else when - origin
 
 
 def _print_call(console: Console, timeline: CallTimeline) -> None:

@@ -1,0 +1,122 @@
+"""What ``samplehooks sample`` shows: the attempts table, the summary line, the JSON form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from sampling_core.results import SamplingResult
+
+__all__ = ["attempts_table", "print_report", "result_as_dict"]
+
+_KEY_COLUMNS = ("iteration", "subsample", "attempt", "passed", "latency", "tokens")
+_ANSWER_MIN = 8  # below this the answer column is a stub; the key columns still fit
+
+
+def attempts_table(result: SamplingResult, width: int = 80) -> Table:
+    """One row per completed attempt, in completion order, fitted to ``width`` columns.
+
+    The key columns (iteration, subsample, attempt, passed, latency, tokens) always keep
+    their full width; the answer column takes what is left and ends in an ellipsis when
+    the answer is longer.
+    """
+    rows = []
+    for a in sorted(result.attempts, key=lambda a: a.sequence):
+        usage = a.generation.usage
+        rows.append(
+            (
+                str(a.iteration),
+                str(a.subsample_index),
+                str(a.attempt),
+                "yes" if a.passed else "no",
+                f"{a.latency_s * 1000:.0f} ms",
+                f"{usage.input_tokens}/{usage.output_tokens}",
+                a.text.strip().replace("\n", " "),
+            )
+        )
+    widths = [
+        max([len(header), *(len(row[i]) for row in rows)]) for i, header in enumerate(_KEY_COLUMNS)
+    ]
+    # 7 columns padded by one space a side, 6 separators and 2 edges (blank in SIMPLE_HEAD)
+    columns = len(widths) + 1
+    answer_width = max(_ANSWER_MIN, width - sum(widths) - 2 * columns - (columns - 1) - 2)
+    table = Table(box=box.SIMPLE_HEAD, title="attempts", title_justify="left")
+    for header, column_width in zip(_KEY_COLUMNS, widths, strict=True):
+        justify = "center" if header == "passed" else "right"
+        table.add_column(header, justify=justify, no_wrap=True, min_width=column_width)
+    table.add_column("answer", no_wrap=True, max_width=answer_width)
+    for *key, answer in rows:
+        passed = "[green]yes[/]" if key[3] == "yes" else "[red]no[/]"
+        cut = Text(answer)
+        cut.truncate(answer_width, overflow="ellipsis")
+        table.add_row(*key[:3], passed, *key[4:], cut)
+    return table
+
+
+def print_report(err: Console, result: SamplingResult) -> None:
+    """The attempts table and a one-line summary (then any backend or plugin errors)."""
+    err.print(attempts_table(result, err.width))
+    usage = result.usage
+    verdict = "[green]passed[/]" if result.success else "[red]no answer met every requirement[/]"
+    err.print(
+        f"{verdict} · stop: {result.stop_reason} · attempts: {result.iterations_used} · "
+        f"cancelled: {result.cancelled} · tokens: {usage.input_tokens} in / "
+        f"{usage.output_tokens} out · {result.elapsed_s:.2f} s",
+        soft_wrap=True,
+    )
+    for error in result.errors:
+        err.print(f"[yellow]backend error[/] {escape(str(error))}")
+    for fault in result.plugin_errors:
+        err.print(f"[yellow]plugin error[/] {escape(str(fault))}")
+
+
+def result_as_dict(result: SamplingResult) -> dict[str, Any]:
+    """The result as plain JSON data (what ``sample --json`` prints)."""
+    return {
+        "success": result.success,
+        "text": result.text,
+        "stop_reason": result.stop_reason,
+        "sampling_id": result.sampling_id,
+        "strategy": result.strategy_name,
+        "loop_budget": result.loop_budget,
+        "concurrency_budget": result.concurrency_budget,
+        "iterations_used": result.iterations_used,
+        "cancelled": result.cancelled,
+        "elapsed_s": result.elapsed_s,
+        "usage": {
+            "input_tokens": result.usage.input_tokens,
+            "output_tokens": result.usage.output_tokens,
+        },
+        "attempts": [
+            {
+                "iteration": a.iteration,
+                "subsample_index": a.subsample_index,
+                "attempt": a.attempt,
+                "sequence": a.sequence,
+                "passed": a.passed,
+                "latency_s": a.latency_s,
+                "input_tokens": a.generation.usage.input_tokens,
+                "output_tokens": a.generation.usage.output_tokens,
+                "finish_reason": a.generation.finish_reason,
+                "model": a.generation.model,
+                "text": a.text,
+                "validations": [
+                    {
+                        "requirement": v.requirement,
+                        "passed": v.passed,
+                        "reason": v.reason,
+                        "score": v.score,
+                    }
+                    for v in a.validations
+                ],
+            }
+            for a in sorted(result.attempts, key=lambda a: a.sequence)
+        ],
+        "errors": [str(error) for error in result.errors],
+        "plugin_errors": [str(fault) for fault in result.plugin_errors],
+    }
