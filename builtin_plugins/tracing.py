@@ -36,6 +36,7 @@ from hook_specs import (
     SamplingRepairPayload,
     hookimpl,
 )
+from sampling_core.redaction import ScrubbedLogger
 
 __all__ = ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"]
 
@@ -78,7 +79,7 @@ class TracingPlugin:
         if capture_content is None:
             capture_content = os.environ.get("SAMPLEHOOKS_TRACE_CONTENT", "").lower() in _TRUE
         self.capture_content = capture_content
-        self.logger = structlog.get_logger(logger_name)
+        self.logger = ScrubbedLogger(structlog.get_logger(logger_name))
         self.otel: Any = None
         if otel or otel is None:
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from importlib import metadata
 from typing import Any, NoReturn
 
@@ -12,6 +13,7 @@ from sampling_core.cli.plugins_cmd import plugins_command
 from sampling_core.cli.run_cmd import report_command, run_command
 from sampling_core.cli.sample_cmd import sample_command
 from sampling_core.cli.trace_cmd import trace_app
+from sampling_core.redaction import ScrubbedStream, refresh_environment
 
 # click's UsageError, wherever this typer version takes click from (it may vendor it).
 _UsageError: type[Exception] = next(
@@ -33,10 +35,17 @@ class _OneLineErrors(TyperGroup):
             _usage_error(exc)
 
     def invoke(self, ctx: Any) -> Any:
+        # Every command's output leaves through here: scrubbed of secrets, and text the
+        # terminal cannot encode is shown with replacement characters, never a crash.
+        refresh_environment()
+        out, err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = ScrubbedStream(out), ScrubbedStream(err)
         try:
             return super().invoke(ctx)
         except _UsageError as exc:
             _usage_error(exc)
+        finally:
+            sys.stdout, sys.stderr = out, err
 
 
 def _usage_error(exc: Any) -> NoReturn:

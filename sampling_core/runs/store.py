@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from sampling_core.redaction import refresh_environment, scrub_data
 from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.shapes import is_dataset_meta, is_progress, is_record
 
@@ -301,6 +302,7 @@ class RecordWriter:
     """
 
     def __init__(self, path: Path, *, flush_every: int, fsync: bool) -> None:
+        refresh_environment()
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         self._waiting: list[bytes] = []
         self.flush_every = flush_every
@@ -308,7 +310,7 @@ class RecordWriter:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record; flush when ``flush_every`` records are waiting."""
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = json.dumps(scrub_data(record), ensure_ascii=False, separators=(",", ":")) + "\n"
         self._waiting.append(line.encode("utf-8"))
         if len(self._waiting) >= self.flush_every:
             self.flush()
