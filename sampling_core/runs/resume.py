@@ -183,8 +183,14 @@ def check_dataset(meta: dict[str, Any], dataset: Dataset, scan: RecordsScan) -> 
     return drift
 
 
-def refuse(run_dir: Path, differences: Sequence[Difference], *, drift: bool) -> ResumeRefused:
-    """The error that refuses a resume: each difference, then the ways out."""
+def refuse(
+    run_dir: Path, differences: Sequence[Difference], *, drift: bool, recorded: bool = False
+) -> ResumeRefused:
+    """The error that refuses a resume: each difference, then the ways out.
+
+    ``recorded``: the differences are from the settings ``meta.json`` recorded when the run
+    started (the resolved server, a hand-edited effective config), not from the config file.
+    """
     shown = list(differences[:20])
     lines = [
         f"refusing to resume {run_dir}: "
@@ -194,12 +200,22 @@ def refuse(run_dir: Path, differences: Sequence[Difference], *, drift: bool) -> 
             else "these settings change results, and differ from the run's (old -> new):"
         )
     ]
+    if recorded:
+        lines[0] = (
+            f"refusing to resume {run_dir}: these settings change results, and differ from "
+            "those recorded in its meta.json when it started (old -> new):"
+        )
     lines += [f"  {d}" for d in shown]
     if len(differences) > len(shown):
         lines.append(f"  ... and {len(differences) - len(shown)} more")
     lines.append("Ways out:")
     if drift:
         lines.append("  - restore the dataset the run started with, then resume; or")
+    elif recorded:
+        lines.append(
+            "  - resume with the settings the run started with (the same server, model and "
+            "config: $OPENAI_BASE_URL and the effective config as they were); or"
+        )
     else:
         lines.append(
             f"  - resume with the run's own settings: samplehooks run "

@@ -29,8 +29,17 @@ from sampling_core.runs.components import (
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, read_dataset
 from sampling_core.runs.errors import ConfigError, RunDirError
+from sampling_core.runs.integrity import (
+    SETTINGS_KEY,
+    check_settings,
+    foreign_records,
+    refuse_foreign,
+    run_records,
+    settings_meta,
+)
 from sampling_core.runs.loading import load_config
 from sampling_core.runs.resume import (
+    Difference,
     check_dataset,
     compare_configs,
     lineage_note,
@@ -100,9 +109,9 @@ async def run_batch(
     own_backend = backend is None
     chosen_backend = build_backend(config) if own_backend else backend
     if resume:
-        scan = _prepare_resume(run_dir, config, dataset, argv, retry_failed, say)
+        scan = _prepare_resume(run_dir, config, dataset, argv, retry_failed, say, chosen_backend)
     else:
-        _create(run_dir, config, dataset, argv, source)
+        _create(run_dir, config, dataset, argv, source, chosen_backend)
         scan = RecordsScan([], 0)
         say(f"started run {run_dir.path}: {len(dataset.items)} prompts")
     sampler = None
@@ -150,6 +159,7 @@ def _create(
     dataset: Dataset,
     argv: Sequence[str],
     source: Path | None,
+    backend: Any,
 ) -> None:
     header = provenance_header(_version(), argv, source)
     meta = {
@@ -162,6 +172,7 @@ def _create(
             "fingerprint": dataset.fingerprint,
             "hashes": dataset.hashes(),
         },
+        SETTINGS_KEY: settings_meta(config, backend),
     }
     run_dir.create(render_effective_config(config, header), meta)
     run_dir.lock()
@@ -174,6 +185,7 @@ def _prepare_resume(
     argv: Sequence[str],
     retry_failed: bool,
     say: Log,
+    backend: Any,
 ) -> RecordsScan:
     """Check the resume (reading only), then drop a torn tail and add the lineage note."""
     run_dir.lock()
@@ -186,6 +198,15 @@ def _prepare_resume(
         blocking = [d for d in differences if d.label == "result"]
         if blocking:
             raise refuse(run_dir.path, blocking, drift=False)
+        recorded = [
+            Difference(path, "result", old_value, new_value)
+            for path, old_value, new_value in check_settings(meta, config, backend)
+        ]
+        if recorded:
+            raise refuse(run_dir.path, recorded, drift=False, recorded=True)
+        foreign = foreign_records(scan, meta["dataset"]["hashes"])
+        if foreign:
+            raise refuse_foreign(run_dir, foreign)
         drift = check_dataset(meta, dataset, scan)
         if drift:
             raise refuse(run_dir.path, drift, drift=True)
@@ -201,7 +222,7 @@ def _prepare_resume(
     changes = [d for d in differences if d.label == "throughput"]
     note = lineage_note(changes, argv, " (--retry-failed)" if retry_failed else "")
     run_dir.write_config(render_effective_config(config, [*header, note]))
-    latest = scan.latest()
+    latest = run_records(scan, dataset.hashes())
     again = sum(1 for r in latest.values() if r["status"] != "ok") if retry_failed else 0
     to_run = len(dataset.items) - len(latest) + again
     shown = "; ".join(str(c) for c in changes) if changes else "no throughput change"
