@@ -22,6 +22,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -167,19 +168,27 @@ class RecorderPlugin:
         self.record("generation_error", payload)
 
 
-def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_events(
+    path: str | os.PathLike[str], on_note: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
     """Read a recorded file back: one dict per line.
 
-    Raises ``ValueError`` naming the line when a line is not a recorded event.
+    A last line without its newline that is not JSON was torn by a crash: it is skipped,
+    and ``on_note`` (if given) is told. Raises ``ValueError`` naming the line when any
+    other line is not a recorded event.
     """
     events = []
-    with Path(path).open(encoding="utf-8") as handle:
+    with Path(path).open(encoding="utf-8", newline="\n") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             try:
                 event = json.loads(line)
             except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):  # the last line, torn
+                    if on_note is not None:
+                        on_note(f"line {number} was cut off (a crash while writing); skipped")
+                    break
                 raise ValueError(f"line {number} is not JSON ({exc.msg})") from None
             except RecursionError:
                 raise ValueError(f"line {number} is not JSON (nested too deeply)") from None

@@ -10,6 +10,7 @@ only where a value does.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -67,8 +68,8 @@ def provenance_header(version: str, argv: Sequence[str], source: Path | None) ->
         "# Resume with: samplehooks run CONFIG --out THIS_DIR --resume",
         f"# samplehooks version: {version}",
         f"# created (UTC): {utc_now()}",
-        f"# argv: {shlex.join(argv)}",
-        f"# source: {source.resolve() if source is not None else '(Python API)'}",
+        f"# argv: {one_line(shlex.join(argv))}",
+        f"# source: {one_line(str(source.resolve())) if source is not None else '(Python API)'}",
         LINEAGE_MARK,
     ]
 
@@ -114,7 +115,16 @@ def read_effective_config(run_dir: RunDirectory) -> tuple[list[str], RunConfig]:
 def lineage_note(changes: Sequence[Difference], argv: Sequence[str], extra: str = "") -> str:
     """A dated header line for one resume: the throughput changes, or "no change"."""
     what = "; ".join(str(c) for c in changes) if changes else "no change"
-    return f"#   {utc_now()} resumed ({shlex.join(argv)}): {what}{extra}"
+    return f"#   {utc_now()} resumed ({one_line(shlex.join(argv))}): {one_line(what)}{extra}"
+
+
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every character that ends a line (``\\n``, ``\\r``, U+2028, ...)
+    written as an escape, so a header comment stays one line."""
+    return _LINE_BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 # -- comparing -------------------------------------------------------------------------------

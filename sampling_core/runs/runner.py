@@ -93,7 +93,10 @@ async def run_batch(
     source: Path | None = None
     if not isinstance(config, RunConfig):
         source = Path(config)
+        _refuse_unencodable(source, "the config path")
         config = load_config(source)
+    _refuse_unencodable(Path(out_dir), "the run directory")
+    _refuse_unencodable(config.dataset.path, "the dataset path")
     argv = list(argv) if argv is not None else ["(Python API)", "run_batch"]
     run_dir = RunDirectory(Path(out_dir))
     if resume:
@@ -139,6 +142,17 @@ def run_batch_sync(
 ) -> RunSummary:
     """:func:`run_batch` from synchronous code."""
     return anyio.run(partial(run_batch, config, out_dir, **kwargs))
+
+
+def _refuse_unencodable(path: Path, what: str) -> None:
+    """A path whose name is not UTF-8 cannot be recorded in the run's files: refuse it."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise ConfigError(
+            f"{what} {shown} is not valid UTF-8; rename it (or use another path) and run again"
+        ) from None
 
 
 def _check_plugin_names(names: Sequence[str], source: Path | None) -> None:
@@ -218,7 +232,10 @@ def _prepare_resume(
             f"records.jsonl ended in a torn line ({len(scan.torn)} bytes, cut off when the run "
             "was killed); it was dropped and that prompt will run again"
         )
-        run_dir.drop_torn_tail(scan)
+    run_dir.drop_torn_tail(scan)  # and a whole last record lacking its newline gets one
+    dropped = run_dir.repair_events()
+    if dropped:
+        say(f"events.jsonl ended in a torn line ({dropped} bytes); it was dropped")
     changes = [d for d in differences if d.label == "throughput"]
     note = lineage_note(changes, argv, " (--retry-failed)" if retry_failed else "")
     run_dir.write_config(render_effective_config(config, [*header, note]))
