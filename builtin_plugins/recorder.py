@@ -38,7 +38,7 @@ from hook_specs import (
     SamplingRepairPayload,
     hookimpl,
 )
-from sampling_core.redaction import refresh_environment, scrub_data
+from sampling_core.redaction import one_json_line, refresh_environment, scrub_data
 
 __all__ = ["DEFAULT_PATH", "RecorderPlugin", "read_events"]
 
@@ -116,11 +116,9 @@ class RecorderPlugin:
     def record(self, hook: str, payload: HookPayload) -> None:
         """Append one event line (what every hook implementation below does)."""
         data = payload.model_dump(mode="json", exclude=self._exclude.get(hook), fallback=repr)
-        line = json.dumps(
-            {"hook": hook, "time": time.time(), "payload": scrub_data(data)},
-            ensure_ascii=False,
-            default=repr,
-        )
+        line = one_json_line(
+            {"hook": hook, "time": time.time(), "payload": scrub_data(data)}, default=repr
+        ).removesuffix("\n")
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ so one odd character in a model's reply never makes a file unwritable or unreada
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -33,6 +34,7 @@ __all__ = [
     "clean_text",
     "environment_secrets",
     "has_secrets",
+    "one_json_line",
     "refresh_environment",
     "register_headers",
     "register_secret",
@@ -188,6 +190,20 @@ def _scrub(text: str, secrets: tuple[str, ...]) -> str:
             out.append(text[index])
             index += 1
     return "".join(out)
+
+
+_LINE_ENDS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
+
+
+def one_json_line(data: Any, default: Any = None) -> str:
+    """``data`` as one JSON line (newline included), readable text (not ASCII-escaped) but
+    with the characters some readers take for line ends (U+2028, U+2029, U+0085) escaped,
+    so the line is one line for every reader."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=default)
+    if any(end in text for end in _LINE_ENDS):
+        for end, escaped in _LINE_ENDS.items():
+            text = text.replace(end, escaped)  # they only ever appear inside JSON strings
+    return text + "\n"
 
 
 class ScrubbedLogger:
