@@ -111,6 +111,7 @@ class CallSettings:
     attempt_timeout: float | None
     max_loop_budget: int
     max_concurrency_budget: int
+    check_timeout: float | None = None
 
 
 class _BackendFailed(Exception):
@@ -321,7 +322,7 @@ class SamplingCall:
         except _BackendFailed:
             self.in_flight -= 1
             return None
-        validations = validate_all(self.s.requirements, generation.text)
+        validations = validate_all(self.s.requirements, generation.text, self.s.check_timeout)
         if not isinstance(validations, tuple):
             validations = await validations  # an async check
         self.in_flight -= 1

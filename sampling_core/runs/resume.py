@@ -24,7 +24,7 @@ from sampling_core.runs.classification import label_of, nested_model
 from sampling_core.runs.config import Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
-from sampling_core.runs.loading import describe_errors, describe_yaml_error
+from sampling_core.runs.loading import describe_errors, describe_yaml_error, load_yaml
 from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
 
 __all__ = [
@@ -100,7 +100,7 @@ def read_effective_config(run_dir: RunDirectory) -> tuple[list[str], RunConfig]:
         raise RunDirError(f"{run_dir.config_file} is damaged: its provenance header is missing")
     try:
         # the header is YAML comments: loading the whole text keeps the line numbers right
-        config = RunConfig.model_validate(yaml.safe_load(text))
+        config = RunConfig.model_validate(load_yaml(text))
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         if isinstance(exc, ValidationError):
             detail = "; ".join(describe_errors(exc))

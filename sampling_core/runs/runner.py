@@ -126,6 +126,7 @@ async def run_batch(
             run_dir.events_file,
             extra_plugins,
             total=len(batch.pending),
+            config=config,
         )
         await batch.run(sampler)
     finally:

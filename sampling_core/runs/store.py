@@ -34,6 +34,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from sampling_core.redaction import one_json_line, refresh_environment, scrub_data
+from sampling_core.runs.caps import cap_record
 from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.files import after_last_newline, remove_stale_staging
 from sampling_core.runs.shapes import is_dataset_meta, is_progress, is_record
@@ -362,7 +363,7 @@ class RecordWriter:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record; flush when ``flush_every`` records are waiting."""
-        line = one_json_line(scrub_data(record))
+        line = one_json_line(scrub_data(cap_record(record)))
         self._waiting.append(line.encode("utf-8"))
         if len(self._waiting) >= self.flush_every:
             self.flush()
