@@ -382,3 +382,17 @@ class RunConfig(_Strict):
         description="Seconds one requirement check may take before it fails (null: no limit).",
     )
     run: RunSettings = _block("throughput", RunSettings, description="Runner throughput settings.")
+
+    @field_validator("plugins")
+    @classmethod
+    def _installed_names_only(cls, names: list[str]) -> list[str]:
+        # A config may come from anyone: it names installed plugins, never a module to import
+        # (an import runs code, even for a resume that is then refused).
+        for name in names:
+            if any(mark in name for mark in ".:/\\"):
+                raise ValueError(
+                    f"{name!r} is a module path; a run config names installed plugins only "
+                    "(entry points, see `samplehooks plugins`): install the module as a plugin, "
+                    "or pass it to run_batch(plugins=[...]) from Python"
+                )
+        return names
