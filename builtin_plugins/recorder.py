@@ -1,7 +1,8 @@
 """The ``recorder`` plugin: every hook event as one JSON line, for replay and analysis.
 
 Each line is ``{"hook": ..., "time": ..., "payload": {...}}``: the hook's name, the wall
-clock time (seconds since the epoch) and the payload as JSON (``model_dump(mode="json")``).
+clock time (seconds since the epoch) and the payload as JSON (``model_dump(mode="json")``),
+scrubbed of secrets (:mod:`sampling_core.redaction`).
 ``Generation.raw`` is never written (it may hold anything); exceptions are written as
 text; values JSON cannot hold are written as their ``repr``. Prompts, generated text and
 failure reasons are left out unless ``capture_content=True``, like the ``tracing`` plugin.
@@ -16,7 +17,6 @@ Enabled by name, it writes to ``SAMPLEHOOKS_RECORDER_PATH`` (default
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -37,6 +37,7 @@ from hook_specs import (
     hookimpl,
 )
 from sampling_core.events import EventFileError, read_events
+from sampling_core.redaction import one_json_line, refresh_environment, scrub_data
 
 __all__ = ["DEFAULT_PATH", "EventFileError", "RecorderPlugin", "read_events"]
 
@@ -84,6 +85,7 @@ class RecorderPlugin:
             path = os.environ.get("SAMPLEHOOKS_RECORDER_PATH") or DEFAULT_PATH
         if capture_content is None:
             capture_content = os.environ.get("SAMPLEHOOKS_TRACE_CONTENT", "").lower() in _TRUE
+        refresh_environment()
         self.path = Path(path)
         self.capture_content = capture_content
         self._exclude = _ALWAYS if capture_content else _CONTENT
@@ -118,11 +120,9 @@ class RecorderPlugin:
     def record(self, hook: str, payload: HookPayload) -> None:
         """Append one event line (what every hook implementation below does)."""
         data = payload.model_dump(mode="json", exclude=self._exclude.get(hook), fallback=repr)
-        line = json.dumps(
-            {"hook": hook, "time": time.time(), "payload": data},
-            ensure_ascii=False,
-            default=repr,
-        )
+        line = one_json_line(
+            {"hook": hook, "time": time.time(), "payload": scrub_data(data)}, default=repr
+        ).removesuffix("\n")
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

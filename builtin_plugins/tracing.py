@@ -38,6 +38,7 @@ from hook_specs import (
     SamplingRepairPayload,
     hookimpl,
 )
+from sampling_core.redaction import ScrubbedLogger
 
 __all__ = ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"]
 
@@ -80,7 +81,7 @@ class TracingPlugin:
         if capture_content is None:
             capture_content = os.environ.get("SAMPLEHOOKS_TRACE_CONTENT", "").lower() in _TRUE
         self.capture_content = capture_content
-        self._configured_logger = structlog.get_logger(logger_name)
+        self._configured_logger = ScrubbedLogger(structlog.get_logger(logger_name))
         self._stderr_logger: Any = None
         self._stderr: Any = None
         self.otel: Any = None
@@ -111,11 +112,13 @@ class TracingPlugin:
         if self._stderr is not sys.stderr:  # created once per stream (tests swap it)
             config = structlog.get_config()
             self._stderr = sys.stderr
-            self._stderr_logger = structlog.wrap_logger(
-                structlog.PrintLogger(sys.stderr),
-                processors=config["processors"],
-                wrapper_class=config["wrapper_class"],
-                context_class=config["context_class"],
+            self._stderr_logger = ScrubbedLogger(
+                structlog.wrap_logger(
+                    structlog.PrintLogger(sys.stderr),
+                    processors=config["processors"],
+                    wrapper_class=config["wrapper_class"],
+                    context_class=config["context_class"],
+                )
             )
         return self._stderr_logger
 

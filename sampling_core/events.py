@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,14 @@ class EventFileError(SamplehooksError, ValueError):
     """A recorded event file has a line that is not a recorded event; the message names it."""
 
 
-def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_events(
+    path: str | os.PathLike[str], on_note: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
     """Read a recorded file back: one dict per line.
 
-    Raises :class:`EventFileError` (a ``ValueError``) naming the line when a line is not
-    UTF-8, not JSON, or not a recorded hook event.
+    A last line without its newline that is not JSON was torn by a crash: it is skipped,
+    and ``on_note`` (if given) is told. Raises :class:`EventFileError` (a ``ValueError``)
+    naming the line when any other line is not UTF-8, not JSON, or not a recorded event.
     """
     events = []
     with Path(path).open("rb") as handle:
@@ -40,6 +44,10 @@ def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             try:
                 event = json.loads(line)
             except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):  # the last line, torn by a crash
+                    if on_note is not None:
+                        on_note(f"line {number} was cut off (a crash while writing); skipped")
+                    break
                 raise EventFileError(f"line {number} is not JSON ({exc.msg})") from None
             except RecursionError:
                 raise EventFileError(f"line {number} is not JSON (nested too deeply)") from None

@@ -65,6 +65,7 @@ class CallSettings:
     max_loop_budget: int
     max_concurrency_budget: int
     early_exit: bool = True
+    check_timeout: float | None = None
 
 
 class _BackendFailed(Exception):
@@ -195,7 +196,7 @@ class SamplingCall:
         except _BackendFailed:
             tally.in_flight -= 1
             return None
-        validations = validate_all(self.s.requirements, generation.text)
+        validations = validate_all(self.s.requirements, generation.text, self.s.check_timeout)
         if not isinstance(validations, tuple):
             validations = await validations  # an async check
         tally.in_flight -= 1

@@ -95,36 +95,90 @@ class InstalledPlugin:
 
 
 def installed_plugins() -> list[InstalledPlugin]:
-    """Every entry point of group ``samplehooks``, built-ins included, sorted by name."""
+    """Every entry point of group ``samplehooks``, built-ins included, sorted by name.
+
+    Where another distribution's entry point takes a built-in's name, the built-in wins
+    that name (with a warning naming the other distribution); see :func:`_entry_point`.
+    """
     found: dict[str, InstalledPlugin] = {}
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in found:
+            continue
+        ep = _entry_point(ep.name) or ep
         dist = getattr(ep, "dist", None)
         dist_name = dist.metadata["Name"] if dist is not None else None
-        found.setdefault(
-            ep.name,
-            InstalledPlugin(
-                name=ep.name,
-                value=ep.value,
-                distribution=dist_name,
-                version=dist.version if dist is not None else None,
-                builtin=_canonical(dist_name) == BUILTIN_DISTRIBUTION,
-            ),
+        found[ep.name] = InstalledPlugin(
+            name=ep.name,
+            value=ep.value,
+            distribution=dist_name,
+            version=dist.version if dist is not None else None,
+            builtin=_canonical(dist_name) == BUILTIN_DISTRIBUTION,
         )
     return sorted(found.values(), key=lambda p: p.name)
+
+
+def _dist_name(ep: Any) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return dist.metadata["Name"] if dist is not None else None
+
+
+_warned_clashes: set[tuple[str, str]] = set()
+
+
+def _entry_point(name: str) -> Any:
+    """The entry point named ``name``; when several distributions use the name, the
+    built-in's (a third-party plugin cannot replace a built-in), with a warning once."""
+    eps = list(metadata.entry_points(group=ENTRY_POINT_GROUP, name=name))
+    if not eps:
+        return None
+    builtin = [ep for ep in eps if _canonical(_dist_name(ep)) == BUILTIN_DISTRIBUTION]
+    if not builtin:
+        return eps[0]
+    for other in eps:
+        if other is builtin[0] or _canonical(_dist_name(other)) == BUILTIN_DISTRIBUTION:
+            continue
+        clash = (name, str(_dist_name(other)))
+        if clash not in _warned_clashes:
+            _warned_clashes.add(clash)
+            _warn(
+                f"the distribution {_dist_name(other)!r} declares a plugin named {name!r}, the "
+                f"name of a built-in; the built-in {name!r} is used (rename that entry point "
+                "to use the other plugin)"
+            )
+    return builtin[0]
 
 
 def _canonical(name: str | None) -> str | None:
     return None if name is None else name.lower().replace("_", "-")
 
 
+class PluginImportError(RuntimeError):
+    """Importing (or making) a plugin raised; whatever it raised, even ``SystemExit``."""
+
+
 def load_entry_point(name: str) -> Any:
-    """Import the plugin object behind entry point ``name`` (a class is instantiated)."""
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
+    """Import the plugin object behind entry point ``name`` (a class is instantiated).
+
+    Anything raised while importing or making it (``SystemExit``, ``KeyboardInterrupt``
+    included: a plugin must not end the program it is loaded into) is raised as
+    :class:`PluginImportError` naming it.
+    """
+    ep = _entry_point(name)
+    if ep is None:
+        known = sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)})
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise LookupError(
+            f"no installed plugin is named {name!r} ({hint}see `samplehooks plugins`)"
+        )
+    try:
         return _instantiate(ep.load())
-    known = sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)})
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    raise LookupError(f"no installed plugin is named {name!r} ({hint}see `samplehooks plugins`)")
+    except Exception:
+        raise
+    except BaseException as exc:  # SystemExit & co.: isolated on purpose, reported by name
+        raise PluginImportError(
+            f"importing plugin {name!r} ({ep.value}) raised {type(exc).__name__}({exc})"
+        ) from exc
 
 
 def _instantiate(obj: Any) -> Any:
@@ -517,6 +571,12 @@ def _resolve_name(name: str) -> Any:
     except ImportError as exc:
         raise LookupError(
             f"no installed plugin is named {name!r}, and it cannot be imported: {exc}"
+        ) from exc
+    except Exception:
+        raise
+    except BaseException as exc:  # SystemExit & co. from the module's code
+        raise PluginImportError(
+            f"importing plugin module {module_name!r} raised {type(exc).__name__}({exc})"
         ) from exc
     for part in filter(None, attr.split(".")):
         obj = getattr(obj, part)

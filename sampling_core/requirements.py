@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
+import math
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
 from pydantic import BaseModel, ValidationError
 
 from hook_specs.errors import StopSampling
 from hook_specs.records import ValidationResult
+from sampling_core.linear_regex import compile_linear
 
 if TYPE_CHECKING:
     from sampling_core.backends.base import Backend
@@ -42,6 +45,10 @@ __all__ = [
     "REQUIREMENTS_BY_NAME",
     "COUNTED",
 ]
+
+
+DEFAULT_CHECK_TIMEOUT_S = 60.0
+"""Seconds one requirement check may take before it fails (``Sampler(check_timeout=...)``)."""
 
 
 class Requirement:
@@ -88,16 +95,20 @@ class Requirement:
 
 
 def validate_all(
-    requirements: Sequence[Requirement], text: str
+    requirements: Sequence[Requirement], text: str, check_timeout: float | None = None
 ) -> tuple[ValidationResult, ...] | Coroutine[Any, Any, tuple[ValidationResult, ...]]:
     """Every requirement's verdict on ``text``, in order.
 
     Synchronous checks give the tuple at once; from the first async check on, the rest is a
     coroutine to await (so an attempt with only synchronous checks never awaits). A check
     that raises fails with the exception as its reason; ``StopSampling`` propagates.
+    With ``check_timeout``, an async check still running after that many seconds is
+    cancelled and fails with the reason; a sync check that took longer (it cannot be
+    interrupted) fails the same way once it returns.
     """
     results: list[ValidationResult] = []
     for position, requirement in enumerate(requirements):
+        began = time.perf_counter() if check_timeout is not None else 0.0
         try:
             verdict = requirement.validate_now(text)
         except StopSampling:
@@ -105,9 +116,20 @@ def validate_all(
         except Exception as exc:
             verdict = _check_raised(requirement, exc)
         if not isinstance(verdict, ValidationResult):
-            return _validate_rest(requirements, text, results, position, verdict)
+            return _validate_rest(requirements, text, results, position, verdict, check_timeout)
+        if check_timeout is not None and time.perf_counter() - began > check_timeout:
+            verdict = _timed_out(requirement, check_timeout)
         results.append(verdict)
     return tuple(results)
+
+
+def _timed_out(requirement: Requirement, timeout: float) -> ValidationResult:
+    return ValidationResult(
+        False,
+        f"the check took longer than check_timeout ({timeout:g}s)",
+        None,
+        requirement.description,
+    )
 
 
 async def _validate_rest(
@@ -116,17 +138,27 @@ async def _validate_rest(
     results: list[ValidationResult],
     position: int,
     pending: Any,
+    check_timeout: float | None = None,
 ) -> tuple[ValidationResult, ...]:
     for index in range(position, len(requirements)):
         requirement = requirements[index]
-        try:
-            if pending is None:
-                pending = requirement.validate_now(text)
-            verdict = pending if isinstance(pending, ValidationResult) else await pending
-        except StopSampling:
-            raise
-        except Exception as exc:
-            verdict = _check_raised(requirement, exc)
+        verdict = None
+        began = time.perf_counter()
+        with anyio.move_on_after(math.inf if check_timeout is None else check_timeout):
+            try:
+                if pending is None:
+                    pending = requirement.validate_now(text)
+                verdict = pending if isinstance(pending, ValidationResult) else await pending
+            except StopSampling:
+                raise
+            except Exception as exc:
+                verdict = _check_raised(requirement, exc)
+        if verdict is None:  # cut off by the timeout
+            if inspect.iscoroutine(pending):
+                pending.close()
+            verdict = _timed_out(requirement, check_timeout or 0.0)
+        elif check_timeout is not None and time.perf_counter() - began > check_timeout:
+            verdict = _timed_out(requirement, check_timeout)  # a sync check, not cut off
         pending = None
         results.append(verdict)
     return tuple(results)
@@ -173,8 +205,12 @@ def _words(text: str) -> int:
 
 
 def matches(pattern: str, *, flags: int = 0, description: str | None = None) -> Requirement:
-    """The text contains a match of the regular expression ``pattern``."""
-    compiled = re.compile(pattern, flags)
+    """The text contains a match of the regular expression ``pattern``.
+
+    The pattern runs on RE2 (:mod:`sampling_core.linear_regex`): in linear time, so it cannot
+    hang a run; lookaround and backreferences are refused here with a ``ValueError``.
+    """
+    compiled = compile_linear(pattern, flags)
 
     def check(text: str) -> ValidationResult:
         if compiled.search(text):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Iterable, Sequence
@@ -22,7 +23,13 @@ from sampling_core.budgets import (
 from sampling_core.dispatch import PluginFault
 from sampling_core.loop import CallSettings, SamplingCall
 from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
-from sampling_core.requirements import Check, Requirement, as_requirements, parses_as
+from sampling_core.requirements import (
+    DEFAULT_CHECK_TIMEOUT_S,
+    Check,
+    Requirement,
+    as_requirements,
+    parses_as,
+)
 from sampling_core.results import SamplingResult
 from sampling_core.strategies import RejectionSampling, Strategy
 from sampling_core.subsample_tasks import running_event_loop
@@ -51,6 +58,9 @@ class Sampler:
     (or registration on ``sampler.plugins.manager``) take effect from the next call. Use
     ``async with Sampler(...)`` or ``await sampler.aclose()`` to release the backend and
     wait for every background event to be delivered.
+    ``check_timeout`` (default
+    :data:`DEFAULT_CHECK_TIMEOUT_S`, ``None`` for none) bounds each requirement check: a
+    check that runs longer fails, with the reason (an async one is cancelled then).
     """
 
     def __init__(
@@ -63,6 +73,7 @@ class Sampler:
         retry: RetryPolicy | None = None,
         attempt_timeout: float | None = None,
         plugin_timeout: float | None = None,
+        check_timeout: float | None = DEFAULT_CHECK_TIMEOUT_S,
         max_loop_budget: int = DEFAULT_MAX_LOOP_BUDGET,
         max_concurrency_budget: int = DEFAULT_MAX_CONCURRENCY_BUDGET,
         background_queue_size: int = DEFAULT_BACKGROUND_QUEUE,
@@ -77,6 +88,7 @@ class Sampler:
         self.retry = retry or RetryPolicy()
         self.attempt_timeout = _positive_or_none("attempt_timeout", attempt_timeout)
         self.plugin_timeout = _positive_or_none("plugin_timeout", plugin_timeout)
+        self.check_timeout = _positive_or_none("check_timeout", check_timeout)
         self.max_loop_budget = check_budget("max_loop_budget", max_loop_budget, 10**9, "the caller")
         self.max_concurrency_budget = check_budget(
             "max_concurrency_budget", max_concurrency_budget, 10**9, "the caller"
@@ -200,6 +212,7 @@ class Sampler:
                 max_loop_budget=self.max_loop_budget,
                 max_concurrency_budget=self.max_concurrency_budget,
                 early_exit=bool(early_exit),
+                check_timeout=self.check_timeout,
             ),
             table.for_call(sampling_id, strategy.name),
         )
@@ -219,8 +232,13 @@ class Sampler:
 def _positive_or_none(name: str, value: float | None) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"{name} must be a number of seconds > 0 or None, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number of seconds > 0 or None, got {value!r}")
     return float(value)
 
 

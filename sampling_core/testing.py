@@ -277,6 +277,7 @@ class PluginEnv:
 
 # -- what the fixtures give (registered by sampling_core.pytest_plugin) ---------------
 
+
 def make_plugin_env(monkeypatch: pytest.MonkeyPatch) -> PluginEnv:
     """The ``plugin_env`` fixture: the ``SAMPLEHOOKS_*`` variables cleared, with setters."""
     for name in PLUGIN_ENV_VARS:

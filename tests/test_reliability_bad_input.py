@@ -53,7 +53,10 @@ CONFIG_CASES = {
         "run: {max_concurent_prompts: 2}\n",
         "run.max_concurent_prompts: unknown key (did you mean 'max_concurrent_prompts'?)",
     ),
-    "a wrong type": ("budgets: {loop_budget: lots}\n", "budgets.loop_budget: Input should be"),
+    "a wrong type": (
+        "budgets: {loop_budget: lots}\n",
+        "budgets.loop_budget: must be a whole number",
+    ),
     "a boolean budget": ("budgets: {loop_budget: true}\n", "budgets.loop_budget: must be an int"),
     "a budget over the engine's cap": (
         "budgets: {concurrency_budget: 5000}\n",

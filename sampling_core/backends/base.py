@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
-from hook_specs.records import Generation, IterationInfo, Message
+from hook_specs.records import Generation, IterationInfo, Message, Usage
+from sampling_core.redaction import has_secrets, scrub, scrub_data
 
 
 @dataclass(slots=True)
@@ -23,8 +25,22 @@ class GenerationRequest:
         """The content of the last user message (handy in scripted backends)."""
         for message in reversed(self.messages):
             if message.get("role") == "user":
-                return str(message.get("content", ""))
+                return content_text(message.get("content", ""))
         return ""
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: a string as is; OpenAI-style parts
+    (``[{"type": "text", "text": ...}, ...]``) joined by newlines, other parts left out."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type", "text") == "text"
+        )
+    return "" if content is None else str(content)
 
 
 @runtime_checkable
@@ -49,20 +65,70 @@ async def generate_within(timeout: float, backend: Backend, request: GenerationR
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def as_generation(reply: Any, latency: float) -> Generation:
-    """What a backend returned, as a :class:`Generation` (a plain ``str`` is wrapped).
+class BadReply(TypeError):
+    """A backend returned something that is not a generation (ends that attempt as an error)."""
 
-    ``latency`` (measured by the engine) fills in a generation that reports none.
+
+def as_generation(reply: Any, latency: float) -> Generation:
+    """What a backend returned, checked, as a :class:`Generation` (a plain ``str`` is wrapped).
+
+    The boundary between any backend and the engine: ``latency`` (measured by the engine)
+    fills in a generation that reports none; token counts that are whole numbers (``3.0``,
+    ``"3"``) become ints; a latency that is a number string becomes a float; anything
+    else (a negative, fractional or non-numeric count, a non-numeric or non-finite latency,
+    text that is not a string) raises :class:`BadReply` naming the field. Text that cannot
+    be written as UTF-8 is repaired and secrets are scrubbed
+    (:mod:`sampling_core.redaction`), in the text and in ``raw``.
     """
-    if isinstance(reply, Generation):
-        if not reply.latency_s:
-            reply.latency_s = latency
-        return reply
     if isinstance(reply, str):
-        return Generation(text=reply, latency_s=latency)
-    raise TypeError(
-        f"backend returned {type(reply).__name__}; generate() must return a Generation or a str"
+        return Generation(text=scrub(reply), latency_s=latency)
+    if not isinstance(reply, Generation):
+        raise BadReply(
+            f"backend returned {type(reply).__name__}; generate() must return a Generation or a str"
+        )
+    if not isinstance(reply.text, str):
+        raise BadReply(f"backend returned a Generation whose text is {type(reply.text).__name__}")
+    reply.text = scrub(reply.text)
+    if reply.raw is not None and has_secrets():
+        reply.raw = scrub_data(reply.raw)
+    usage = reply.usage
+    if not isinstance(usage, Usage):
+        raise BadReply(f"backend returned usage of type {type(usage).__name__}, not Usage")
+    inputs, outputs = _count(usage.input_tokens, "input"), _count(usage.output_tokens, "output")
+    if (inputs, outputs) != (usage.input_tokens, usage.output_tokens) or type(
+        usage.input_tokens
+    ) is not int:
+        reply.usage = Usage(inputs, outputs)
+    reply.latency_s = _latency(reply.latency_s, latency)
+    return reply
+
+
+def _count(value: Any, which: str) -> int:
+    if isinstance(value, bool):
+        raise BadReply(f"backend returned {which}_tokens={value!r}, not a number of tokens")
+    if isinstance(value, int) and value >= 0:
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if math.isfinite(number) and number >= 0 and number == int(number):
+        return int(number)
+    raise BadReply(
+        f"backend returned {which}_tokens={value!r}; a token count is a whole number >= 0"
     )
+
+
+def _latency(value: Any, measured: float) -> float:
+    if value is None or (not isinstance(value, str | bool) and value == 0):
+        return measured
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise BadReply(f"backend returned latency_s={value!r}; it must be seconds (a number >= 0)")
+    return number
 
 
 async def aclose_backend(backend: object) -> None:

@@ -8,6 +8,10 @@ other HTTP errors raise :class:`BackendError`. Cancelling a call closes its HTTP
 
 The API key is read from the environment variable named by ``api_key_env`` when the client
 is made; it is never stored on the backend, shown in its repr, logged, or put in a message.
+It, the token of an ``Authorization`` / ``api-key`` header given, and credentials in the base
+URL (user, password, key-like query values: accepted from ``$OPENAI_BASE_URL`` or the
+argument, never shown) are registered with :mod:`sampling_core.redaction`, and every message
+is scrubbed *before* it is cut to length. A redirect (3xx) is an error: it is never followed.
 """
 
 from __future__ import annotations
@@ -25,9 +29,17 @@ from urllib.parse import urlsplit
 import httpx
 
 from hook_specs.records import Generation, Message, Usage
-from sampling_core.backends.base import GenerationRequest
+from sampling_core.backends.base import GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
 from sampling_core.errors import SamplehooksError
+from sampling_core.redaction import (
+    refresh_environment,
+    register_headers,
+    register_secret,
+    scrub,
+    url_secrets,
+    without_credentials,
+)
 from sampling_core.transport import TransientBackendError
 
 __all__ = ["BackendError", "OpenAIBackend", "parse_retry_after"]
@@ -83,8 +95,8 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
 def render_prompt(messages: list[Message]) -> str:
     """Turn chat messages into one completion prompt (a lone user message is sent as is)."""
     if len(messages) == 1 and messages[0].get("role") == "user":
-        return str(messages[0].get("content", ""))
-    lines = [f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages]
+        return content_text(messages[0].get("content", ""))
+    lines = [f"{m.get('role', 'user')}: {content_text(m.get('content', ''))}" for m in messages]
     return "\n".join([*lines, "assistant:"])
 
 
@@ -136,10 +148,13 @@ class OpenAIBackend:
                 "api_key_env must be the NAME of an environment variable (letters, digits "
                 "and _), not the key itself"
             )
+        refresh_environment()
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
-            "/"
-        )
+        url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        for secret in url_secrets(url):
+            register_secret(secret)
+        self._url = url  # what requests go to; may carry credentials, never shown
+        self.base_url = without_credentials(url) if url_secrets(url) else url
         self.api_key_env = api_key_env
         self.mode: Mode = mode
         self.timeout = timeout
@@ -149,6 +164,7 @@ class OpenAIBackend:
             max_in_flight=max_in_flight, rpm=rpm, burst=burst, adaptive=adaptive
         )
         self._headers = dict(headers or {})
+        register_headers(self._headers.items())
         self._path = "/chat/completions" if mode == "chat" else "/completions"
         self._clients: weakref.WeakKeyDictionary[Any, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
@@ -191,16 +207,20 @@ class OpenAIBackend:
         headers = {"Accept": "application/json", **self._headers}
         key = self._api_key()
         if key:
+            register_secret(key)
             headers["Authorization"] = f"Bearer {key}"
-        elif not is_local_url(self.base_url) and "Authorization" not in headers:
+        elif not is_local_url(self.base_url) and not any(
+            name.lower() in ("authorization", "api-key", "x-api-key") for name in headers
+        ):
             raise BackendError(
                 f"no API key for {self.base_url}: set the environment variable "
                 f"{self.api_key_env or 'OPENAI_API_KEY'} (or pass api_key_env=...)"
             )
         limit = self.limits.max_in_flight
         return httpx.AsyncClient(
-            base_url=self.base_url,
+            base_url=self._url,
             headers=headers,
+            follow_redirects=False,
             timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
             limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit or 64),
         )
@@ -210,18 +230,12 @@ class OpenAIBackend:
             return None
         return os.environ.get(self.api_key_env) or None
 
-    def _scrub(self, text: str) -> str:
-        """``text`` without the API key, nor the token of an ``Authorization`` header given."""
-        secrets = [self._api_key() or ""]
-        secrets += [
-            value.split()[-1]
-            for name, value in self._headers.items()
-            if name.lower() in ("authorization", "api-key", "x-api-key") and value.split()
-        ]
-        for secret in secrets:
-            if secret:
-                text = text.replace(secret, "***")
-        return text
+    def _scrub(self, text: str, limit: int | None = None) -> str:
+        """``text`` without any secret, then cut to ``limit`` characters (in that order: a
+        key straddling the cut is masked whole, not left in part)."""
+        register_secret(self._api_key())
+        text = scrub(text)
+        return text if limit is None else text[:limit]
 
     # -- one call -----------------------------------------------------------------------
 
@@ -254,15 +268,22 @@ class OpenAIBackend:
                     self._scrub(f"{self.base_url}{self._path}: {type(exc).__name__}: {exc}")
                 ) from None
             latency = time.perf_counter() - began
-        if response.status_code >= 400:
+        if response.status_code >= 300:
             self._raise_for(response, epoch)
         self.limits.on_success()
         return self._generation(response, latency)
 
     def _raise_for(self, response: httpx.Response, epoch: int) -> None:
         status = response.status_code
-        detail = self._scrub(_error_detail(response))
+        detail = self._scrub(_error_detail(response), 300)
         where = f"{self.base_url}{self._path}"
+        if status < 400:
+            raise BackendError(
+                f"{where} answered {status} (a redirect, to "
+                f"{self._scrub(response.headers.get('location', '?'), 200)!r}); redirects are "
+                "not followed: set base_url to the address the server means",
+                status=status,
+            )
         if is_transient_status(status):
             retry_after = parse_retry_after(response.headers)
             if status == 429:
@@ -282,13 +303,13 @@ class OpenAIBackend:
             data = response.json()
             choice = data["choices"][0]
             if self.mode == "chat":
-                text = (choice.get("message") or {}).get("content")
+                text = content_text((choice.get("message") or {}).get("content"))
             else:
-                text = choice.get("text")
+                text = content_text(choice.get("text"))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise BackendError(
                 f"{self.base_url}{self._path} sent a reply that is not a completion: "
-                f"{self._scrub(response.text[:200])!r}",
+                f"{self._scrub(response.text, 200)!r}",
                 status=response.status_code,
             ) from None
         return Generation(
@@ -304,17 +325,29 @@ class OpenAIBackend:
 def _usage(usage: Any) -> Usage:
     if not isinstance(usage, Mapping):
         return Usage()
-    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    return Usage(_tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens")))
+
+
+def _tokens(value: Any) -> int:
+    """A token count from a server's reply; what is not a count reads as 0."""
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
 def _error_detail(response: httpx.Response) -> str:
+    """The server's error message (its first 64 KiB): the caller scrubs it, then cuts it.
+
+    Cutting at 64 KiB first is safe: a key straddling that cut leaves pieces long enough to
+    be matched, or none that survive the caller's much shorter cut."""
     try:
         data = response.json()
     except ValueError:
-        return response.text[:300].strip() or response.reason_phrase
+        return response.text[:65536].strip() or response.reason_phrase
     error = data.get("error") if isinstance(data, Mapping) else None
     if isinstance(error, Mapping) and error.get("message"):
-        return str(error["message"])[:300]
+        return str(error["message"])[:65536]
     if isinstance(error, str):
-        return error[:300]
-    return str(data)[:300]
+        return error[:65536]
+    return str(data)[:65536]

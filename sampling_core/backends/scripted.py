@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,9 @@ class ScriptedBackend:
     errors: a mapping from 1-based call number to the exception to raise, or a callable of
     the request returning an exception (or ``None``). Usage is counted in words.
 
-    Every request is kept in ``requests``; ``calls`` counts them.
+    The last ``keep_requests`` requests (default 1,000; ``None``: all) are kept in
+    ``requests``, oldest first, so a long run does not keep every request forever;
+    ``calls`` counts them all.
     """
 
     provider_name: str = "samplehooks.scripted"
@@ -39,6 +42,7 @@ class ScriptedBackend:
         latency: Latency = 0.0,
         failures: Mapping[int, BaseException] | Callable[..., BaseException | None] | None = None,
         model: str = "scripted",
+        keep_requests: int | None = 1000,
     ) -> None:
         if isinstance(replies, str) or not (callable(replies) or isinstance(replies, Sequence)):
             raise TypeError(
@@ -51,7 +55,13 @@ class ScriptedBackend:
         self._latency = latency
         self._failures = failures
         self.model = model
-        self.requests: list[GenerationRequest] = []
+        if keep_requests is not None and (
+            isinstance(keep_requests, bool)
+            or not isinstance(keep_requests, int)
+            or keep_requests < 0
+        ):
+            raise ValueError("ScriptedBackend(keep_requests): an int >= 0, or None for all")
+        self.requests: deque[GenerationRequest] = deque(maxlen=keep_requests)
         self.calls = 0
 
     async def generate(self, request: GenerationRequest) -> Generation:

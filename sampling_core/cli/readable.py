@@ -11,10 +11,13 @@ A mistake on the command line (an unknown option, a bad value) is printed as one
 
 from __future__ import annotations
 
+import sys
 from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+from sampling_core.redaction import ScrubbedStream, refresh_environment
 
 __all__ = ["ERROR_PREFIX", "ReadableCommand", "ReadableGroup", "fail"]
 
@@ -94,7 +97,22 @@ class ReadableCommand(_Readable, TyperCommand):
 
 
 class ReadableGroup(_Readable, TyperGroup):
-    """A typer group with readable help placeholders and one-line usage errors."""
+    """A typer group with readable help placeholders and one-line usage errors.
+
+    Every command's output leaves through its ``invoke``: scrubbed of secrets, and text the
+    terminal cannot encode is shown with replacement characters, never a crash.
+    """
+
+    def invoke(self, ctx: Any) -> Any:
+        if isinstance(sys.stdout, ScrubbedStream):  # a subgroup of a group that wrapped them
+            return super().invoke(ctx)
+        refresh_environment()
+        out, err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = ScrubbedStream(out), ScrubbedStream(err)
+        try:
+            return super().invoke(ctx)
+        finally:
+            sys.stdout, sys.stderr = out, err
 
 
 def _usage_error(exc: Any) -> NoReturn:

@@ -93,7 +93,7 @@ def parse_requirement(spec: str) -> Requirement:
         return build(number)
     try:
         return build(argument)
-    except re.error as exc:
+    except (re.error, ValueError) as exc:
         raise UsageError(f"--require {spec!r}: not a valid regular expression: {exc}") from None
 
 

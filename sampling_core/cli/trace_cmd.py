@@ -191,7 +191,7 @@ def show_command(
 ) -> None:
     """Print a per-call timeline: iteration, subsample, attempt, sequence, passed, latency."""
     try:
-        events = read_events(file)
+        events = read_events(file, on_note=lambda note: _note_line(f"{file}: {note}"))
     except OSError as exc:
         _fail(f"cannot read {file}: {exc.strerror or exc}")
     except (ValueError, UnicodeDecodeError) as exc:
@@ -214,6 +214,10 @@ def show_command(
         return
     for timeline in timelines:
         _print_call(console, timeline)
+
+
+def _note_line(message: str) -> None:
+    typer.echo(f"samplehooks: note: {message}", err=True)
 
 
 def _fail(message: str) -> NoReturn:

@@ -22,6 +22,7 @@ from sampling_core.strategies import (
     RepairTemplate,
     Strategy,
 )
+from sampling_core.transport import RetryPolicy
 
 __all__ = [
     "build_backend",
@@ -120,16 +121,28 @@ def build_sampler(
     events_file: Path,
     extra: Iterable[PluginSpec] = (),
     total: int = 0,
+    config: RunConfig | None = None,
 ) -> Sampler:
-    """One sampler for the whole run, with exactly the configured plugins (and ``extra``).
+    """One sampler for the whole run, with exactly the configured plugins (and ``extra``),
+    and the config's retry policy and check timeout.
 
     Entry points are not loaded implicitly, so a resumed run sees the same plugins.
     """
+    settings: dict[str, Any] = {}
+    if config is not None:
+        retries = config.backend.retries
+        settings["retry"] = RetryPolicy(
+            max_retries=retries.max_retries,
+            base_delay=retries.base_delay_s,
+            max_delay=retries.max_delay_s,
+        )
+        settings["check_timeout"] = config.check_timeout_s
     try:
         return Sampler(
             backend,
             plugins=[*plugin_specs(names, events_file, total), *extra],
             load_entrypoints=False,
+            **settings,
         )
     except PluginError as exc:
         raise ConfigError(f"plugins: {exc}") from exc

@@ -17,13 +17,24 @@ derived from these labels, through
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from sampling_core.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
+from sampling_core.linear_regex import compile_linear
+from sampling_core.requirements import DEFAULT_CHECK_TIMEOUT_S
 
 __all__ = [
     "BackendConfig",
@@ -33,6 +44,7 @@ __all__ = [
     "Label",
     "RequirementSpec",
     "RunConfig",
+    "RetryConfig",
     "RunSettings",
     "StrategyConfig",
 ]
@@ -57,6 +69,33 @@ class _Strict(BaseModel):
     # A rejected value may be a secret put in the wrong place: pydantic's own message (seen
     # in a traceback) leaves values out; `describe_errors` shows those that are safe.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_as_written(cls, value: Any, info: ValidationInfo) -> Any:
+        """No coercion of numbers: an int field takes an int (not ``2.0``, ``"2"`` or a
+        bool), a float field a finite number (not a string, a bool, ``.inf`` or ``.nan``)."""
+        if value is None or info.field_name is None:
+            return value
+        kinds = _scalar_kinds(cls.model_fields[info.field_name].annotation)
+        if int in kinds and float not in kinds:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"must be a whole number (an int), not {type(value).__name__}")
+        elif float in kinds:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"must be a number, not {type(value).__name__}")
+            if not math.isfinite(value):
+                raise ValueError("must be a finite number")
+        return value
+
+
+def _scalar_kinds(annotation: Any) -> set[type]:
+    """The plain number types an annotation allows (``int | None`` -> ``{int}``)."""
+    if annotation in (int, float):
+        return {annotation}
+    if get_origin(annotation) in (Union, UnionType):
+        return {a for a in get_args(annotation) if a in (int, float)}
+    return set()
 
 
 class DatasetConfig(_Strict):
@@ -92,6 +131,17 @@ _KIND_ONLY: dict[str, BackendKind] = {
 }
 
 
+class RetryConfig(_Strict):
+    """How transient backend failures (429, 5xx, timeouts) are retried: a result setting,
+    since it decides which prompts end as errors."""
+
+    max_retries: int = _field("result", 3, ge=0, le=100, description="Retries per backend call.")
+    base_delay_s: float = _field(
+        "result", 0.5, ge=0, description="First wait; doubled on each retry."
+    )
+    max_delay_s: float = _field("result", 20.0, ge=0, description="Longest wait between tries.")
+
+
 class BackendConfig(_Strict):
     """The model: ``local`` (embedded llama.cpp), ``openai`` (a compatible server), ``scripted``."""
 
@@ -111,7 +161,14 @@ class BackendConfig(_Strict):
         description="`openai`: the NAME of the environment variable holding the key.",
     )
     timeout_s: float = _field(
-        "throughput", 120.0, gt=0, description="Seconds before one backend call times out."
+        "result",
+        120.0,
+        gt=0,
+        description="Seconds before one backend call times out (it decides which prompts "
+        "end as errors).",
+    )
+    retries: RetryConfig = _block(
+        "result", lambda: RetryConfig(), description="Retries of transient backend failures."
     )
     max_in_flight: int | None = _field(
         "throughput", None, ge=1, description="`openai`: most requests in flight at once."
@@ -262,9 +319,9 @@ class RequirementSpec(_Strict):
             )
         if self.matches is not None:
             try:
-                re.compile(self.matches)
-            except re.error as exc:
-                raise ValueError(f"matches: invalid regular expression ({exc})") from exc
+                compile_linear(self.matches)
+            except ValueError as exc:
+                raise ValueError(f"matches: {exc}") from None
         return self
 
     @property
@@ -318,4 +375,24 @@ class RunConfig(_Strict):
     plugins: list[str] = _field(
         "result", [], description="Plugins by name, e.g. tracing, recorder, progress."
     )
+    check_timeout_s: float | None = _field(
+        "result",
+        DEFAULT_CHECK_TIMEOUT_S,
+        gt=0,
+        description="Seconds one requirement check may take before it fails (null: no limit).",
+    )
     run: RunSettings = _block("throughput", RunSettings, description="Runner throughput settings.")
+
+    @field_validator("plugins")
+    @classmethod
+    def _installed_names_only(cls, names: list[str]) -> list[str]:
+        # A config may come from anyone: it names installed plugins, never a module to import
+        # (an import runs code, even for a resume that is then refused).
+        for name in names:
+            if any(mark in name for mark in ".:/\\"):
+                raise ValueError(
+                    f"{name!r} is a module path; a run config names installed plugins only "
+                    "(entry points, see `samplehooks plugins`): install the module as a plugin, "
+                    "or pass it to run_batch(plugins=[...]) from Python"
+                )
+        return names

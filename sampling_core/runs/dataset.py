@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from sampling_core.backends.base import content_text
 from sampling_core.runs.config import DatasetConfig, RequirementSpec
 from sampling_core.runs.errors import DatasetError
 from sampling_core.runs.loading import describe_errors
@@ -93,7 +94,8 @@ def _parse_line(path: Path, number: int, line: bytes, config: DatasetConfig) -> 
     if not _is_prompt(prompt):
         raise DatasetError(
             f"{where}: {config.prompt_field!r} must be a non-empty string or a list of "
-            'messages ({"role": "user", "content": "..."}, both strings), got '
+            'messages ({"role": "user", "content": "..."}, both strings, or content as '
+            '[{"type": "text", "text": "..."}]), got '
             f"{'nothing' if prompt is None else repr(prompt)[:60]}"
         )
     if config.id_field is None:
@@ -103,6 +105,15 @@ def _parse_line(path: Path, number: int, line: bytes, config: DatasetConfig) -> 
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int) or raw_id == "":
             raise DatasetError(f"{where}: {config.id_field!r} must be a string or an integer id")
         key = str(raw_id)
+    if isinstance(prompt, list):  # OpenAI-style text parts become the message's text
+        prompt = [{**m, "content": content_text(m["content"])} for m in prompt]
+    try:
+        digest = content_hash(obj)
+    except UnicodeEncodeError as exc:
+        raise DatasetError(
+            f"{where}: holds text that is not valid Unicode (a lone surrogate escape such as "
+            f"\\u{ord(exc.object[exc.start]):04x}); fix or remove it"
+        ) from None
     specs: tuple[RequirementSpec, ...] = ()
     if config.requirements_field in obj:
         try:
@@ -112,7 +123,19 @@ def _parse_line(path: Path, number: int, line: bytes, config: DatasetConfig) -> 
                 describe_errors(exc, RequirementSpec, prefix=(config.requirements_field,))
             )
             raise DatasetError(f"{where}: {problems}") from exc
-    return PromptItem(key, number, prompt, specs, content_hash(obj))
+    return PromptItem(key, number, prompt, specs, digest)
+
+
+def _is_text_parts(value: Any) -> bool:
+    """OpenAI-style content: ``[{"type": "text", "text": "..."}, ...]``."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            for p in value
+        )
+    )
 
 
 def _is_prompt(value: Any) -> bool:
@@ -125,7 +148,7 @@ def _is_prompt(value: Any) -> bool:
             isinstance(m, dict)
             and isinstance(m.get("role"), str)
             and bool(m["role"])
-            and isinstance(m.get("content"), str)
+            and (isinstance(m.get("content"), str) or _is_text_parts(m.get("content")))
             for m in value
         )
     )

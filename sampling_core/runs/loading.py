@@ -15,7 +15,14 @@ from sampling_core.runs.classification import nested_model
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import ConfigError
 
-__all__ = ["describe_errors", "describe_yaml_error", "format_loc", "load_config", "parse_config"]
+__all__ = [
+    "describe_errors",
+    "describe_yaml_error",
+    "format_loc",
+    "load_config",
+    "load_yaml",
+    "parse_config",
+]
 
 _SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password")
 # Fields whose rejected value may be a secret (a key given as the variable's name, a URL
@@ -46,7 +53,7 @@ def parse_config(text: str, *, source: Path | None = None) -> RunConfig:
     """Validate YAML ``text``; ``source`` names it in errors and anchors relative paths."""
     where = str(source) if source is not None else "the config"
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{where}: not valid YAML{describe_yaml_error(exc)}") from exc
     if not isinstance(data, dict):
@@ -62,6 +69,36 @@ def parse_config(text: str, *, source: Path | None = None) -> RunConfig:
             update={"dataset": config.dataset.model_copy(update={"path": anchored})}
         )
     return config
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that repeats a key (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # keys merged in (<<) may be overridden: that is their point
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:
+                    continue  # an unhashable key: the base class says what is wrong
+                if first is not key_node:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping",
+                        node.start_mark,
+                        f"the key {key!r} is given twice (first on line "
+                        f"{first.start_mark.line + 1}); keep one",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that refuses repeated keys (a run config is never last-wins)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def describe_yaml_error(exc: BaseException) -> str:

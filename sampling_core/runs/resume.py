@@ -10,6 +10,7 @@ only where a value does.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from sampling_core.runs.classification import label_of, nested_model
 from sampling_core.runs.config import Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
-from sampling_core.runs.loading import describe_errors, describe_yaml_error
+from sampling_core.runs.loading import describe_errors, describe_yaml_error, load_yaml
 from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
 
 __all__ = [
@@ -67,8 +68,8 @@ def provenance_header(version: str, argv: Sequence[str], source: Path | None) ->
         "# Resume with: samplehooks run CONFIG --out THIS_DIR --resume",
         f"# samplehooks version: {version}",
         f"# created (UTC): {utc_now()}",
-        f"# argv: {shlex.join(argv)}",
-        f"# source: {source.resolve() if source is not None else '(Python API)'}",
+        f"# argv: {one_line(shlex.join(argv))}",
+        f"# source: {one_line(str(source.resolve())) if source is not None else '(Python API)'}",
         LINEAGE_MARK,
     ]
 
@@ -99,7 +100,7 @@ def read_effective_config(run_dir: RunDirectory) -> tuple[list[str], RunConfig]:
         raise RunDirError(f"{run_dir.config_file} is damaged: its provenance header is missing")
     try:
         # the header is YAML comments: loading the whole text keeps the line numbers right
-        config = RunConfig.model_validate(yaml.safe_load(text))
+        config = RunConfig.model_validate(load_yaml(text))
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         if isinstance(exc, ValidationError):
             detail = "; ".join(describe_errors(exc))
@@ -114,7 +115,16 @@ def read_effective_config(run_dir: RunDirectory) -> tuple[list[str], RunConfig]:
 def lineage_note(changes: Sequence[Difference], argv: Sequence[str], extra: str = "") -> str:
     """A dated header line for one resume: the throughput changes, or "no change"."""
     what = "; ".join(str(c) for c in changes) if changes else "no change"
-    return f"#   {utc_now()} resumed ({shlex.join(argv)}): {what}{extra}"
+    return f"#   {utc_now()} resumed ({one_line(shlex.join(argv))}): {one_line(what)}{extra}"
+
+
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every character that ends a line (``\\n``, ``\\r``, U+2028, ...)
+    written as an escape, so a header comment stays one line."""
+    return _LINE_BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 # -- comparing -------------------------------------------------------------------------------
@@ -183,8 +193,14 @@ def check_dataset(meta: dict[str, Any], dataset: Dataset, scan: RecordsScan) -> 
     return drift
 
 
-def refuse(run_dir: Path, differences: Sequence[Difference], *, drift: bool) -> ResumeRefused:
-    """The error that refuses a resume: each difference, then the ways out."""
+def refuse(
+    run_dir: Path, differences: Sequence[Difference], *, drift: bool, recorded: bool = False
+) -> ResumeRefused:
+    """The error that refuses a resume: each difference, then the ways out.
+
+    ``recorded``: the differences are from the settings ``meta.json`` recorded when the run
+    started (the resolved server, a hand-edited effective config), not from the config file.
+    """
     shown = list(differences[:20])
     lines = [
         f"refusing to resume {run_dir}: "
@@ -194,12 +210,22 @@ def refuse(run_dir: Path, differences: Sequence[Difference], *, drift: bool) -> 
             else "these settings change results, and differ from the run's (old -> new):"
         )
     ]
+    if recorded:
+        lines[0] = (
+            f"refusing to resume {run_dir}: these settings change results, and differ from "
+            "those recorded in its meta.json when it started (old -> new):"
+        )
     lines += [f"  {d}" for d in shown]
     if len(differences) > len(shown):
         lines.append(f"  ... and {len(differences) - len(shown)} more")
     lines.append("Ways out:")
     if drift:
         lines.append("  - restore the dataset the run started with, then resume; or")
+    elif recorded:
+        lines.append(
+            "  - resume with the settings the run started with (the same server, model and "
+            "config: $OPENAI_BASE_URL and the effective config as they were); or"
+        )
     else:
         lines.append(
             f"  - resume with the run's own settings: samplehooks run "

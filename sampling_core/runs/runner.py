@@ -29,8 +29,17 @@ from sampling_core.runs.components import (
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, read_dataset
 from sampling_core.runs.errors import ConfigError, RunDirError
+from sampling_core.runs.integrity import (
+    SETTINGS_KEY,
+    check_settings,
+    foreign_records,
+    refuse_foreign,
+    run_records,
+    settings_meta,
+)
 from sampling_core.runs.loading import load_config
 from sampling_core.runs.resume import (
+    Difference,
     check_dataset,
     compare_configs,
     lineage_note,
@@ -84,7 +93,10 @@ async def run_batch(
     source: Path | None = None
     if not isinstance(config, RunConfig):
         source = Path(config)
+        _refuse_unencodable(source, "the config path")
         config = load_config(source)
+    _refuse_unencodable(Path(out_dir), "the run directory")
+    _refuse_unencodable(config.dataset.path, "the dataset path")
     argv = list(argv) if argv is not None else ["(Python API)", "run_batch"]
     run_dir = RunDirectory(Path(out_dir))
     if resume:
@@ -100,9 +112,9 @@ async def run_batch(
     own_backend = backend is None
     chosen_backend = build_backend(config) if own_backend else backend
     if resume:
-        scan = _prepare_resume(run_dir, config, dataset, argv, retry_failed, say)
+        scan = _prepare_resume(run_dir, config, dataset, argv, retry_failed, say, chosen_backend)
     else:
-        _create(run_dir, config, dataset, argv, source)
+        _create(run_dir, config, dataset, argv, source, chosen_backend)
         scan = RecordsScan([], 0)
         say(f"started run {run_dir.path}: {len(dataset.items)} prompts")
     sampler = None
@@ -114,6 +126,7 @@ async def run_batch(
             run_dir.events_file,
             extra_plugins,
             total=len(batch.pending),
+            config=config,
         )
         await batch.run(sampler)
     finally:
@@ -130,6 +143,17 @@ def run_batch_sync(
 ) -> RunSummary:
     """:func:`run_batch` from synchronous code."""
     return anyio.run(partial(run_batch, config, out_dir, **kwargs))
+
+
+def _refuse_unencodable(path: Path, what: str) -> None:
+    """A path whose name is not UTF-8 cannot be recorded in the run's files: refuse it."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise ConfigError(
+            f"{what} {shown} is not valid UTF-8; rename it (or use another path) and run again"
+        ) from None
 
 
 def _check_plugin_names(names: Sequence[str], source: Path | None) -> None:
@@ -150,6 +174,7 @@ def _create(
     dataset: Dataset,
     argv: Sequence[str],
     source: Path | None,
+    backend: Any,
 ) -> None:
     header = provenance_header(_version(), argv, source)
     meta = {
@@ -162,6 +187,7 @@ def _create(
             "fingerprint": dataset.fingerprint,
             "hashes": dataset.hashes(),
         },
+        SETTINGS_KEY: settings_meta(config, backend),
     }
     run_dir.create(render_effective_config(config, header), meta)
     run_dir.lock()
@@ -174,6 +200,7 @@ def _prepare_resume(
     argv: Sequence[str],
     retry_failed: bool,
     say: Log,
+    backend: Any,
 ) -> RecordsScan:
     """Check the resume (reading only), then drop a torn tail and add the lineage note."""
     run_dir.lock()
@@ -186,6 +213,15 @@ def _prepare_resume(
         blocking = [d for d in differences if d.label == "result"]
         if blocking:
             raise refuse(run_dir.path, blocking, drift=False)
+        recorded = [
+            Difference(path, "result", old_value, new_value)
+            for path, old_value, new_value in check_settings(meta, config, backend)
+        ]
+        if recorded:
+            raise refuse(run_dir.path, recorded, drift=False, recorded=True)
+        foreign = foreign_records(scan, meta["dataset"]["hashes"])
+        if foreign:
+            raise refuse_foreign(run_dir, foreign)
         drift = check_dataset(meta, dataset, scan)
         if drift:
             raise refuse(run_dir.path, drift, drift=True)
@@ -197,11 +233,14 @@ def _prepare_resume(
             f"records.jsonl ended in a torn line ({len(scan.torn)} bytes, cut off when the run "
             "was killed); it was dropped and that prompt will run again"
         )
-        run_dir.drop_torn_tail(scan)
+    run_dir.drop_torn_tail(scan)  # and a whole last record lacking its newline gets one
+    dropped = run_dir.repair_events()
+    if dropped:
+        say(f"events.jsonl ended in a torn line ({dropped} bytes); it was dropped")
     changes = [d for d in differences if d.label == "throughput"]
     note = lineage_note(changes, argv, " (--retry-failed)" if retry_failed else "")
     run_dir.write_config(render_effective_config(config, [*header, note]))
-    latest = scan.latest()
+    latest = run_records(scan, dataset.hashes())
     again = sum(1 for r in latest.values() if r["status"] != "ok") if retry_failed else 0
     to_run = len(dataset.items) - len(latest) + again
     shown = "; ".join(str(c) for c in changes) if changes else "no throughput change"

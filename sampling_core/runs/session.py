@@ -12,6 +12,7 @@ from sampling_core.results import SamplingResult
 from sampling_core.runs.components import build_requirements, build_strategy, prompt_seed
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, PromptItem
+from sampling_core.runs.integrity import run_records
 from sampling_core.runs.progress import ProgressDisplay
 from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
 
@@ -33,7 +34,12 @@ class BatchSession:
         self.config = config
         self.run_dir = run_dir
         self.total = len(dataset.items)
-        self.status = {key: r["status"] for key, r in scan.latest().items()}
+        self.status = {key: r["status"] for key, r in run_records(scan, dataset.hashes()).items()}
+        # kept up to date record by record: counting every status anew for each record made
+        # a run slower the further it went
+        self.counts = {"ok": 0, "failed": 0, "error": 0}
+        for status in self.status.values():
+            self.counts[status] = self.counts.get(status, 0) + 1
         finished = {k for k, s in self.status.items() if s == "ok" or not retry_failed}
         self.pending = [item for item in dataset.items if item.key not in finished]
         self.seq = scan.last_seq
@@ -86,7 +92,11 @@ class BatchSession:
             self.seq += 1
             record["seq"] = self.seq
             self.writer.append(record)
+            previous = self.status.get(item.key)
+            if previous is not None:
+                self.counts[previous] -= 1
             self.status[item.key] = record["status"]
+            self.counts[record["status"]] = self.counts.get(record["status"], 0) + 1
             self.session["records"] += 1
             self.display.advance(self._counts())
 
@@ -135,10 +145,7 @@ class BatchSession:
         return record
 
     def _counts(self) -> dict[str, int]:
-        counts = {"ok": 0, "failed": 0, "error": 0}
-        for status in self.status.values():
-            counts[status] = counts.get(status, 0) + 1
-        return counts
+        return dict(self.counts)
 
     def _save_progress(self) -> None:
         self.session["elapsed_s"] = round(time.perf_counter() - self.started, 3)

@@ -8,7 +8,10 @@
       records.jsonl           one JSON line per finished prompt, appended, never rewritten
       progress.json           counts and sessions, replaced atomically
       events.jsonl            hook events, when the ``recorder`` plugin is on
-      .lock                   held (flock) while a process runs the batch
+      .lock                   held (``filelock``) while a process runs the batch
+
+None of these files may be a symbolic link: a run directory that holds one is refused, so
+samplehooks never reads, truncates or writes a file outside the run directory.
 
 A new run directory is built under a temporary name beside ``RUN_DIR`` and renamed into
 place, so a run killed while starting leaves either nothing or a complete directory.
@@ -17,7 +20,6 @@ place, so a run killed while starting leaves either nothing or a complete direct
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -27,9 +29,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from filelock import FileLock, Timeout
+
+from sampling_core.redaction import one_json_line, refresh_environment, scrub_data
+from sampling_core.runs.caps import cap_record
 from sampling_core.runs.errors import RunDirError
+from sampling_core.runs.files import after_last_newline, remove_stale_staging
 from sampling_core.runs.shapes import is_dataset_meta, is_progress, is_record
 
 __all__ = [
@@ -64,6 +71,8 @@ class RecordsScan:
     records: list[dict[str, Any]]
     good_size: int
     torn: bytes = b""
+    unterminated: bool = False
+    """The last record is whole but lacks its final newline (kept; resume adds it)."""
 
     def latest(self) -> dict[str, dict[str, Any]]:
         """The last record of each key (a retried prompt has several)."""
@@ -83,7 +92,7 @@ class RunDirectory:
     """A run directory on disk (which may not exist yet)."""
 
     path: Path
-    _lock: IO[bytes] | None = field(default=None, repr=False)
+    _lock: FileLock | None = field(default=None, repr=False)
 
     @property
     def config_file(self) -> Path:
@@ -124,6 +133,7 @@ class RunDirectory:
                     "(leave out --resume to start one)"
                 )
             raise RunDirError(f"{self.path} does not exist (give a run directory)")
+        self.refuse_symlinks()
         missing = [
             p.name for p in (self.config_file, self.meta_file, self.records_file) if not p.is_file()
         ]
@@ -150,14 +160,28 @@ class RunDirectory:
     def _build(self, config_text: str, meta: dict[str, Any]) -> None:
         parent = self.path.parent
         parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(parent, self.path.name)
         staging = parent / f".{self.path.name}.init-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
+        # held while building: a later run knows a staging folder without it is stale
+        building = FileLock(f"{staging}.lock", timeout=0, thread_local=False)
+        with _interrupts_deferred():  # Ctrl-C / SIGTERM: finish (or clean up) first
+            building.acquire()
+            try:
+                self._build_in(staging, parent, config_text, meta)
+            finally:
+                building.release()
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{staging}.lock")
+
+    def _build_in(
+        self, staging: Path, parent: Path, config_text: str, meta: dict[str, Any]
+    ) -> None:
         try:
             (staging / CONFIG_FILE).write_text(config_text, encoding="utf-8")
             _write_json(staging / META_FILE, meta)
             (staging / RECORDS_FILE).touch()
-            (staging / LOCK_FILE).touch()
             _fsync_dir(staging)
             if self.path.exists():
                 self.path.rmdir()  # empty, checked by the caller
@@ -170,27 +194,33 @@ class RunDirectory:
     # -- the lock ----------------------------------------------------------------------
 
     def lock(self) -> None:
-        """Take the run lock (without writing), or raise if another process holds it."""
-        lock_path = self.path / LOCK_FILE
+        """Take the run lock, or raise if another process holds it (works on every OS)."""
+        self.refuse_symlinks()
+        lock = FileLock(self.path / LOCK_FILE, timeout=0, thread_local=False)
         try:
-            handle = open(lock_path, "rb")  # noqa: SIM115 - held until unlock()
-        except FileNotFoundError:
-            lock_path.touch()
-            handle = open(lock_path, "rb")  # noqa: SIM115
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
+            lock.acquire()
+        except Timeout:
             raise RunDirError(
                 f"{self.path} is in use by another samplehooks process; wait for it to end"
             ) from None
-        self._lock = handle
+        self._lock = lock
 
     def unlock(self) -> None:
         """Release the run lock."""
         if self._lock is not None:
-            self._lock.close()
+            self._lock.release()
             self._lock = None
+
+    def refuse_symlinks(self) -> None:
+        """Raise :class:`RunDirError` when a run file (or its temporary twin) is a symlink."""
+        names = (CONFIG_FILE, META_FILE, RECORDS_FILE, PROGRESS_FILE, EVENTS_FILE, LOCK_FILE)
+        for name in names:
+            for path in (self.path / name, self.path / f".{name}.tmp"):
+                if path.is_symlink():
+                    raise RunDirError(
+                        f"{path} is a symbolic link; samplehooks never reads or writes a run "
+                        "file through one: replace it by the file itself (nothing was written)"
+                    )
 
     # -- reading -----------------------------------------------------------------------
 
@@ -259,14 +289,35 @@ class RunDirectory:
                 )
             records.append(record)
             good_size += len(line) + 1
+        if torn and _parse_record(torn) is not None:  # whole, only the newline is missing
+            records.append(_parse_record(torn) or {})
+            return RecordsScan(records, good_size + len(torn), unterminated=True)
         return RecordsScan(records, good_size, torn)
 
     # -- writing -----------------------------------------------------------------------
 
     def drop_torn_tail(self, scan: RecordsScan) -> None:
-        """Cut a torn last line off ``records.jsonl`` before appending."""
+        """Cut a torn last line off ``records.jsonl`` (or end a whole last record's line)
+        before appending."""
+        self.refuse_symlinks()
         if scan.torn:
             os.truncate(self.records_file, scan.good_size)
+        elif scan.unterminated:
+            with open(self.records_file, "ab") as handle:
+                handle.write(b"\n")
+
+    def repair_events(self) -> int:
+        """End ``events.jsonl`` at its last whole line (a crash may have torn the last one);
+        returns the number of bytes dropped (0 when there is no file or nothing torn)."""
+        self.refuse_symlinks()
+        try:
+            size = self.events_file.stat().st_size
+        except FileNotFoundError:
+            return 0
+        end = after_last_newline(self.events_file, size)
+        if end < size:
+            os.truncate(self.events_file, end)
+        return size - end
 
     def write_progress(self, progress: dict[str, Any]) -> None:
         """Replace ``progress.json`` atomically."""
@@ -275,6 +326,8 @@ class RunDirectory:
     def write_config(self, text: str) -> None:
         """Replace ``effective_config.yaml`` atomically."""
         tmp = self.config_file.with_name(f".{CONFIG_FILE}.tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, self.config_file)
 
@@ -301,14 +354,16 @@ class RecordWriter:
     """
 
     def __init__(self, path: Path, *, flush_every: int, fsync: bool) -> None:
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        refresh_environment()
+        flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        self._fd: int | None = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
         self._waiting: list[bytes] = []
         self.flush_every = flush_every
         self.fsync = fsync
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record; flush when ``flush_every`` records are waiting."""
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = one_json_line(scrub_data(cap_record(record)))
         self._waiting.append(line.encode("utf-8"))
         if len(self._waiting) >= self.flush_every:
             self.flush()
@@ -366,6 +421,8 @@ def _interrupts_deferred() -> Iterator[None]:
 
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # never written through: a link planted there is removed, not followed
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sampling_core.runs.integrity import foreign_records, run_records
 from sampling_core.runs.store import RunDirectory
 
 __all__ = ["RunSummary", "summarize"]
@@ -31,6 +32,8 @@ class RunSummary:
     sessions: int = 0
     top_reasons: list[tuple[str, int]] = field(default_factory=list)
     """The requirements failed prompts missed most (and errors), with prompt counts."""
+    foreign: int = 0
+    """Records that are not of this run's prompts (left out of every count)."""
 
     @property
     def done(self) -> int:
@@ -74,6 +77,11 @@ class RunSummary:
         per = f", {self.wall_time_s / self.done:.2f} s per prompt" if self.done else ""
         sessions = f"{self.sessions} session{'s' if self.sessions != 1 else ''}"
         lines.append(f"Wall time: {self.wall_time_s:.1f} s over {sessions}{per}")
+        if self.foreign:
+            lines.append(
+                f"Left out: {self.foreign} record(s) in records.jsonl are not of this run's "
+                "prompts (a key not in its dataset, or another content hash)"
+            )
         if self.top_reasons:
             lines.append("Unmet requirements (prompts not ok):")
             lines += [f"  {count:>5}  {reason}" for reason, count in self.top_reasons]
@@ -94,6 +102,7 @@ class RunSummary:
             "output_tokens": self.output_tokens,
             "wall_time_s": round(self.wall_time_s, 3),
             "sessions": self.sessions,
+            "foreign_records": self.foreign,
         }
 
 
@@ -102,7 +111,10 @@ def summarize(path: str | Path) -> RunSummary:
     run_dir = RunDirectory(Path(path))
     run_dir.check_is_run(resuming=False)
     meta = run_dir.read_meta()
-    latest = run_dir.scan_records().latest()
+    scan = run_dir.scan_records()
+    hashes = meta["dataset"]["hashes"]
+    latest = run_records(scan, hashes)
+    foreign = foreign_records(scan, hashes)
     progress = run_dir.read_progress()
     summary = RunSummary(run_dir.path, total=int(meta.get("dataset", {}).get("count", 0)))
     histogram: Counter[int] = Counter()
@@ -129,4 +141,5 @@ def summarize(path: str | Path) -> RunSummary:
     summary.wall_time_s = sum(float(s.get("elapsed_s", 0.0)) for s in sessions)
     summary.attempts_histogram = dict(histogram)
     summary.top_reasons = reasons.most_common(5)
+    summary.foreign = len(foreign)
     return summary

@@ -1,0 +1,259 @@
+"""Keeping secrets out of everything samplehooks writes: one place that knows them, one scrub.
+
+Secrets are *registered* where they are read (the API key a backend sends, the token of an
+``Authorization`` or ``api-key`` header, the credentials in a base URL), and the values of
+environment variables whose names say they hold one (``*KEY*``, ``*TOKEN*``, ``*SECRET*``,
+``*PASSWORD*``) count too. Every exit point (the records and events files, the tracing
+plugin's log events, the command line's output, backend error messages, and what a backend
+returned before the engine keeps it) goes through :func:`scrub` or :func:`scrub_data`.
+
+A registered secret is matched by any piece of it at least :data:`MIN_PIECE` characters long:
+a server or a truncation may show part of a key, and 8 random characters of a key are as good
+as the key to whoever holds the rest, or can guess the prefix. A secret shorter than that is
+matched whole. Values only known from the environment (never sent) are matched whole; they
+are read when a backend, a records or events writer, a logger or a command starts
+(:func:`refresh_environment`).
+
+The same pass replaces text that cannot be written as UTF-8 (lone surrogates) with U+FFFD,
+so one odd character in a model's reply never makes a file unwritable or unreadable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+__all__ = [
+    "MASK",
+    "MIN_PIECE",
+    "clean_text",
+    "environment_secrets",
+    "has_secrets",
+    "one_json_line",
+    "refresh_environment",
+    "register_headers",
+    "register_secret",
+    "scrub",
+    "scrub_data",
+    "url_secrets",
+    "without_credentials",
+]
+
+MASK = "***"
+MIN_PIECE = 8
+_NAME_HINTS = ("key", "token", "secret", "password")
+_QUERY_HINTS = ("key", "token", "secret", "password", "sig", "auth", "code", "credential")
+_AUTH_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_lock = threading.Lock()
+_registered: set[str] = set()
+_environment: frozenset[str] = frozenset()
+_pieces: frozenset[str] = frozenset()
+_whole: tuple[str, ...] = ()  # every secret matched whole, longest first
+
+
+def register_secret(value: str | None) -> None:
+    """Remember ``value`` as a secret for the life of the process (empty values are ignored)."""
+    global _pieces
+    if not value or value in _registered:
+        return
+    with _lock:
+        _registered.add(value)
+        pieces = set(_pieces)
+        if len(value) >= MIN_PIECE:
+            pieces.update(value[i : i + MIN_PIECE] for i in range(len(value) - MIN_PIECE + 1))
+        _pieces = frozenset(pieces)
+        _update_whole()
+
+
+def refresh_environment() -> None:
+    """Read the environment's secrets again (done when a backend, a sampler, a writer or a
+    command starts: reading ``os.environ`` on every scrub would cost more than the scrub)."""
+    global _environment
+    found = environment_secrets()
+    if found != _environment:
+        with _lock:
+            _environment = found
+            _update_whole()
+
+
+def _update_whole() -> None:
+    global _whole
+    _whole = tuple(sorted(_registered | _environment, key=len, reverse=True))
+
+
+def register_headers(headers: Iterable[tuple[str, str]]) -> None:
+    """Register the credentials of the authentication headers among ``headers``."""
+    for name, value in headers:
+        if name.lower() in _AUTH_HEADERS and value.strip():
+            register_secret(value.split()[-1])
+            register_secret(value.strip())
+
+
+def environment_secrets() -> frozenset[str]:
+    """The values (8 characters or more) of environment variables named like secrets."""
+    return frozenset(
+        value
+        for name, value in os.environ.items()
+        if len(value) >= MIN_PIECE and any(hint in name.lower() for hint in _NAME_HINTS)
+    )
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials a URL carries: its user and password, and query values named like keys."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.username or "", parts.password or ""]
+    except ValueError:
+        return []
+    for name, value in parse_qsl(parts.query, keep_blank_values=False):
+        if any(hint in name.lower() for hint in _QUERY_HINTS):
+            found.append(value)
+    return [value for value in found if value]
+
+
+def without_credentials(url: str) -> str:
+    """``url`` with its user, password and query removed (what is safe to show and store)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    except ValueError:
+        return MASK
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def clean_text(text: str) -> str:
+    """``text`` with what cannot be encoded as UTF-8 (lone surrogates) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def has_secrets() -> bool:
+    """Whether any secret is known (nothing to scrub otherwise, but unencodable text)."""
+    return bool(_whole)
+
+
+def scrub(text: str) -> str:
+    """``text`` with every secret (and every long piece of a registered one) as ``***``."""
+    return _scrub(text, _whole)
+
+
+def scrub_data(value: Any) -> Any:
+    """A copy of JSON-like ``value`` (dicts, lists, strings) with every string scrubbed."""
+    return _scrub_data(value, _whole)
+
+
+def _scrub_data(value: Any, secrets: tuple[str, ...]) -> Any:
+    if isinstance(value, str):
+        return _scrub(value, secrets)
+    if isinstance(value, dict):
+        return {
+            (_scrub(k, secrets) if isinstance(k, str) else k): _scrub_data(v, secrets)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_scrub_data(v, secrets) for v in value]
+    return value
+
+
+def _scrub(text: str, secrets: tuple[str, ...]) -> str:
+    text = clean_text(text)
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    pieces = _pieces
+    if not pieces or len(text) < MIN_PIECE or not any(p in text for p in pieces):
+        return text
+    hidden = bytearray(len(text))
+    for start in range(len(text) - MIN_PIECE + 1):
+        if text[start : start + MIN_PIECE] in pieces:
+            hidden[start : start + MIN_PIECE] = b"\x01" * MIN_PIECE
+    out, index = [], 0
+    while index < len(text):
+        if hidden[index]:
+            out.append(MASK)
+            while index < len(text) and hidden[index]:
+                index += 1
+        else:
+            out.append(text[index])
+            index += 1
+    return "".join(out)
+
+
+_LINE_ENDS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
+
+
+def one_json_line(data: Any, default: Any = None) -> str:
+    """``data`` as one JSON line (newline included), readable text (not ASCII-escaped) but
+    with the characters some readers take for line ends (U+2028, U+2029, U+0085) escaped,
+    so the line is one line for every reader."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=default)
+    if any(end in text for end in _LINE_ENDS):
+        for end, escaped in _LINE_ENDS.items():
+            text = text.replace(end, escaped)  # they only ever appear inside JSON strings
+    return text + "\n"
+
+
+class ScrubbedLogger:
+    """A structlog logger whose events' fields are scrubbed before they go anywhere."""
+
+    def __init__(self, logger: Any) -> None:
+        refresh_environment()
+        self._logger = logger
+
+    def _emit(self, method: str, event: str, fields: dict[str, Any]) -> Any:
+        return getattr(self._logger, method)(event, **scrub_data(fields))
+
+    def debug(self, event: str, **fields: Any) -> Any:
+        """Emit a debug event."""
+        return self._emit("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> Any:
+        """Emit an info event."""
+        return self._emit("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> Any:
+        """Emit a warning event."""
+        return self._emit("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> Any:
+        """Emit an error event."""
+        return self._emit("error", event, fields)
+
+
+class ScrubbedStream:
+    """A text stream (stdout, stderr) that scrubs what is written to it, and writes text it
+    cannot encode with replacement characters instead of raising."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: Any) -> int:
+        """Write ``text`` scrubbed (bytes are passed through, as the stream takes them)."""
+        if not isinstance(text, str):
+            return self._stream.write(text)
+        text = scrub(text)
+        encoding = getattr(self._stream, "encoding", None) or "utf-8"
+        try:
+            text.encode(encoding)
+        except (UnicodeEncodeError, LookupError):
+            text = text.encode(encoding, "replace").decode(encoding, "replace")
+        self._stream.write(text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "buffer":  # bytes written there would skip the scrub
+            raise AttributeError(name)
+        return getattr(self._stream, name)
