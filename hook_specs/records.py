@@ -16,10 +16,16 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens spent by one backend call, or summed over many. Add two with ``+``."""
+    """Tokens spent by one backend call, or summed over many. Add two with ``+``.
+
+    ``cost_usd`` is what the tokens cost in US dollars where the model's price is known
+    (``0.0`` for a model run in this process), else ``None``; a sum is ``None`` as soon as
+    one of its parts is.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -29,8 +35,11 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        a, b = self.cost_usd, other.cost_usd
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            None if a is None or b is None else a + b,
         )
 
 

@@ -111,6 +111,7 @@ class CallSettings:
     attempt_timeout: float | None
     max_loop_budget: int
     max_concurrency_budget: int
+    early_exit: bool = True
 
 
 class _BackendFailed(Exception):
@@ -128,6 +129,7 @@ class SamplingCall:
         self.errors: list[AttemptError] = []
         self._input_tokens = 0  # summed per attempt; `usage` makes the Usage
         self._output_tokens = 0
+        self._cost_usd: float | None = 0.0  # None once a call's price is unknown
         self.sequence = 0
         self.in_flight = 0
         self.winner: Attempt | None = None
@@ -158,7 +160,7 @@ class SamplingCall:
     @property
     def usage(self) -> Usage:
         """Tokens spent so far, cancelled attempts included where the backend reported them."""
-        return Usage(self._input_tokens, self._output_tokens)
+        return Usage(self._input_tokens, self._output_tokens, self._cost_usd)
 
     # -- the call -----------------------------------------------------------------------
 
@@ -261,7 +263,7 @@ class SamplingCall:
         current = None
         try:
             for number in range(1, loop_budget + 1):
-                if self.best_key is not None and (number, index) > self.best_key:
+                if self.best_key is not None and s.early_exit and (number, index) > self.best_key:
                     return  # selection="ordered": this subsample can no longer win
                 self._current_attempt[index] = number
                 info = IterationInfo(s.sampling_id, index, number, index * loop_budget + number)
@@ -389,6 +391,9 @@ class SamplingCall:
             usage = generation.usage
             self._input_tokens += usage.input_tokens
             self._output_tokens += usage.output_tokens
+            if self._cost_usd is not None:
+                cost = usage.cost_usd
+                self._cost_usd = None if cost is None else self._cost_usd + cost
             if self._call_post_call is not None:
                 fields = where.copy()
                 fields["generation"] = generation
@@ -501,13 +506,13 @@ class SamplingCall:
         if s.selection == "first":
             if self.winner is None:
                 self.winner = attempt
-                if self._tasks is not None:
+                if self._tasks is not None and s.early_exit:
                     self._tasks.cancel_all()
             return
         key = (attempt.attempt, attempt.subsample_index)
         if self.best_key is None or key < self.best_key:
             self.best_key = key
-            if self._tasks is None:
+            if self._tasks is None or not s.early_exit:
                 return
             for index, number in enumerate(self._current_attempt):
                 if index != attempt.subsample_index and (number, index) > key:

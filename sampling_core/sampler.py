@@ -108,6 +108,7 @@ class Sampler:
         options: dict[str, Any] | None = None,
         format: type[Any] | None = None,
         backend: Backend | None = None,
+        early_exit: bool = True,
     ) -> SamplingResult:
         """Sample until an answer to ``prompt`` meets every requirement, or the budget is spent.
 
@@ -117,7 +118,9 @@ class Sampler:
         reproducible seed for every (subsample, attempt). ``selection="ordered"`` picks the
         passing attempt first in (attempt, subsample_index) order, the same on every run
         with a seeded backend. ``format`` is a pydantic model the answer must parse as; the
-        parsed value is ``result.value``.
+        parsed value is ``result.value``. ``early_exit=False``: a pass does not cancel the
+        other subsamples; each runs until it passes or spends its ``loop_budget`` (with
+        ``loop_budget=1`` that is ``concurrency_budget`` independent samples, for pass@k).
         """
         chosen = backend or self.backend
         if chosen is None:
@@ -132,6 +135,8 @@ class Sampler:
             raise ValueError(f'selection must be "first" or "ordered", not {selection!r}')
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
+        if not isinstance(early_exit, bool):
+            raise TypeError(f"early_exit must be a bool, not {type(early_exit).__name__}")
         strategy = strategy if strategy is not None else _DEFAULT_STRATEGY
         if not isinstance(strategy, Strategy):
             raise TypeError(f"strategy must be a Strategy, not {type(strategy).__name__}")
@@ -167,6 +172,7 @@ class Sampler:
                 attempt_timeout=self.attempt_timeout,
                 max_loop_budget=self.max_loop_budget,
                 max_concurrency_budget=self.max_concurrency_budget,
+                early_exit=early_exit,
             )
         )
         return await call.run()
@@ -225,6 +231,7 @@ async def sample(
     selection: Selection = "first",
     options: dict[str, Any] | None = None,
     format: type[Any] | None = None,
+    early_exit: bool = True,
 ) -> SamplingResult:
     """Sample with the default sampler: the arguments of :meth:`Sampler.sample`.
 
@@ -248,6 +255,7 @@ def sample_sync(
     selection: Selection = "first",
     options: dict[str, Any] | None = None,
     format: type[Any] | None = None,
+    early_exit: bool = True,
 ) -> SamplingResult:
     """Run :func:`sample` to completion from synchronous code (not inside an event loop)."""
     return _run_sync(partial(sample, **locals()))  # the parameters above, as they are
