@@ -12,6 +12,7 @@ from sampling_core.cli.plugins_cmd import plugins_command
 from sampling_core.cli.run_cmd import report_command, run_command
 from sampling_core.cli.sample_cmd import sample_command
 from sampling_core.cli.trace_cmd import trace_app
+from sampling_core.cli.view_cmd import view_command
 
 # click's UsageError, wherever this typer version takes click from (it may vendor it).
 _UsageError: type[Exception] = next(
@@ -79,6 +80,7 @@ app.add_typer(trace_app, name="trace")
 app.command("run")(run_command)
 app.command("report")(report_command)
 app.command("sample")(sample_command)
+app.command("view")(view_command)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ versions (fields a record lacks are shown as unknown).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import isfinite
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ class PromptRow:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float) and not isinstance(value, bool) and isfinite(value):
         return float(value)
     return None
 
