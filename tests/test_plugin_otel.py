@@ -206,7 +206,11 @@ async def test_genai_client_metrics_per_backend_call(sampler, scripted_backend, 
     points = {(p.attributes["gen_ai.token.type"]): p for p in tokens.data.data_points}
     assert set(points) == {"input", "output"}
     for kind, point in points.items():
-        assert dict(point.attributes) == {**base, "gen_ai.token.type": kind}
+        assert dict(point.attributes) == {
+            **base,
+            "gen_ai.token.type": kind,
+            "gen_ai.response.model": "scripted",
+        }
         assert point.count == 2  # two calls returned
         assert list(point.explicit_bounds) == TOKEN_BUCKETS
     assert points["output"].sum == 6  # "one two three" twice
