@@ -20,7 +20,8 @@ class Usage:
 
     ``cost_usd`` is what the tokens cost in US dollars where the model's price is known
     (``0.0`` for a model run in this process), else ``None``; a sum is ``None`` as soon as
-    one of its parts is.
+    one of its parts is. An empty ``Usage()`` adds nothing, so ``sum(usages, Usage())`` is
+    the total.
     """
 
     input_tokens: int = 0
@@ -35,11 +36,16 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        a, b = self.cost_usd, other.cost_usd
+        if not self.input_tokens and not self.output_tokens and self.cost_usd is None:
+            cost = other.cost_usd  # the empty start of a sum
+        elif not other.input_tokens and not other.output_tokens and other.cost_usd is None:
+            cost = self.cost_usd
+        elif self.cost_usd is None or other.cost_usd is None:
+            cost = None
+        else:
+            cost = self.cost_usd + other.cost_usd
         return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            None if a is None or b is None else a + b,
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens, cost
         )
 
 

@@ -129,7 +129,8 @@ class SamplingCall:
         self.errors: list[AttemptError] = []
         self._input_tokens = 0  # summed per attempt; `usage` makes the Usage
         self._output_tokens = 0
-        self._cost_usd: float | None = 0.0  # None once a call's price is unknown
+        self._cost_usd = 0.0  # the priced calls' cost; stands while every call was priced
+        self._priced: bool | None = None  # True once a call was priced; False once one was not
         self.sequence = 0
         self.in_flight = 0
         self.winner: Attempt | None = None
@@ -160,7 +161,9 @@ class SamplingCall:
     @property
     def usage(self) -> Usage:
         """Tokens spent so far, cancelled attempts included where the backend reported them."""
-        return Usage(self._input_tokens, self._output_tokens, self._cost_usd)
+        return Usage(
+            self._input_tokens, self._output_tokens, self._cost_usd if self._priced else None
+        )
 
     # -- the call -----------------------------------------------------------------------
 
@@ -391,9 +394,11 @@ class SamplingCall:
             usage = generation.usage
             self._input_tokens += usage.input_tokens
             self._output_tokens += usage.output_tokens
-            if self._cost_usd is not None:
+            if self._priced is not False:
                 cost = usage.cost_usd
-                self._cost_usd = None if cost is None else self._cost_usd + cost
+                self._priced = cost is not None
+                if cost is not None:
+                    self._cost_usd += cost
             if self._call_post_call is not None:
                 fields = where.copy()
                 fields["generation"] = generation

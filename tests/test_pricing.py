@@ -35,6 +35,8 @@ def test_an_unknown_price_is_none(model: str | None, url: str | None) -> None:
 def test_usage_sums_cost_and_an_unknown_part_makes_the_sum_unknown() -> None:
     assert (Usage(1, 2, 0.5) + Usage(3, 4, 0.25)) == Usage(4, 6, 0.75)
     assert (Usage(1, 2, 0.5) + Usage(3, 4)).cost_usd is None
+    assert sum([Usage(1, 1, 0.25), Usage(2, 2, 0.5)], Usage()) == Usage(3, 3, 0.75)
+    assert sum([], Usage()).cost_usd is None  # nothing spent, nothing priced
     assert priced(Usage(1, 1, 0.1), "gpt-4o-mini", api_url=OPENAI).cost_usd == 0.1  # kept
     assert priced(Usage(1000, 100), "gpt-4o-mini", api_url=OPENAI).cost_usd == pytest.approx(
         0.00021
