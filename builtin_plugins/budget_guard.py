@@ -9,10 +9,14 @@
   reports them. Tokens are known only once spent, so the guard raises ``StopSampling`` in
   ``generation_post_call`` as soon as a total goes over its ceiling (cancelling what is in
   flight), and refuses any new backend call once a ceiling is reached.
+* ``max_usd_per_call`` / ``max_usd_total``: US dollars, as priced in ``usage.cost_usd``
+  (see :mod:`sampling_core.pricing`), enforced like the token ceilings. A call whose price
+  is unknown cannot be counted, so with a dollar ceiling set it stops sampling (fail closed)
+  rather than spend without a limit.
 
 Totals are shared by every guard of the process unless a guard is given its own
 :class:`Totals`. Enabled by name, the guard reads its settings from
-``SAMPLEHOOKS_BUDGET_GUARD``, e.g. ``max_tokens_total=20000,max_generations_per_call=8``.
+``SAMPLEHOOKS_BUDGET_GUARD``, e.g. ``max_tokens_total=20000,max_usd_total=0.50``.
 """
 
 from __future__ import annotations
@@ -42,7 +46,10 @@ _SETTINGS = (
     "max_tokens_per_call",
     "max_generations_total",
     "max_tokens_total",
+    "max_usd_per_call",
+    "max_usd_total",
 )
+_DOLLARS = ("max_usd_per_call", "max_usd_total")
 
 
 @dataclass(slots=True)
@@ -51,18 +58,20 @@ class Totals:
 
     ``started`` counts backend calls begun (the generation ceiling is checked against
     it), ``generations`` those that returned or raised, ``tokens`` the tokens they
-    reported.
+    reported, ``cost_usd`` what they cost.
     """
 
     started: int = 0
     generations: int = 0
     tokens: int = 0
+    cost_usd: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def reset(self) -> None:
         """Start counting from zero again."""
         with self.lock:
             self.started = self.generations = self.tokens = 0
+            self.cost_usd = 0.0
 
 
 PROCESS_TOTALS = Totals()
@@ -85,6 +94,8 @@ class BudgetGuard:
         max_tokens_per_call: int | None = None,
         max_generations_total: int | None = None,
         max_tokens_total: int | None = None,
+        max_usd_per_call: float | None = None,
+        max_usd_total: float | None = None,
         *,
         totals: Totals | None = None,
         environ: dict[str, str] | None = None,
@@ -100,6 +111,8 @@ class BudgetGuard:
         self.max_tokens_per_call = _setting("max_tokens_per_call", max_tokens_per_call, env)
         self.max_generations_total = _setting("max_generations_total", max_generations_total, env)
         self.max_tokens_total = _setting("max_tokens_total", max_tokens_total, env)
+        self.max_usd_per_call = _dollars("max_usd_per_call", max_usd_per_call, env)
+        self.max_usd_total = _dollars("max_usd_total", max_usd_total, env)
         self.totals = totals if totals is not None else PROCESS_TOTALS
         self._calls: dict[str, Totals] = {}
 
@@ -147,18 +160,23 @@ class BudgetGuard:
                 raise StopSampling(
                     f"budget_guard: max_tokens_per_call={self.max_tokens_per_call} reached"
                 )
+            if self.max_usd_per_call is not None and call.cost_usd >= self.max_usd_per_call:
+                raise StopSampling(
+                    f"budget_guard: max_usd_per_call={self.max_usd_per_call} reached"
+                )
             total.started += 1
             call.started += 1
 
     @hookimpl
     def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
         """Count the call and its tokens; stop when a token ceiling is crossed."""
-        self._spent(payload.sampling_id, payload.generation.usage.total_tokens)
+        usage = payload.generation.usage
+        self._spent(payload.sampling_id, usage.total_tokens, usage.cost_usd, payload.generation)
 
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Count a failed backend call (it spent no reported tokens)."""
-        self._spent(payload.sampling_id, 0)
+        self._spent(payload.sampling_id, 0, 0.0)
 
     @hookimpl
     def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
@@ -182,8 +200,12 @@ class BudgetGuard:
             )
         if self.max_tokens_total is not None and total.tokens >= self.max_tokens_total:
             raise StopSampling(f"budget_guard: max_tokens_total={self.max_tokens_total} reached")
+        if self.max_usd_total is not None and total.cost_usd >= self.max_usd_total:
+            raise StopSampling(f"budget_guard: max_usd_total={self.max_usd_total} reached")
 
-    def _spent(self, sampling_id: str, tokens: int) -> None:
+    def _spent(
+        self, sampling_id: str, tokens: int, cost: float | None, generation: Any = None
+    ) -> None:
         call = self._call(sampling_id)
         total = self.totals
         with total.lock:
@@ -191,7 +213,26 @@ class BudgetGuard:
             total.tokens += tokens
             call.generations += 1
             call.tokens += tokens
+            total.cost_usd += cost or 0.0
+            call.cost_usd += cost or 0.0
             process_tokens, call_tokens = total.tokens, call.tokens
+            process_usd, call_usd = total.cost_usd, call.cost_usd
+        if cost is None and (self.max_usd_total is not None or self.max_usd_per_call is not None):
+            model = getattr(generation, "model", None)
+            raise StopSampling(
+                f"budget_guard: a dollar ceiling is set but the price of model {model!r} is "
+                "unknown, so its cost cannot be capped (use a token ceiling instead)"
+            )
+        if self.max_usd_total is not None and process_usd > self.max_usd_total:
+            raise StopSampling(
+                f"budget_guard: ${process_usd:.6f} spent in total, over "
+                f"max_usd_total={self.max_usd_total}"
+            )
+        if self.max_usd_per_call is not None and call_usd > self.max_usd_per_call:
+            raise StopSampling(
+                f"budget_guard: ${call_usd:.6f} spent by this call, over "
+                f"max_usd_per_call={self.max_usd_per_call}"
+            )
         if self.max_tokens_total is not None and process_tokens > self.max_tokens_total:
             raise StopSampling(
                 f"budget_guard: {process_tokens} tokens spent in total, over "
@@ -220,9 +261,21 @@ def _setting(name: str, value: int | None, env: dict[str, int]) -> int | None:
     return value
 
 
-def _read_env(environ: Any) -> dict[str, int]:
+def _dollars(name: str, value: float | None, env: dict[str, float]) -> float | None:
+    if value is None:
+        value = env.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"BudgetGuard({name}=...) must be a number of dollars, not {value!r}")
+    if not value > 0:
+        raise ValueError(f"BudgetGuard({name}={value}) must be > 0")
+    return float(value)
+
+
+def _read_env(environ: Any) -> dict[str, Any]:
     raw = environ.get(ENV_VAR, "")
-    settings: dict[str, int] = {}
+    settings: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in raw.split(","))):
         name, sep, value = part.partition("=")
         name = name.strip()
@@ -232,7 +285,8 @@ def _read_env(environ: Any) -> dict[str, int]:
                 f"commas, with names among: {', '.join(_SETTINGS)}"
             )
         try:
-            settings[name] = int(value)
+            settings[name] = float(value) if name in _DOLLARS else int(value)
         except ValueError:
-            raise ValueError(f"{ENV_VAR}: {name} must be an integer, not {value!r}") from None
+            kind = "a number" if name in _DOLLARS else "an integer"
+            raise ValueError(f"{ENV_VAR}: {name} must be {kind}, not {value!r}") from None
     return settings

@@ -16,12 +16,20 @@ tasks, and context variables do not cross tasks. Per-attempt state is keyed by
 never get their ``sampling_iteration`` event; their spans are ended at loop end, marked
 ``samplehooks.cancelled=true`` with an error status and ``error.type="cancelled"``.
 Backend failures set ``error.type`` to the exception's class name.
+
+The call's span follows the conventions' *invoke workflow* span: ``gen_ai.operation.name``
+``invoke_workflow``, ``gen_ai.workflow.name`` ``samplehooks``, named
+``invoke_workflow samplehooks``, kind INTERNAL. With a ``meter_provider`` (or a global
+one), every backend call is also measured by the GenAI client metrics
+``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration``
+(:mod:`builtin_plugins.otel_metrics`).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -30,6 +38,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from builtin_plugins.otel_metrics import GenAIMetrics
 from hook_specs import (
     GenerationErrorPayload,
     GenerationPostCallPayload,
@@ -67,6 +76,8 @@ class _Attempt:
     span: Span
     context: Context
     call: Span | None = None
+    call_started: float = 0.0
+    call_attributes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -85,6 +96,7 @@ class OtelPlugin:
     backend-call spans is ``options["provider"]``, else ``provider_name`` when given, else
     the backend's own ``provider_name`` (``openai``, ``llama.cpp``, ...), else ``unknown``;
     ``capture_content`` adds ``gen_ai.input.messages`` / ``gen_ai.output.messages``.
+    ``meter_provider``: where the GenAI client metrics go (default: the global provider).
     """
 
     def __init__(
@@ -93,6 +105,7 @@ class OtelPlugin:
         tracer_provider: Any = None,
         provider_name: str | None = None,
         capture_content: bool = False,
+        meter_provider: Any = None,
     ) -> None:
         try:
             version = metadata.version("samplehooks")
@@ -101,6 +114,7 @@ class OtelPlugin:
         self.tracer = trace.get_tracer(_SCOPE, version, tracer_provider=tracer_provider)
         self.provider_name = provider_name
         self.capture_content = capture_content
+        self.metrics = GenAIMetrics(meter_provider)
         self._loops: dict[str, _Loop] = {}
         self._lock = threading.Lock()
 
@@ -113,7 +127,7 @@ class OtelPlugin:
             kind=SpanKind.INTERNAL,
             attributes={
                 "gen_ai.operation.name": "invoke_workflow",
-                "gen_ai.agent.name": "samplehooks",
+                "gen_ai.workflow.name": "samplehooks",
                 "samplehooks.sampling_id": payload.sampling_id,
                 "samplehooks.strategy_name": payload.strategy_name,
             },
@@ -172,8 +186,8 @@ class OtelPlugin:
         if span.is_recording():
             span.set_attribute("samplehooks.selection", payload.selection)
             span.set_attribute("samplehooks.requirement_count", len(payload.requirements))
-            if payload.seed is not None:
-                span.set_attribute("gen_ai.request.seed", payload.seed)
+            if payload.seed is not None:  # the base seed: each attempt's request has its own
+                span.set_attribute("samplehooks.seed", payload.seed)
             if self.capture_content:
                 span.set_attribute("gen_ai.input.messages", _messages_json(payload.messages))
 
@@ -203,6 +217,12 @@ class OtelPlugin:
             attributes["gen_ai.request.stop_sequences"] = list(stop)
         if self.capture_content:
             attributes["gen_ai.input.messages"] = _messages_json(payload.messages)
+        state.call_attributes = {
+            key: attributes[key]
+            for key in ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model")
+            if key in attributes
+        }
+        state.call_started = time.perf_counter()
         state.call = self.tracer.start_span(
             f"chat {model}" if model else "chat",
             context=state.context,
@@ -217,8 +237,17 @@ class OtelPlugin:
         span, state.call = state.call, None
         if span is None:
             return
+        generation = payload.generation
+        measured = dict(state.call_attributes)
+        if generation.model:
+            measured["gen_ai.response.model"] = generation.model
+        self.metrics.record_call(
+            measured,
+            time.perf_counter() - state.call_started,
+            input_tokens=generation.usage.input_tokens,
+            output_tokens=generation.usage.output_tokens,
+        )
         if span.is_recording():
-            generation = payload.generation
             if generation.model:
                 span.set_attribute("gen_ai.response.model", generation.model)
             if generation.finish_reason:
@@ -242,6 +271,11 @@ class OtelPlugin:
         span, state.call = state.call, None
         description = f"{payload.error_type}: {payload.exception}"
         if span is not None:
+            self.metrics.record_call(
+                state.call_attributes,
+                time.perf_counter() - state.call_started,
+                error_type=payload.error_type,
+            )
             span.set_attribute("error.type", payload.error_type)
             span.set_attribute("samplehooks.will_retry", payload.will_retry)
             span.record_exception(payload.exception)
@@ -293,6 +327,12 @@ class OtelPlugin:
             loop = self._new_loop(payload)
         cancelled = Status(StatusCode.ERROR, "cancelled: the loop ended first")
         for state in loop.attempts.values():
+            if state.call is not None:
+                self.metrics.record_call(
+                    state.call_attributes,
+                    time.perf_counter() - state.call_started,
+                    error_type=CANCELLED,
+                )
             for span in (state.call, state.span):
                 if span is None:
                     continue

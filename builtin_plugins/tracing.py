@@ -66,8 +66,9 @@ class TracingPlugin:
     reasons to the events (and the spans); off by default, or as
     ``SAMPLEHOOKS_TRACE_CONTENT=1`` says when the plugin is enabled by name.
     ``otel``: ``None`` (default) emits spans when ``opentelemetry`` is importable,
-    ``True`` requires it, ``False`` never emits spans. ``tracer_provider`` is passed on
-    to :class:`~builtin_plugins.otel.OtelPlugin` (default: the global provider).
+    ``True`` requires it, ``False`` never emits spans. ``tracer_provider`` and
+    ``meter_provider`` are passed on to :class:`~builtin_plugins.otel.OtelPlugin`
+    (default: the global providers).
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class TracingPlugin:
         *,
         otel: bool | None = None,
         tracer_provider: Any = None,
+        meter_provider: Any = None,
         logger_name: str = LOGGER_NAME,
     ) -> None:
         if capture_content is None:
@@ -96,7 +98,9 @@ class TracingPlugin:
                     ) from exc
             else:
                 self.otel = OtelPlugin(
-                    capture_content=capture_content, tracer_provider=tracer_provider
+                    capture_content=capture_content,
+                    tracer_provider=tracer_provider,
+                    meter_provider=meter_provider,
                 )
 
     @property

@@ -16,10 +16,17 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens spent by one backend call, or summed over many. Add two with ``+``."""
+    """Tokens spent by one backend call, or summed over many. Add two with ``+``.
+
+    ``cost_usd`` is what the tokens cost in US dollars where the model's price is known
+    (``0.0`` for a model run in this process), else ``None``; a sum is ``None`` as soon as
+    one of its parts is. An empty ``Usage()`` adds nothing, so ``sum(usages, Usage())`` is
+    the total.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -29,8 +36,16 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        if not self.input_tokens and not self.output_tokens and self.cost_usd is None:
+            cost = other.cost_usd  # the empty start of a sum
+        elif not other.input_tokens and not other.output_tokens and other.cost_usd is None:
+            cost = self.cost_usd
+        elif self.cost_usd is None or other.cost_usd is None:
+            cost = None
+        else:
+            cost = self.cost_usd + other.cost_usd
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens, cost
         )
 
 

@@ -186,6 +186,8 @@ class Sampler:
             raise ValueError(f'selection must be "first" or "ordered", not {selection!r}')
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
+        if not isinstance(early_exit, bool):
+            raise TypeError(f"early_exit must be a bool, not {type(early_exit).__name__}")
         strategy = strategy if strategy is not None else _DEFAULT_STRATEGY
         if not isinstance(strategy, Strategy):
             raise TypeError(f"strategy must be a Strategy, not {type(strategy).__name__}")

@@ -43,6 +43,7 @@ class Tally:
     __slots__ = (
         "attempts",
         "best_key",
+        "cost_usd",
         "current_attempt",
         "early_exit",
         "errors",
@@ -50,6 +51,7 @@ class Tally:
         "in_flight",
         "input_tokens",
         "output_tokens",
+        "priced",
         "selection",
         "sequence",
         "started",
@@ -67,6 +69,8 @@ class Tally:
         self.errors: list[AttemptError] = []
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cost_usd = 0.0  # the priced calls' cost; it stands while every call was priced
+        self.priced: bool | None = None  # True once a call was priced; False once one was not
         self.sequence = 0
         self.in_flight = 0  # attempts whose backend call began and that have not completed
         self.winner: Attempt | None = None
@@ -97,6 +101,11 @@ class Tally:
         """Add one generation's tokens (cancelled attempts' too, where reported)."""
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
+        if self.priced is not False:
+            cost = usage.cost_usd
+            self.priced = cost is not None
+            if cost is not None:
+                self.cost_usd += cost
 
     def record(
         self,
@@ -149,8 +158,8 @@ class Tally:
 
     @property
     def usage(self) -> Usage:
-        """Tokens spent so far."""
-        return Usage(self.input_tokens, self.output_tokens)
+        """Tokens spent so far, and their cost while every call's price is known."""
+        return Usage(self.input_tokens, self.output_tokens, self.cost_usd if self.priced else None)
 
     def result(self, s: CallSettings, faults: list[PluginFault]) -> SamplingResult:
         """The call's result (raises the first backend error if nothing else happened)."""

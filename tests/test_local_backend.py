@@ -45,6 +45,7 @@ async def test_starts_on_first_use_serves_with_its_slots_and_frees_everything() 
         generation = await backend.generate(ask("Name a fruit.", max_tokens=5))
         assert isinstance(generation, Generation) and generation.text.strip()
         assert 1 <= generation.usage.output_tokens <= 5
+        assert generation.usage.cost_usd == 0.0  # the model runs here: free of charge
         assert generation.model == "SmolLM2-135M-Instruct.Q4_1"
         base = backend.server.base_url
         assert base is not None and base.startswith("http://127.0.0.1:")

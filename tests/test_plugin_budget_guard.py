@@ -149,3 +149,49 @@ def test_settings_from_the_environment_and_by_name(sampler, scripted_backend, mo
             BudgetGuard(environ={ENV_VAR: bad})
     with pytest.raises(TypeError, match="must be an int"):
         BudgetGuard(max_tokens_total=True)
+
+
+def priced_reply(cost: float | None):
+    """A scripted reply whose call costs ``cost`` dollars (``None``: price unknown)."""
+    from hook_specs.records import Generation, Usage
+
+    return lambda request: Generation("x", usage=Usage(2, 3, cost), model="priced-model")
+
+
+def test_dollar_ceiling_per_call_stops_where_it_is_crossed(sampler, scripted_backend):
+    backend = scripted_backend(priced_reply(0.04))
+    guard = BudgetGuard(max_usd_per_call=0.10, totals=Totals())
+    result = sampler(backend, plugins=[guard]).sample_sync("q", requirements=[never], loop_budget=9)
+    assert result.stop_reason == "stopped_by_plugin"
+    assert backend.calls == 3  # $0.12 after the third call: over $0.10
+    assert result.usage.cost_usd == pytest.approx(0.12)
+
+
+def test_dollar_ceiling_per_process_spans_calls(sampler, scripted_backend):
+    totals = Totals()
+    backend = scripted_backend(priced_reply(0.25))
+    s = sampler(backend, plugins=[BudgetGuard(max_usd_total=0.5, totals=totals)])
+    first = s.sample_sync("q", requirements=[never], loop_budget=2)
+    assert first.stop_reason == "budget_exhausted" and totals.cost_usd == pytest.approx(0.5)
+    second = s.sample_sync("q", requirements=[never], loop_budget=2)
+    assert second.stop_reason == "stopped_by_plugin" and backend.calls == 2  # none made
+
+
+def test_a_dollar_ceiling_with_an_unknown_price_fails_closed(sampler, scripted_backend):
+    backend = scripted_backend(priced_reply(None))
+    s = sampler(backend, plugins=[BudgetGuard(max_usd_total=1.0, totals=Totals())])
+    result = s.sample_sync("q", requirements=[never], loop_budget=5)
+    assert result.stop_reason == "stopped_by_plugin" and backend.calls == 1
+    unpriced = sampler(backend, plugins=[BudgetGuard(max_tokens_total=99, totals=Totals())])
+    assert unpriced.sample_sync("q", requirements=[never], loop_budget=2).iterations_used == 2
+
+
+def test_dollar_settings_from_the_environment_and_checked() -> None:
+    guard = BudgetGuard(environ={ENV_VAR: "max_usd_total=0.5,max_usd_per_call=0.01"})
+    assert (guard.max_usd_total, guard.max_usd_per_call) == (0.5, 0.01)
+    with pytest.raises(ValueError, match="must be a number"):
+        BudgetGuard(environ={ENV_VAR: "max_usd_total=cheap"})
+    with pytest.raises(ValueError, match="> 0"):
+        BudgetGuard(max_usd_per_call=0)
+    with pytest.raises(TypeError, match="number of dollars"):
+        BudgetGuard(max_usd_total="1")  # type: ignore[arg-type]

@@ -195,3 +195,68 @@ async def test_the_provider_name_comes_from_the_backend(sampler, provider, expor
         assert call.attributes["gen_ai.provider.name"] == expected
     assert OpenAIBackend.provider_name == "openai"
     assert LocalBackend.provider_name == "llama.cpp"
+
+
+async def test_genai_client_metrics_per_backend_call(sampler, scripted_backend, provider):
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from builtin_plugins.otel_metrics import DURATION_BUCKETS, TOKEN_BUCKETS
+
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+
+    def reply(request: GenerationRequest) -> str:
+        if request.iteration.attempt == 1:
+            raise ValueError("backend down")  # not transient: ends subsample 0
+        return "never"
+
+    plugin = OtelPlugin(tracer_provider=provider, meter_provider=meters, provider_name="openai")
+    s = sampler(scripted_backend(["one two three"]), plugins=[plugin])
+    await s.sample(
+        "q", loop_budget=1, concurrency_budget=2, early_exit=False, options={"model": "m-1"}
+    )
+    with pytest.raises(ValueError):
+        await sampler(scripted_backend(reply), plugins=[plugin]).sample(
+            "q", options={"model": "m-1"}
+        )
+    data = reader.get_metrics_data()
+    found = {
+        m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+    }
+    tokens, duration = found["gen_ai.client.token.usage"], found["gen_ai.client.operation.duration"]
+    assert (tokens.unit, duration.unit) == ("{token}", "s")
+    base = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "m-1",
+    }
+    points = {(p.attributes["gen_ai.token.type"]): p for p in tokens.data.data_points}
+    assert set(points) == {"input", "output"}
+    for kind, point in points.items():
+        assert dict(point.attributes) == {
+            **base,
+            "gen_ai.token.type": kind,
+            "gen_ai.response.model": "scripted",
+        }
+        assert point.count == 2  # two calls returned
+        assert list(point.explicit_bounds) == TOKEN_BUCKETS
+    assert points["output"].sum == 6  # "one two three" twice
+    by_error = {p.attributes.get("error.type"): p for p in duration.data.data_points}
+    assert set(by_error) == {None, "ValueError"}
+    assert by_error[None].count == 2 and by_error["ValueError"].count == 1
+    assert list(by_error[None].explicit_bounds) == DURATION_BUCKETS
+    assert {k: by_error["ValueError"].attributes[k] for k in base} == base
+
+
+async def test_the_call_span_is_an_invoke_workflow_span(
+    sampler, scripted_backend, provider, exporter
+):
+    s = sampler(scripted_backend(["x"]), plugins=[OtelPlugin(tracer_provider=provider)])
+    await s.sample("q", seed=5)
+    (loop,) = _named(list(exporter.get_finished_spans()), LOOP)
+    assert loop.kind == SpanKind.INTERNAL
+    assert loop.attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert loop.name == f"invoke_workflow {loop.attributes['gen_ai.workflow.name']}"
+    assert "gen_ai.agent.name" not in loop.attributes  # an agent span's attribute, not ours
+    assert loop.attributes["samplehooks.seed"] == 5

@@ -53,7 +53,9 @@ def test_every_hook_event_is_one_json_line(tmp_path, sampler, scripted_backend, 
 
     iterations = [e["payload"] for e in events if e["hook"] == "sampling_iteration"]
     assert sorted(p["sequence"] for p in iterations) == list(range(1, result.iterations_used + 1))
-    assert all(p["usage"] == {"input_tokens": 3, "output_tokens": 2} for p in iterations)
+    assert all(
+        p["usage"] == {"input_tokens": 3, "output_tokens": 2, "cost_usd": None} for p in iterations
+    )
     (end,) = [e["payload"] for e in events if e["hook"] == "sampling_loop_end"]
     assert end["stop_reason"] == "success" and end["iterations_used"] == result.iterations_used
 

@@ -184,7 +184,7 @@ def test_a_run_with_a_huge_reply_and_many_attempts_writes_a_bounded_record(tmp_p
     assert record["attempts"]["used"] == 1200 and len(record["attempts"]["each"]) == MAX_LIST_ITEMS
     assert len(record["text"]) == MAX_TEXT_CHARS and len(record["capped"]) == 2
     assert (tmp_path / "out" / "records.jsonl").stat().st_size < 2_000_000
-    assert json.loads(invoke("report", tmp_path / "out", "--json").stdout)["done"] == 1
+    assert json.loads(invoke("report", tmp_path / "out", "--json").stdout)["totals"]["done"] == 1
 
 
 def test_counting_finished_prompts_does_not_walk_every_record(tmp_path: Path) -> None:

@@ -215,6 +215,7 @@ class LocalBackend:
                     timeout=self.timeout,
                     default_options=self.default_options,
                     headers={"Authorization": f"Bearer {self._token}"},
+                    free_of_charge=True,  # the model runs here: its calls cost nothing
                 )
             return self._http
 

@@ -32,6 +32,7 @@ from hook_specs.records import Generation, Message, Usage
 from sampling_core.backends.base import GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
 from sampling_core.errors import SamplehooksError
+from sampling_core.pricing import priced
 from sampling_core.redaction import (
     refresh_environment,
     register_headers,
@@ -118,6 +119,10 @@ class OpenAIBackend:
     ``max_in_flight`` requests open at once, ``rpm`` request starts per minute (``burst``
     back to back), and with ``adaptive`` an in-flight limit that is cut on each 429 and
     grows back on success (see :mod:`sampling_core.backends.limits`).
+
+    Each call's ``usage.cost_usd`` is priced by :mod:`sampling_core.pricing` from the model
+    and ``base_url`` (``None`` when the price is unknown); ``free_of_charge=True`` makes it
+    ``0.0`` (a model run on this machine).
     """
 
     provider_name: str = "openai"
@@ -139,6 +144,7 @@ class OpenAIBackend:
         mode: Mode = "chat",
         default_options: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        free_of_charge: bool = False,
     ) -> None:
         if mode not in ("chat", "completions"):
             raise ValueError(f'mode must be "chat" or "completions", not {mode!r}')
@@ -165,6 +171,7 @@ class OpenAIBackend:
         )
         self._headers = dict(headers or {})
         register_headers(self._headers.items())
+        self.free_of_charge = free_of_charge
         self._path = "/chat/completions" if mode == "chat" else "/completions"
         self._clients: weakref.WeakKeyDictionary[Any, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
@@ -298,6 +305,11 @@ class OpenAIBackend:
         }.get(status, "")
         raise BackendError(f"{where} answered {status}: {detail}{hint}", status=status)
 
+    def _priced(self, usage: Usage, model: str | None) -> Usage:
+        if self.free_of_charge:
+            return Usage(usage.input_tokens, usage.output_tokens, 0.0)
+        return priced(usage, model, api_url=self.base_url)
+
     def _generation(self, response: httpx.Response, latency: float) -> Generation:
         try:
             data = response.json()
@@ -314,7 +326,7 @@ class OpenAIBackend:
             ) from None
         return Generation(
             text=text or "",
-            usage=_usage(data.get("usage")),
+            usage=self._priced(_usage(data.get("usage")), data.get("model") or self.model),
             finish_reason=choice.get("finish_reason"),
             model=data.get("model") or self.model,
             latency_s=latency,

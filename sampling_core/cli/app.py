@@ -11,6 +11,7 @@ from sampling_core.cli.readable import ReadableCommand, ReadableGroup
 from sampling_core.cli.run_cmd import report_command, run_command
 from sampling_core.cli.sample_cmd import sample_command
 from sampling_core.cli.trace_cmd import trace_app
+from sampling_core.cli.view_cmd import view_command
 
 app = typer.Typer(
     name="samplehooks",
@@ -42,6 +43,7 @@ app.add_typer(trace_app, name="trace")
 app.command("run", cls=ReadableCommand)(run_command)
 app.command("report", cls=ReadableCommand)(report_command)
 app.command("sample", cls=ReadableCommand)(sample_command)
+app.command("view", cls=ReadableCommand)(view_command)
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ import typer
 
 from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
-from sampling_core.runs import RunError, run_batch_sync, summarize
+from sampling_core.runs import RunError, run_batch_sync
+from sampling_core.runs.report import build_report
 from sampling_core.runs.runner import default_log
 
 __all__ = ["report_command", "run_command"]
@@ -73,7 +74,10 @@ def run_command(
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-    typer.echo(summary.render())
+    try:  # the same report as `samplehooks report DIR` (failed prompts, cost, pass@k)
+        typer.echo(build_report(summary.run_dir).render())
+    except RunError:
+        typer.echo(summary.render())
 
 
 def default_run_dir(config: Path, now: datetime | None = None) -> Path:
@@ -88,17 +92,21 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def report_command(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="A run directory.", show_default=False),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print totals, pass@k and one row per prompt as JSON."
+    ),
+    top: int = typer.Option(10, "--top", min=0, help="Prompts not ok to list (text only)."),
 ) -> None:
-    """Print the summary of a run (finished or not): success rate, attempts, tokens, time."""
+    """Print the report of a run (finished or not): success, attempts, tokens, cost, pass@k,
+    and the prompts that failed with their reasons."""
     try:
-        summary = summarize(run_dir)
+        report = build_report(run_dir)
     except RunError as exc:
         _fail(str(exc))
     if as_json:
-        typer.echo(json.dumps(summary.as_dict(), indent=2))
+        typer.echo(json.dumps(report.as_dict(), indent=2))
     else:
-        typer.echo(summary.render())
+        typer.echo(report.render(top=top))
 
 
 def _argv(config: Path, out: Path, resume: bool, retry_failed: bool) -> list[str]:

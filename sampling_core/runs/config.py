@@ -289,6 +289,12 @@ class BudgetsConfig(_Strict):
         le=DEFAULT_MAX_CONCURRENCY_BUDGET,
         description="Subsamples per prompt, run at once.",
     )
+    early_exit: bool = _field(
+        "result",
+        True,
+        description="Stop a prompt's other subsamples at its first pass; `false` runs each "
+        "subsample until it passes or spends its loop budget (for pass@k).",
+    )
 
     @field_validator("loop_budget", "concurrency_budget", mode="before")
     @classmethod

@@ -13,6 +13,7 @@ from sampling_core.runs.components import build_requirements, build_strategy, pr
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, PromptItem
 from sampling_core.runs.integrity import run_records
+from sampling_core.runs.outcome import attempt_entries, usage_entry
 from sampling_core.runs.progress import ProgressDisplay
 from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
 
@@ -127,6 +128,7 @@ class BatchSession:
                 seed=prompt_seed(self.config.seed, item.key),
                 selection=self.config.selection,
                 options=self.options,
+                early_exit=self.config.budgets.early_exit,
             )
         except Exception as exc:
             record.update(
@@ -134,7 +136,7 @@ class BatchSession:
                 reason=f"{type(exc).__name__}: {exc}",
                 text=None,
                 attempts={"used": 0, "cancelled": 0, "passing": 0, "stop_reason": "error"},
-                usage={"input_tokens": 0, "output_tokens": 0},
+                usage={"input_tokens": 0, "output_tokens": 0, "cost_usd": None},
             )
         else:
             record.update(_outcome(result))
@@ -184,6 +186,7 @@ def _outcome(result: SamplingResult) -> dict[str, Any]:
         if result.stop_reason == "stopped_by_plugin":
             reason = f"stopped by a plugin; {reason}"
     return {
+        "sampling_id": result.sampling_id,
         "status": status,
         "reason": reason,
         "failed_requirements": failed_checks,
@@ -193,19 +196,9 @@ def _outcome(result: SamplingResult) -> dict[str, Any]:
             "cancelled": result.cancelled,
             "passing": sum(1 for a in result.attempts if a.passed),
             "stop_reason": result.stop_reason,
-            "each": [
-                {
-                    "subsample": a.subsample_index,
-                    "attempt": a.attempt,
-                    "passed": a.passed,
-                    "latency_s": round(a.latency_s, 4),
-                    **({"failed": a.failure_reasons} if not a.passed else {}),
-                }
-                for a in result.attempts
-            ],
+            "loop_budget": result.loop_budget,
+            "concurrency_budget": result.concurrency_budget,
+            "each": attempt_entries(result),
         },
-        "usage": {
-            "input_tokens": result.usage.input_tokens,
-            "output_tokens": result.usage.output_tokens,
-        },
+        "usage": usage_entry(result),
     }

@@ -1,0 +1,88 @@
+"""Unbiased pass@k over a run's prompts, with bootstrap confidence intervals.
+
+For one prompt with ``n`` independent samples of which ``c`` passed, the chance that at
+least one of ``k`` samples drawn without replacement passes is (Chen et al. 2021,
+"Evaluating Large Language Models Trained on Code")::
+
+    pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i = n - c + 1}^{n} (1 - k / i)
+
+The product form never builds the large binomials. A run's pass@k is the mean over its
+prompts; its 95% interval is the 2.5th and 97.5th percentile of that mean over bootstrap
+resamples of the prompts (drawn with a fixed seed, so a report is the same every time).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import fsum
+
+__all__ = ["PassAtK", "ks_for", "pass_at_k", "pass_at_k_table"]
+
+BOOTSTRAP_SAMPLES = 1000
+SEED = 20210707  # the Codex paper's arXiv date: any fixed number keeps reports reproducible
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass@k for one prompt: ``n`` samples, ``c`` passed."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    miss = 1.0
+    for i in range(n - c + 1, n + 1):
+        miss *= 1.0 - k / i
+    return 1.0 - miss
+
+
+def ks_for(n: int) -> list[int]:
+    """The k reported for ``n`` samples per prompt: 1, 2, 4, ... up to ``n``."""
+    ks, k = [], 1
+    while k <= n:
+        ks.append(k)
+        k *= 2
+    return ks
+
+
+@dataclass(frozen=True, slots=True)
+class PassAtK:
+    """pass@k over a run: the mean over prompts and its 95% bootstrap interval."""
+
+    k: int
+    value: float
+    low: float
+    high: float
+    prompts: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        """As JSON-ready data."""
+        return {
+            "k": self.k,
+            "value": round(self.value, 6),
+            "low": round(self.low, 6),
+            "high": round(self.high, 6),
+            "prompts": self.prompts,
+        }
+
+
+def pass_at_k_table(
+    counts: Sequence[tuple[int, int]], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
+) -> list[PassAtK]:
+    """pass@k for k = 1, 2, 4, ... from each prompt's ``(n, c)``.
+
+    k goes up to the largest ``n``; each k is estimated over the prompts with at least
+    ``k`` samples (a prompt whose backend calls failed may have fewer), and says how many
+    those are. Empty when no prompt has a sample.
+    """
+    table = []
+    for k in ks_for(max((n for n, _ in counts), default=0)):
+        usable = [(n, c) for n, c in counts if n >= k]
+        size = len(usable)
+        rng = random.Random(seed)  # the same resamples for every k and every report
+        per_prompt = [pass_at_k(n, c, k) for n, c in usable]
+        means = sorted(fsum(rng.choices(per_prompt, k=size)) / size for _ in range(samples))
+        low = means[int(0.025 * (samples - 1))]
+        high = means[round(0.975 * (samples - 1))]
+        table.append(PassAtK(k, sum(per_prompt) / size, low, high, size))
+    return table

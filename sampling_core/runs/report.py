@@ -1,0 +1,207 @@
+"""A run's report: totals, one row per prompt, pass@k, as text or JSON (``samplehooks report``).
+
+Read from the run directory only, so it works on a run still in progress (the prompts
+without a record are counted as pending) and on run directories written by earlier
+versions (fields a record lacks are shown as unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import isfinite
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sampling_core.runs.passk import PassAtK, pass_at_k_table
+from sampling_core.runs.store import RunDirectory
+from sampling_core.runs.summary import RunSummary, summarize
+
+__all__ = ["PromptRow", "RunReport", "build_report", "prompt_row", "sample_counts"]
+
+
+@dataclass(slots=True)
+class PromptRow:
+    """One prompt's outcome: what ``report --json`` lists under ``prompts``."""
+
+    key: str
+    sampling_id: str | None
+    status: str
+    attempts: int
+    passes: int
+    cancelled: int
+    unmet: list[str]
+    reason: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    latency_s: float | None
+    elapsed_s: float | None
+    samples: tuple[int, int] | None = None
+    """``(n, c)``: subsamples that ran to their end, and those of them that passed."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """As JSON-ready data."""
+        return {
+            "key": self.key,
+            "sampling_id": self.sampling_id,
+            "status": self.status,
+            "attempts": self.attempts,
+            "passes": self.passes,
+            "cancelled": self.cancelled,
+            "unmet_requirements": self.unmet,
+            "reason": self.reason,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "latency_s": self.latency_s,
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and isfinite(value):
+        return float(value)
+    return None
+
+
+def sample_counts(record: dict[str, Any]) -> tuple[int, int]:
+    """``(n, c)`` for pass@k: subsamples that ended by passing or by spending their budget
+    (not by a backend error), and how many of them passed."""
+    attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
+    each = [e for e in attempts.get("each") or [] if isinstance(e, dict)]
+    passed: set[int] = set()
+    errored: set[int] = set()
+    seen: set[int] = set()
+    for entry in each:
+        index = entry.get("subsample")
+        if not isinstance(index, int):
+            continue
+        seen.add(index)
+        if entry.get("error"):
+            errored.add(index)
+        elif entry.get("passed"):
+            passed.add(index)
+    ran = seen - (errored - passed)
+    return len(ran), len(passed & ran)
+
+
+def prompt_row(record: dict[str, Any]) -> PromptRow:
+    """The row of one record (old records lack some fields: they come out as ``None``)."""
+    attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
+    usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+    timings = record.get("timings") if isinstance(record.get("timings"), dict) else {}
+    each = [e for e in attempts.get("each") or [] if isinstance(e, dict)]
+    unmet = list(record.get("failed_requirements") or [])
+    if record.get("status") == "error" and not unmet:
+        unmet = ["(error)"]
+    passes = attempts.get("passing")
+    return PromptRow(
+        key=str(record.get("key")),
+        sampling_id=record.get("sampling_id"),
+        status=str(record.get("status")),
+        attempts=int(attempts.get("used") or 0),
+        passes=int(passes) if isinstance(passes, int) else sum(bool(e.get("passed")) for e in each),
+        cancelled=int(attempts.get("cancelled") or 0),
+        unmet=unmet,
+        reason=record.get("reason"),
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cost_usd=_number(usage.get("cost_usd")),
+        latency_s=_number(usage.get("latency_s"))
+        if "latency_s" in usage
+        else (sum(_number(e.get("latency_s")) or 0.0 for e in each) if each else None),
+        elapsed_s=_number(timings.get("elapsed_s")),
+        samples=sample_counts(record),
+    )
+
+
+@dataclass(slots=True)
+class RunReport:
+    """The summary of a run, its prompts' rows and, when the run measured it, pass@k."""
+
+    summary: RunSummary
+    rows: list[PromptRow]
+    config: dict[str, Any] = field(default_factory=dict)
+    pass_at_k: list[PassAtK] = field(default_factory=list)
+
+    @property
+    def early_exit(self) -> bool:
+        """Whether the run stopped each prompt at its first pass (the default)."""
+        budgets = self.config.get("budgets") if isinstance(self.config.get("budgets"), dict) else {}
+        return budgets.get("early_exit", True) is not False
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The priced prompts' total cost (``None`` when no prompt was priced)."""
+        costs = [r.cost_usd for r in self.rows if r.cost_usd is not None]
+        return sum(costs) if costs else None
+
+    @property
+    def unpriced(self) -> int:
+        """Prompts whose cost is unknown (model without a known price, or an old record)."""
+        return sum(1 for r in self.rows if r.cost_usd is None)
+
+    def failed_rows(self) -> list[PromptRow]:
+        """The prompts not ok, errors first, then by key."""
+        return sorted(
+            (r for r in self.rows if r.status != "ok"), key=lambda r: (r.status != "error", r.key)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data: ``totals``, ``pass_at_k`` (or ``None``), ``prompts``."""
+        totals = self.summary.as_dict()
+        totals["cost_usd"] = self.cost_usd
+        totals["unpriced_prompts"] = self.unpriced
+        totals["early_exit"] = self.early_exit
+        return {
+            "run_dir": str(self.summary.run_dir),
+            "totals": totals,
+            "pass_at_k": [p.as_dict() for p in self.pass_at_k] if self.pass_at_k else None,
+            "prompts": [r.as_dict() for r in self.rows],
+        }
+
+    def render(self, *, top: int = 10) -> str:
+        """The summary, the cost, pass@k and the first ``top`` prompts not ok, as text."""
+        lines = [self.summary.render()]
+        if self.cost_usd is not None:
+            note = f" ({self.unpriced} prompts unpriced)" if self.unpriced else ""
+            lines.append(f"Cost: ${self.cost_usd:.4f}{note}")
+        elif self.rows:
+            lines.append("Cost: unknown (no price for this model; see docs/looking-at-runs.md)")
+        if self.pass_at_k:
+            lines.append("pass@k (unbiased estimator, 95% bootstrap interval over prompts):")
+            lines += [
+                f"  pass@{p.k:<3} {100 * p.value:5.1f}%  [{100 * p.low:5.1f}, {100 * p.high:5.1f}]"
+                f"  over {p.prompts} prompts"
+                for p in self.pass_at_k
+            ]
+        failed = self.failed_rows()
+        if failed:
+            lines.append(f"Prompts not ok ({len(failed)}; the first {min(top, len(failed))}):")
+            for row in failed[:top]:
+                why = ", ".join(row.unmet) if row.status == "failed" and row.unmet else row.reason
+                lines.append(f"  {row.status:<7}{row.key}: {str(why or '')[:120]}")
+        return "\n".join(lines)
+
+
+def _read_config(run_dir: RunDirectory) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(run_dir.config_file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def build_report(path: str | Path) -> RunReport:
+    """The report of the run in ``path`` (raises ``RunDirError`` when it is not a run)."""
+    summary = summarize(path)
+    run_dir = RunDirectory(Path(path))
+    latest = run_dir.scan_records().latest()
+    rows = [prompt_row(record) for record in latest.values()]
+    report = RunReport(summary, rows, _read_config(run_dir))
+    if not report.early_exit:
+        counts = [r.samples for r in rows if r.samples is not None]
+        report.pass_at_k = pass_at_k_table(counts)
+    return report

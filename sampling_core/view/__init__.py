@@ -1,0 +1,6 @@
+"""``samplehooks view``: a run (or two, compared) as one self-contained offline HTML page."""
+
+from sampling_core.view.data import run_data
+from sampling_core.view.page import build_page, render_page
+
+__all__ = ["build_page", "render_page", "run_data"]

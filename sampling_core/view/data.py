@@ -1,0 +1,97 @@
+"""The data a view page embeds: one run's totals, pass@k, prompts and their timelines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sampling_core.runs.report import RunReport, build_report
+from sampling_core.runs.store import RunDirectory
+from sampling_core.view.timeline import (
+    add_record_details,
+    lanes_from_events,
+    lanes_from_record,
+    read_events_by_call,
+)
+
+__all__ = ["MAX_TIMELINES", "run_data"]
+
+MAX_TIMELINES = 2000
+"""Prompts whose attempt timeline is embedded (those not ok first): keeps a page of a big
+run small enough for a laptop's browser; the table lists every prompt."""
+
+TEXT_SHOWN = 400
+
+
+def _budgets(report: RunReport) -> dict[str, Any]:
+    budgets = report.config.get("budgets")
+    budgets = budgets if isinstance(budgets, dict) else {}
+    return {
+        "loop_budget": budgets.get("loop_budget", 1),
+        "concurrency_budget": budgets.get("concurrency_budget", 1),
+        "early_exit": report.early_exit,
+    }
+
+
+def run_data(path: str | Path) -> dict[str, Any]:
+    """Everything the page shows of the run in ``path`` (raises ``RunDirError`` if not a run)."""
+    report = build_report(path)
+    run_dir = RunDirectory(Path(path))
+    latest = run_dir.scan_records().latest()
+    notes: list[str] = []
+    if not report.summary.complete:
+        notes.append(
+            f"{report.summary.pending} of {report.summary.total} prompts have no record yet "
+            "(a run in progress, or one that was stopped: resume it to finish)"
+        )
+    order = sorted(latest, key=lambda key: (latest[key].get("status") == "ok", key))
+    with_timeline = set(order[:MAX_TIMELINES])
+    if len(order) > MAX_TIMELINES:
+        notes.append(
+            f"timelines are embedded for {MAX_TIMELINES} of {len(order)} prompts "
+            "(those not ok first)"
+        )
+    wanted = {str(latest[k]["sampling_id"]) for k in with_timeline if latest[k].get("sampling_id")}
+    events = read_events_by_call(run_dir.events_file, wanted)
+    if not events.present:
+        notes.append(
+            "no events.jsonl (the recorder plugin was off): timelines come from the records, "
+            "which keep each attempt's outcome but not when cancelled attempts ran"
+        )
+    if events.bad_lines:
+        notes.append(f"events.jsonl: {events.bad_lines} lines skipped (not hook events)")
+    prompts = []
+    for row in report.rows:
+        record = latest[row.key]
+        item = row.as_dict()
+        text = record.get("text")
+        item["text"] = text[:TEXT_SHOWN] if isinstance(text, str) else None
+        if row.key in with_timeline:
+            call_events = events.by_call.get(str(row.sampling_id))
+            if call_events:
+                item["lanes"], item["timeline_source"] = lanes_from_events(call_events), "events"
+                add_record_details(item["lanes"], record)
+            else:
+                item["lanes"], item["timeline_source"] = lanes_from_record(record), "records"
+        prompts.append(item)
+    totals = report.as_dict()["totals"]
+    return {
+        "name": run_dir.path.name or str(run_dir.path),
+        "dir": str(run_dir.path),
+        "complete": report.summary.complete,
+        "totals": totals,
+        "budgets": _budgets(report),
+        "model": _model(report.config),
+        "pass_at_k": [p.as_dict() for p in report.pass_at_k],
+        "notes": notes,
+        "prompts": prompts,
+    }
+
+
+def _model(config: dict[str, Any]) -> str:
+    backend = config.get("backend")
+    if not isinstance(backend, dict):
+        return "unknown"
+    kind = str(backend.get("kind", "?"))
+    name = backend.get("model") or backend.get("model_path")
+    return f"{kind}: {name}" if name else kind

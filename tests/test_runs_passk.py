@@ -1,0 +1,106 @@
+"""pass@k: the unbiased estimator, its bootstrap intervals, and ``early_exit=False`` runs."""
+
+from __future__ import annotations
+
+import itertools
+from math import comb
+
+import pytest
+
+from sampling_core import Sampler, ScriptedBackend
+from sampling_core.requirements import max_words
+from sampling_core.runs.passk import ks_for, pass_at_k, pass_at_k_table
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_product_form_equals_the_binomial_form() -> None:
+    for n in range(1, 13):
+        for c, k in itertools.product(range(n + 1), range(1, n + 1)):
+            exact = 1 - comb(n - c, k) / comb(n, k)
+            assert pass_at_k(n, c, k) == pytest.approx(exact, abs=1e-12), (n, c, k)
+
+
+def test_large_n_stays_finite_and_in_range() -> None:
+    value = pass_at_k(2000, 3, 100)
+    assert 0.0 < value < 1.0
+    assert value == pytest.approx(1 - comb(1997, 100) / comb(2000, 100), rel=1e-9)
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(4, 5, 1), (4, -1, 1), (4, 1, 0), (4, 1, 5)])
+def test_impossible_counts_are_refused(n: int, c: int, k: int) -> None:
+    with pytest.raises(ValueError, match="pass@k needs"):
+        pass_at_k(n, c, k)
+
+
+def test_ks_are_powers_of_two_up_to_n() -> None:
+    assert ks_for(8) == [1, 2, 4, 8]
+    assert ks_for(6) == [1, 2, 4]
+    assert ks_for(1) == [1]
+    assert ks_for(0) == []
+
+
+def test_table_means_over_prompts_and_brackets_them_reproducibly() -> None:
+    counts = [(8, c) for c in (0, 1, 2, 8, 4, 0, 3, 5)]
+    table = pass_at_k_table(counts)
+    assert [p.k for p in table] == [1, 2, 4, 8]
+    for p in table:
+        expected = sum(pass_at_k(n, c, p.k) for n, c in counts) / len(counts)
+        assert p.value == pytest.approx(expected)
+        assert 0.0 <= p.low <= p.value <= p.high <= 1.0
+        assert p.low < p.high  # the prompts disagree, so the interval has width
+        assert p.prompts == 8
+    assert pass_at_k_table(counts) == table  # seeded: the same report every time
+    values = [p.value for p in table]
+    assert values == sorted(values)  # pass@k never falls as k grows
+
+
+def test_each_k_uses_the_prompts_with_enough_samples() -> None:
+    table = pass_at_k_table([(8, 2), (8, 8), (3, 0)])
+    assert [(p.k, p.prompts) for p in table] == [(1, 3), (2, 3), (4, 2), (8, 2)]
+    assert pass_at_k_table([]) == [] and pass_at_k_table([(0, 0)]) == []
+
+
+def test_one_prompt_has_a_zero_width_interval() -> None:
+    (p,) = pass_at_k_table([(1, 1)])
+    assert (p.value, p.low, p.high) == (1.0, 1.0, 1.0)
+
+
+async def test_early_exit_false_runs_every_subsample() -> None:
+    replies = ["short", "far too many words for the check here"] * 4
+    sampler = Sampler(ScriptedBackend(replies), load_entrypoints=False)
+    result = await sampler.sample(
+        "q", requirements=[max_words(3)], concurrency_budget=8, early_exit=False
+    )
+    assert result.success
+    assert result.iterations_used == 8 and result.cancelled == 0
+    assert sum(a.passed for a in result.attempts) == 4
+
+
+async def test_early_exit_false_still_stops_a_subsample_at_its_pass() -> None:
+    # Each subsample fails once, then passes: with loop_budget 4 it makes two attempts.
+    def reply(request) -> str:
+        return "ok" if request.iteration.attempt >= 2 else "not ok at all here"
+
+    sampler = Sampler(ScriptedBackend(reply), load_entrypoints=False)
+    for selection in ("first", "ordered"):
+        result = await sampler.sample(
+            "q",
+            requirements=[max_words(1)],
+            loop_budget=4,
+            concurrency_budget=3,
+            early_exit=False,
+            selection=selection,
+        )
+        assert result.iterations_used == 6, selection
+        assert sorted((a.subsample_index, a.attempt) for a in result.attempts if a.passed) == [
+            (0, 2),
+            (1, 2),
+            (2, 2),
+        ]
+
+
+async def test_early_exit_must_be_a_bool() -> None:
+    sampler = Sampler(ScriptedBackend(["x"]), load_entrypoints=False)
+    with pytest.raises(TypeError, match="early_exit must be a bool"):
+        await sampler.sample("q", early_exit="no")  # type: ignore[arg-type]

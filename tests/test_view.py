@@ -1,0 +1,160 @@
+"""``samplehooks view``: the data a page embeds, its timelines, its self-containment, bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import anyio
+import pytest
+from runs_helpers import records
+from typer.testing import CliRunner
+from view_helpers import make_run
+
+from builtin_plugins.recorder import RecorderPlugin
+from sampling_core import Sampler, ScriptedBackend
+from sampling_core.cli import app
+from sampling_core.requirements import max_words
+from sampling_core.view import build_page, run_data
+from sampling_core.view.timeline import lanes_from_events, lanes_from_record
+
+runner = CliRunner()
+
+
+def invoke(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def embedded(page: str) -> dict:
+    found = re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S)
+    assert found
+    return json.loads(found.group(1))
+
+
+def test_the_page_embeds_every_prompt_with_its_lanes(tmp_path: Path) -> None:
+    out = make_run(tmp_path, "a")
+    data = run_data(out)
+    assert data["complete"] and data["budgets"]["early_exit"] is False
+    assert [p["k"] for p in data["pass_at_k"]] == [1, 2, 4]
+    by_key = {r["key"]: r for r in records(out)}
+    assert {p["key"] for p in data["prompts"]} == set(by_key)
+    for prompt in data["prompts"]:
+        assert prompt["timeline_source"] == "events"
+        assert [lane["subsample"] for lane in prompt["lanes"]] == [0, 1, 2, 3]
+        outcomes = [lane["steps"][0]["outcome"] for lane in prompt["lanes"]]
+        each = sorted(by_key[prompt["key"]]["attempts"]["each"], key=lambda e: e["subsample"])
+        assert outcomes == ["passed" if e["passed"] else "failed" for e in each]
+        for lane in prompt["lanes"]:
+            step = lane["steps"][0]
+            assert step["text"]  # not captured in the events: taken from the record
+            assert bool(step["reasons"]) == (step["outcome"] == "failed")
+
+
+def test_without_events_the_timelines_come_from_the_records(tmp_path: Path) -> None:
+    out = make_run(tmp_path, "a", plugins=[])
+    data = run_data(out)
+    assert any("no events.jsonl" in note for note in data["notes"])
+    assert {p["timeline_source"] for p in data["prompts"]} == {"records"}
+    assert all(len(p["lanes"]) == 4 for p in data["prompts"])
+
+
+@pytest.mark.anyio
+async def test_events_show_the_attempts_an_early_exit_cancelled(tmp_path: Path) -> None:
+    async def reply(request) -> str:
+        if request.iteration.subsample_index == 0:
+            return "ok"
+        await anyio.sleep(60)  # cancelled by subsample 0's pass
+        return "never"
+
+    recorder = RecorderPlugin(tmp_path / "events.jsonl")
+    sampler = Sampler(ScriptedBackend(reply), plugins=[recorder], load_entrypoints=False)
+    result = await sampler.sample("q", requirements=[max_words(3)], concurrency_budget=3)
+    recorder.close()
+    assert result.cancelled == 2
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    lanes = lanes_from_events(events)
+    assert [(lane["subsample"], [s["outcome"] for s in lane["steps"]]) for lane in lanes] == [
+        (0, ["passed"]),
+        (1, ["cancelled"]),
+        (2, ["cancelled"]),
+    ]
+
+
+def test_records_alone_show_a_subsample_cut_short_as_cancelled() -> None:
+    record = {
+        "attempts": {
+            "used": 2,
+            "cancelled": 1,
+            "loop_budget": 3,
+            "each": [
+                {"subsample": 0, "attempt": 1, "passed": True},
+                {"subsample": 1, "attempt": 1, "passed": False, "failed": ["too long"]},
+                {"subsample": 2, "attempt": 1, "passed": False, "error": "BackendError: 500"},
+            ],
+        }
+    }
+    lanes = lanes_from_record(record)
+    assert [[s["outcome"] for s in lane["steps"]] for lane in lanes] == [
+        ["passed"],
+        ["failed", "cancelled"],
+        ["error"],
+    ]
+
+
+def test_the_page_is_self_contained_and_escapes_answers(tmp_path: Path) -> None:
+    out = make_run(tmp_path, "a", backend={"kind": "scripted", "replies": ["</script><b>x"]})
+    page = build_page([out])
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "<link" not in page and "@import" not in page and "url(" not in page
+    assert "</script><b>" not in page  # escaped inside the JSON
+    data = embedded(page)
+    assert data["runs"][0]["prompts"][0]["text"] == "</script><b>x"
+
+
+def test_view_writes_the_page_and_compares_two_runs(tmp_path: Path) -> None:
+    a = make_run(tmp_path, "a")
+    b = make_run(tmp_path, "b", budgets={"loop_budget": 2, "concurrency_budget": 1})
+    result = invoke("view", a)
+    assert result.exit_code == 0, result.output
+    assert (a / "view.html").is_file() and "wrote" in result.stdout
+    result = invoke("view", a, b, "-o", tmp_path / "cmp.html")
+    assert result.exit_code == 0, result.output
+    runs = embedded((tmp_path / "cmp.html").read_text())["runs"]
+    assert [r["name"] for r in runs] == ["a", "b"]
+
+
+def test_view_of_a_run_in_progress_says_what_is_pending(tmp_path: Path) -> None:
+    out = make_run(tmp_path, "a")
+    lines = (out / "records.jsonl").read_text().splitlines(keepends=True)
+    (out / "records.jsonl").write_text("".join(lines[:3]) + lines[3][:20])  # a torn last line
+    (out / "progress.json").unlink()
+    data = run_data(out)
+    assert not data["complete"] and len(data["prompts"]) == 3
+    assert any("5 of 8 prompts have no record yet" in note for note in data["notes"])
+    with (out / "events.jsonl").open("a") as events:
+        events.write('{"hook": "sampling_iter')  # the recorder's line being written
+    assert any("1 lines skipped" in note for note in run_data(out)["notes"])
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "file", "bad_record", "bad_meta"])
+def test_bad_input_is_one_line(tmp_path: Path, damage: str) -> None:
+    target = tmp_path / "run"
+    if damage == "empty":
+        target.mkdir()
+    elif damage == "file":
+        target.write_text("not a directory")
+    elif damage in ("bad_record", "bad_meta"):
+        target = make_run(tmp_path, "run", count=2)
+        name = "records.jsonl" if damage == "bad_record" else "meta.json"
+        (target / name).write_text("{oops\n")
+    for command in ("view", "report"):
+        result = invoke(command, target)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("samplehooks: error: ")
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+
+
+def test_view_takes_at_most_two_runs(tmp_path: Path) -> None:
+    result = invoke("view", tmp_path, tmp_path, tmp_path)
+    assert result.exit_code == 2 and "one run directory, or two" in result.stderr

@@ -1,0 +1,176 @@
+"""``samplehooks view`` pages in a real headless Chromium (Debian's ``chromium`` package).
+
+Playwright drives ``/usr/bin/chromium`` (installed by ``.ci/run``; no browser download).
+Each test opens a page written by the CLI from a ``file://`` URL and checks what a user
+sees: no console error, no request beyond the file, charts drawn, a filter, a sort, a
+prompt's timeline, and two runs compared.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runs_helpers import records
+from typer.testing import CliRunner
+from view_helpers import make_run
+
+from sampling_core.cli import app
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium), "
+            "as .ci/run does"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+class Opened:
+    """A page, with every console message, page error and request seen while it was open."""
+
+    def __init__(self, browser: Any, path: Path) -> None:
+        self.page = browser.new_page(viewport={"width": 1366, "height": 900})
+        self.messages: list[tuple[str, str]] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.messages.append((m.type, m.text)))
+        self.page.on("pageerror", lambda e: self.messages.append(("pageerror", str(e))))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.url = path.resolve().as_uri()
+        self.page.goto(self.url)
+        self.page.wait_for_selector("body[data-ready='1']")
+
+    def clean(self) -> None:
+        errors = [m for m in self.messages if m[0] in ("error", "pageerror", "warning")]
+        assert errors == []
+        assert self.requests == [self.url]  # the file itself, nothing else
+
+    def rows(self) -> list[list[str]]:
+        return self.page.eval_on_selector_all(
+            "#prompts tbody tr",
+            "trs => trs.map(tr => [...tr.children].map(td => td.textContent))",
+        )
+
+
+def view(*args: Path) -> Path:
+    out = args[0].parent / f"{'-'.join(a.name for a in args)}.html"
+    result = CliRunner().invoke(app, ["view", *map(str, args), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_a_run_page_draws_its_charts_filters_sorts_and_shows_a_timeline(
+    browser: Any, tmp_path: Path
+) -> None:
+    run = make_run(tmp_path, "a", count=8)
+    opened = Opened(browser, view(run))
+    page = opened.page
+    for chart in ("outcomes", "budget", "passk", "latency", "tokens"):
+        assert page.locator(f"#chart-{chart} svg").count() == 1, chart
+    assert page.locator("#chart-outcomes rect.bar").count() == 4
+    assert page.locator("#chart-passk circle.point").count() == 3  # k = 1, 2, 4
+    assert page.locator("#chart-passk line.interval").count() == 3
+    assert "Cost unknown" in page.inner_text("#chart-cost")
+
+    by_key = {r["key"]: r for r in records(run)}
+    assert len(opened.rows()) == 8
+    page.select_option("#filter-status", "failed")
+    failed = sorted(k for k, r in by_key.items() if r["status"] == "failed")
+    assert failed == ["p0", "p4"]
+    assert [row[0] for row in opened.rows()] == failed
+    assert page.inner_text("#shown") == "2 of 8 prompts shown"
+    page.select_option("#filter-status", "")
+    page.select_option("#filter-unmet", "contains 'zebra'")
+    assert [row[0] for row in opened.rows()] == failed
+    page.select_option("#filter-unmet", "")
+    page.fill("#filter-text", "p1")
+    assert [row[0] for row in opened.rows()] == ["p1"]
+    page.fill("#filter-text", "")
+
+    page.click("#prompts th[data-col='passes']")  # numbers sort largest first
+    passes = [int(row[3]) for row in opened.rows()]
+    assert passes == sorted(passes, reverse=True) and passes[0] > passes[-1]
+    page.click("#prompts th[data-col='passes']")
+    assert [int(row[3]) for row in opened.rows()] == sorted(passes)
+
+    page.click("#prompts tbody tr[data-key='p0']")
+    assert page.locator("#timeline .lane").count() == 4  # one lane per subsample
+    assert page.locator("#timeline .step.failed").count() == 4
+    assert "contains 'zebra'" in page.inner_text("#timeline")
+    page.click("#prompts tbody tr[data-key='p1']")
+    outcomes = page.eval_on_selector_all(
+        "#timeline .lane .step", "s => s.map(x => x.className.split(' ')[1])"
+    )
+    each = sorted(by_key["p1"]["attempts"]["each"], key=lambda e: e["subsample"])
+    assert outcomes == ["passed" if e["passed"] else "failed" for e in each]
+    opened.clean()
+    page.close()
+
+
+def test_the_compare_page_shows_both_runs_and_the_prompts_that_differ(
+    browser: Any, tmp_path: Path
+) -> None:
+    a = make_run(tmp_path, "a", count=8)
+    b = make_run(
+        tmp_path,
+        "b",
+        count=8,
+        backend={"kind": "scripted", "replies": ["a zebra"]},
+        budgets={"loop_budget": 2, "concurrency_budget": 1},
+    )
+    opened = Opened(browser, view(a, b))
+    page = opened.page
+    assert page.locator("#compare").is_visible()
+    head = page.inner_text("#compare-table thead")
+    assert "a" in head and "b" in head
+    success = page.inner_text("#compare-table tbody tr:nth-child(2)")
+    assert "success rate" in success and "75.0%" in success and "100.0%" in success
+    assert "pass@1" in page.inner_text("#compare-table")
+    differ = page.eval_on_selector_all("#differ-table tbody tr", "t => t.map(r => r.dataset.key)")
+    assert differ == ["p0", "p4"]  # failed in a, ok in b
+    assert page.locator("#chart-outcomes rect.bar").count() == 8  # 4 outcomes x 2 runs
+    page.select_option("#run-select", "1")
+    assert {row[1] for row in opened.rows()} == {"ok"}
+    page.click("#prompts tbody tr[data-key='p0']")
+    assert page.locator("#timeline .lane").count() == 1
+    opened.clean()
+    page.close()
+
+
+def test_a_run_in_progress_without_events_still_opens(browser: Any, tmp_path: Path) -> None:
+    run = make_run(tmp_path, "a", count=6, plugins=[])
+    lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
+    (run / "records.jsonl").write_text("".join(lines[:2]))
+    opened = Opened(browser, view(run))
+    page = opened.page
+    notes = page.inner_text("#notes")
+    assert "4 of 6 prompts have no record yet" in notes and "no events.jsonl" in notes
+    assert len(opened.rows()) == 2
+    page.click("#prompts tbody tr >> nth=0")
+    assert "timeline from the record" in page.inner_text("#timeline")
+    opened.clean()
+    page.close()
