@@ -108,7 +108,7 @@ class HookDispatcher:
         registration order (so it is called after them); the others go after.
         """
         combined = {}
-        for hook in HookName:
+        for hook in HookName.per_call():
             more = tuple(extra.get(hook, ()))
             late = tuple(impl for impl in more if impl.order == 0)
             rest = tuple(impl for impl in more if impl.order != 0)

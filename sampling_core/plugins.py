@@ -111,7 +111,8 @@ def _instantiate(obj: Any) -> Any:
     return obj() if isinstance(obj, type) else obj
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
+    """Print a one-line warning about plugins on stderr."""
     print(f"samplehooks: warning: {message}", file=sys.stderr)
 
 
@@ -238,7 +239,7 @@ class PluginRegistry:
                 entry.error = f"{type(exc).__name__}: {exc}"
                 if self.strict:
                     raise PluginError(entry.name, "load", entry.error) from exc
-                _warn(f"plugin {entry.name!r} could not be loaded and was skipped: {entry.error}")
+                warn(f"plugin {entry.name!r} could not be loaded and was skipped: {entry.error}")
             else:
                 entry.loaded = True
                 entry.hooks = self.hooks_of(entry.name)
@@ -247,7 +248,7 @@ class PluginRegistry:
             message = f"SAMPLEHOOKS_PLUGINS names {missing!r}, but no such plugin is installed"
             if self.strict:
                 raise PluginError(missing, "load", message)
-            _warn(message)
+            warn(message)
         return report
 
     # -- reading ------------------------------------------------------------------------
@@ -270,7 +271,7 @@ class PluginRegistry:
     def implementations(self) -> dict[HookName, tuple[HookImplementation, ...]]:
         """Every hook's implementations, in registration order (pluggy's grouping kept)."""
         found: dict[HookName, tuple[HookImplementation, ...]] = {}
-        for hook in HookName:
+        for hook in HookName.per_call():
             caller = getattr(self.manager.hook, hook.value)
             found[hook] = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
         return found
