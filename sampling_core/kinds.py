@@ -21,7 +21,6 @@ resumed; every other option must match.
 from __future__ import annotations
 
 import difflib
-import inspect
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,11 +28,12 @@ from importlib import metadata
 from typing import Any, Literal
 
 import pluggy
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import SamplehooksError
+from sampling_core.options import options_model, signature_of, validate_options
 from sampling_core.plugins import ENTRY_POINT_GROUP, PluginSettings, warn
 from sampling_core.requirements import Requirement, as_requirements
 
@@ -59,9 +59,6 @@ _HOOKS: dict[Area, str] = {
     "strategy": "register_strategies",
 }
 _NO_VALUE: Any = object()
-# An option whose rejected value may be a secret put in the wrong place is never repeated.
-_NEVER_SHOWN = frozenset({"api_key_env", "base_url"})
-_SECRET_HINTS = ("key", "token", "secret", "password")
 
 THROUGHPUT: Any = Field(json_schema_extra={"resume": "throughput"})
 """Mark an option ``Annotated[int, THROUGHPUT]``: it may change when a run is resumed."""
@@ -91,13 +88,10 @@ class Kind:
 
     def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``options`` validated by the options model, as keyword arguments; or KindError."""
-        try:
-            model = self.options.model_validate(dict(options))
-        except ValidationError as exc:
-            raise KindError(f"{self.where()}: {_first_problem(exc, self.options)}") from None
-        out = {name: getattr(model, name) for name in model.model_fields_set}
-        out.update(model.model_extra or {})
-        return out
+        checked, problem = validate_options(self.options, dict(options))
+        if checked is None:
+            raise KindError(f"{self.where()}: {problem}")
+        return checked
 
     def check_value(self, value: Any) -> Any:
         """A requirement's VALUE validated by the factory's first parameter; or KindError."""
@@ -149,61 +143,13 @@ class Kind:
         return built
 
 
-def _first_problem(exc: ValidationError, model: type[BaseModel]) -> str:
-    err = exc.errors()[0]
-    name = ".".join(str(part) for part in err["loc"]) or "(options)"
-    if err["type"] == "extra_forbidden":
-        allowed = list(model.model_fields)
-        close = difflib.get_close_matches(name, allowed, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"options: {', '.join(allowed)}"
-        if any(word in name.lower() for word in _SECRET_HINTS):
-            hint = (
-                "secrets never go in options: put the key in an environment variable and "
-                "give its NAME, e.g. as api_key_env"
-            )
-        return f"unknown option {name!r} ({hint})" if allowed else f"takes no option {name!r}"
-    if err["type"] == "missing":
-        return f"option {name!r} is required"
-    secret = name in _NEVER_SHOWN or any(hint in name.lower() for hint in _SECRET_HINTS)
-    hidden = secret or isinstance(err.get("input"), dict)
-    shown = "" if hidden else f" (got {err.get('input')!r})"
-    return f"option {name!r}: {err['msg']}{shown}"
-
-
-def options_model(name: str, factory: Callable[..., Any], area: Area) -> type[BaseModel]:
-    """A pydantic model of the factory's keyword parameters (a requirement's VALUE excluded).
-
-    ``**kwargs`` in the signature lets any further option through unchecked.
-    """
-    params = list(_signature(factory).parameters.values())
-    if area == "requirement" and params and params[0].kind is not params[0].KEYWORD_ONLY:
-        params = params[1:] if params[0].kind is not params[0].VAR_KEYWORD else params
-    fields: dict[str, Any] = {}
-    extra = "forbid"
-    for p in params:
-        if p.kind is p.VAR_KEYWORD:
-            extra = "allow"
-        elif p.kind is not p.VAR_POSITIONAL:
-            annotation = Any if p.annotation is p.empty else p.annotation
-            fields[p.name] = (annotation, ... if p.default is p.empty else p.default)
-    config = ConfigDict(extra=extra, arbitrary_types_allowed=True)  # type: ignore[typeddict-item]
-    return create_model(f"{name}_options", __config__=config, **fields)
-
-
 def _value_adapter(factory: Callable[..., Any]) -> TypeAdapter[Any] | None:
-    params = list(_signature(factory).parameters.values())
+    params = list(signature_of(factory).parameters.values())
     if not params or params[0].kind in (params[0].KEYWORD_ONLY, params[0].VAR_KEYWORD):
         return None
     first = params[0]
     annotation = Any if first.annotation is first.empty else first.annotation
     return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True))
-
-
-def _signature(factory: Callable[..., Any]) -> inspect.Signature:
-    try:
-        return inspect.signature(factory, eval_str=True)
-    except (NameError, TypeError, SyntaxError):
-        return inspect.signature(factory)
 
 
 @dataclass(slots=True)
@@ -271,7 +217,7 @@ class KindRegistry:
             if not impls:
                 continue
             if isinstance(plugin, type) and any(
-                "self" in _signature(impl.function).parameters for impl in impls
+                "self" in signature_of(impl.function).parameters for impl in impls
             ):
                 raise KindError(
                     f"plugin {name!r}: {hook_name} is an instance method of a class entry "

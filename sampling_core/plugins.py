@@ -25,12 +25,13 @@ from hook_specs.markers import PROJECT_NAME
 from hook_specs.names import HookName
 from sampling_core.dispatch import HookDispatcher, HookImplementation
 from sampling_core.errors import PluginError
+from sampling_core.options import options_model, validate_options
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 BUILTIN_DISTRIBUTION = "samplehooks"
 
 PluginSpec = Any
-"""A plugin object, a module, or the name of an installed plugin."""
+"""A plugin object, a module, the name of an installed plugin, or ``(name, {options})``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,15 +101,56 @@ def _canonical(name: str | None) -> str | None:
     return None if name is None else name.lower().replace("_", "-")
 
 
-def load_entry_point(name: str) -> Any:
-    """Import the plugin object behind entry point ``name`` (a class is instantiated)."""
+def entry_point_object(name: str) -> Any:
+    """The object behind entry point ``name``, imported but not instantiated."""
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
-        return _instantiate(ep.load())
+        return ep.load()
     raise LookupError(f"no installed plugin is named {name!r} (see `samplehooks plugins`)")
 
 
-def _instantiate(obj: Any) -> Any:
-    return obj() if isinstance(obj, type) else obj
+def load_entry_point(name: str, options: Mapping[str, Any] | None = None) -> Any:
+    """Import the plugin object behind entry point ``name``; a class is called with ``options``."""
+    return instantiate(name, entry_point_object(name), options)
+
+
+def instantiate(name: str, obj: Any, options: Mapping[str, Any] | None = None) -> Any:
+    """A class called with ``options`` as keyword arguments (checked first); else ``obj``.
+
+    A bad option raises :class:`PluginError` naming the plugin and the option.
+    """
+    if not isinstance(obj, type):
+        if options:
+            raise PluginError(name, "options", "takes no options (its entry point is no class)")
+        return obj
+    kwargs, problem = validate_options(options_model(name, obj), dict(options or {}))
+    if kwargs is None:
+        raise PluginError(name, "options", problem)
+    return obj(**kwargs)
+
+
+def affects_results(name: str) -> bool:
+    """Whether the installed plugin ``name`` may change results (unknown ones: yes).
+
+    A plugin class that sets ``affects_results = False`` (tracing, progress, recorder) may
+    be added, removed or reconfigured when a run is resumed.
+    """
+    try:
+        obj = entry_point_object(name)
+    except Exception:
+        return True
+    return getattr(obj, "affects_results", True) is not False
+
+
+def split_spec(plugin: PluginSpec) -> tuple[PluginSpec, dict[str, Any] | None]:
+    """``("name", {options})`` or ``{"name": ..., "options": ...}`` -> name and options."""
+    if isinstance(plugin, tuple) and len(plugin) == 2 and isinstance(plugin[0], str):
+        options = plugin[1]
+        if not isinstance(options, Mapping):
+            raise PluginError(plugin[0], "options", f"options must be a mapping, not {options!r}")
+        return plugin[0], dict(options)
+    if isinstance(plugin, Mapping) and isinstance(plugin.get("name"), str):
+        return plugin["name"], dict(plugin.get("options") or {})
+    return plugin, None
 
 
 def warn(message: str) -> None:
@@ -152,11 +194,14 @@ class PluginRegistry:
         Returns the name it was registered under, or ``None`` when the environment
         disables it.
         """
+        plugin, options = split_spec(plugin)
         if isinstance(plugin, str):
             if plugin in self.settings.disabled:
                 return None
             try:
-                resolved = _resolve_name(plugin)
+                resolved = _resolve_name(plugin, options)
+            except PluginError:
+                raise
             except Exception as exc:
                 raise PluginError(plugin, "load", str(exc)) from exc
             return self.register(resolved, name or plugin)
@@ -288,10 +333,10 @@ class PluginRegistry:
         return self._dispatcher
 
 
-def _resolve_name(name: str) -> Any:
+def _resolve_name(name: str, options: Mapping[str, Any] | None = None) -> Any:
     """An installed plugin by entry-point name, else an importable ``module[:attr]``."""
     try:
-        return load_entry_point(name)
+        return load_entry_point(name, options)
     except LookupError:
         if "." not in name and ":" not in name:
             raise
@@ -304,4 +349,4 @@ def _resolve_name(name: str) -> Any:
         ) from exc
     for part in filter(None, attr.split(".")):
         obj = getattr(obj, part)
-    return _instantiate(obj)
+    return instantiate(name, obj, options)
