@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from hook_specs import hookimpl
 from sampling_core.field_checks import contains_field, equals_field
@@ -126,20 +126,24 @@ def local_backend(
     return LocalBackend(model_path, parallel=parallel or 4, timeout=timeout_s)
 
 
+def _no_credentials(url: str | None) -> str | None:
+    if url is not None and re.match(r"^[a-z][a-z0-9+.-]*://[^/@]*@", url, re.I):
+        raise ValueError(
+            "the URL carries credentials; put the key in an environment variable and "
+            "give its NAME as api_key_env"
+        )
+    return url
+
+
 def openai_backend(
     model: str,
-    base_url: str | None = None,
+    base_url: Annotated[str | None, AfterValidator(_no_credentials)] = None,
     api_key_env: Annotated[str, Field(pattern=_VARIABLE), LOCATION] = "OPENAI_API_KEY",
     max_in_flight: Annotated[int | None, Field(ge=1), THROUGHPUT] = None,
     rpm: Annotated[float | None, Field(gt=0), THROUGHPUT] = None,
     timeout_s: Seconds = 120.0,
 ) -> Any:
     """An OpenAI-compatible server (OpenAI, vLLM, llama.cpp server, Ollama, LM Studio)."""
-    if base_url is not None and re.match(r"^[a-z][a-z0-9+.-]*://[^/@]*@", base_url, re.I):
-        raise ValueError(
-            "base_url carries credentials; put the key in an environment variable and "
-            "give its NAME as api_key_env"
-        )
     from sampling_core.backends import OpenAIBackend
 
     return OpenAIBackend(

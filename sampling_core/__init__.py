@@ -17,6 +17,7 @@
 from hook_specs.errors import StopSampling
 from hook_specs.records import Attempt, Generation, IterationInfo, Usage, ValidationResult
 from sampling_core.backends import AttemptTimeout, Backend, GenerationRequest, ScriptedBackend
+from sampling_core.check_context import CheckContext
 from sampling_core.context import current_iteration
 from sampling_core.dispatch import PluginFault
 from sampling_core.errors import BudgetError, PluginError, SamplehooksError
@@ -40,6 +41,7 @@ __all__ = [
     "Backend",
     "BestOfN",
     "BudgetError",
+    "CheckContext",
     "Generation",
     "GenerationRequest",
     "IterationInfo",

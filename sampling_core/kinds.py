@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import SamplehooksError
-from sampling_core.options import options_model, signature_of, validate_options
+from sampling_core.options import first_problem, options_model, problem_option, signature_of
 from sampling_core.plugins import ENTRY_POINT_GROUP, PluginSettings, warn
 from sampling_core.requirements import Requirement, as_requirements
 
@@ -67,7 +67,14 @@ LOCATION: Any = Field(json_schema_extra={"resume": "location"})
 
 
 class KindError(SamplehooksError, ValueError):
-    """An unknown kind, a bad option, a factory that raised, a clash: one line to fix."""
+    """An unknown kind, a bad option, a factory that raised, a clash: one line to fix.
+
+    ``key`` names what is wrong inside the kind's mapping (an option, ``kind``, the value).
+    """
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,26 +95,31 @@ class Kind:
 
     def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``options`` validated by the options model, as keyword arguments; or KindError."""
-        checked, problem = validate_options(self.options, dict(options))
-        if checked is None:
-            raise KindError(f"{self.where()}: {problem}")
-        return checked
+        try:
+            validated = self.options.model_validate(dict(options))
+        except ValidationError as exc:
+            problem = first_problem(exc, self.options)
+            raise KindError(f"{self.where()}: {problem}", problem_option(exc)) from None
+        out = {name: getattr(validated, name) for name in validated.model_fields_set}
+        out.update(validated.model_extra or {})
+        return out
 
     def check_value(self, value: Any) -> Any:
         """A requirement's VALUE validated by the factory's first parameter; or KindError."""
         if self.value is None:
             if value not in (None, True, _NO_VALUE):
                 raise KindError(
-                    f"{self.where()} takes no value (write `- {self.name}: true`), got {value!r}"
+                    f"{self.where()} takes no value (write `- {self.name}: true`), got {value!r}",
+                    self.name,
                 )
             return _NO_VALUE
         if value is _NO_VALUE or value is None:
-            raise KindError(f"{self.where()} needs a value: `{self.name}: VALUE`")
+            raise KindError(f"{self.where()} needs a value: `{self.name}: VALUE`", self.name)
         try:
             return self.value.validate_python(value)
         except ValidationError as exc:
             message = exc.errors()[0]["msg"]
-            raise KindError(f"{self.where()}: value {value!r}: {message}") from None
+            raise KindError(f"{self.where()}: value {value!r}: {message}", self.name) from None
 
     def label(self, option: str) -> str:
         """How a resume treats ``option``: ``result`` unless the model labels it."""
@@ -255,9 +267,10 @@ class KindRegistry:
         known = self.names(area)
         close = difflib.get_close_matches(str(name), known, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        return _raise(
+        raise KindError(
             f"unknown {area} kind {name!r} ({hint}known: {', '.join(known) or 'none'}; "
-            "an installed plugin can add more)"
+            "an installed plugin can add more)",
+            {"requirement": name, "backend": "kind", "strategy": "name"}[area],
         )
 
     def requirement(self, kind: str, value: Any = _NO_VALUE, **options: Any) -> Requirement:
@@ -277,10 +290,6 @@ class KindRegistry:
         if not isinstance(built, Strategy):
             raise KindError(f"strategy {name!r}: the factory returned {built!r}, not a Strategy")
         return built
-
-
-def _raise(message: str) -> Any:
-    raise KindError(message)
 
 
 def collect_kinds(

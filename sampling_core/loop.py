@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager
 from contextvars import Context, ContextVar
 from dataclasses import dataclass
@@ -47,6 +47,7 @@ from sampling_core.backends.base import (
     generate_within,
 )
 from sampling_core.budgets import check_budget
+from sampling_core.check_context import CheckContext
 from sampling_core.context import _current
 from sampling_core.dispatch import HookDispatcher, PluginFault
 from sampling_core.errors import PluginError
@@ -111,6 +112,7 @@ class CallSettings:
     attempt_timeout: float | None
     max_loop_budget: int
     max_concurrency_budget: int
+    row: Mapping[str, Any] | None = None  # the dataset line checks see (CheckContext.row)
 
 
 class _BackendFailed(Exception):
@@ -321,7 +323,10 @@ class SamplingCall:
         except _BackendFailed:
             self.in_flight -= 1
             return None
-        validations = validate_all(self.s.requirements, generation.text)
+        context = None
+        if any(r.wants_context for r in self.s.requirements):  # built only when a check asks
+            context = CheckContext(messages, self.s.row, info, self.s.options)
+        validations = validate_all(self.s.requirements, generation.text, context)
         if not isinstance(validations, tuple):
             validations = await validations  # an async check
         self.in_flight -= 1

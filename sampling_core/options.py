@@ -88,6 +88,15 @@ def validate_options(
         validated = model.model_validate(dict(options))
     except ValidationError as exc:
         return None, first_problem(exc, model)
+    return _kwargs(validated), None
+
+
+def problem_option(exc: ValidationError) -> str:
+    """The name of the option the first problem of ``exc`` is about."""
+    return ".".join(str(part) for part in exc.errors()[0]["loc"])
+
+
+def _kwargs(validated: BaseModel) -> dict[str, Any]:
     out = {name: getattr(validated, name) for name in validated.model_fields_set}
     out.update(validated.model_extra or {})
-    return out, None
+    return out

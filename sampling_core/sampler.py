@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, Literal
 
@@ -108,6 +108,7 @@ class Sampler:
         options: dict[str, Any] | None = None,
         format: type[Any] | None = None,
         backend: Backend | None = None,
+        row: Mapping[str, Any] | None = None,
     ) -> SamplingResult:
         """Sample until an answer to ``prompt`` meets every requirement, or the budget is spent.
 
@@ -117,7 +118,8 @@ class Sampler:
         reproducible seed for every (subsample, attempt). ``selection="ordered"`` picks the
         passing attempt first in (attempt, subsample_index) order, the same on every run
         with a seeded backend. ``format`` is a pydantic model the answer must parse as; the
-        parsed value is ``result.value``.
+        parsed value is ``result.value``. ``row`` is the dataset line checks see as
+        ``CheckContext.row`` (a batch run passes each prompt's line).
         """
         chosen = backend or self.backend
         if chosen is None:
@@ -167,6 +169,7 @@ class Sampler:
                 attempt_timeout=self.attempt_timeout,
                 max_loop_budget=self.max_loop_budget,
                 max_concurrency_budget=self.max_concurrency_budget,
+                row=row,
             )
         )
         return await call.run()

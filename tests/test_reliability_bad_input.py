@@ -74,23 +74,25 @@ CONFIG_CASES = {
     "an empty requirement": ("requirements: [{}]\n", "requirements[0]: a requirement is"),
     "a requirement with two kinds": (
         "requirements: [{contains: a, max_words: 3}]\n",
-        "requirements[0]: a requirement is a mapping with exactly one of",
+        "requirements[0].max_words: requirement 'contains' (plugin 'kinds'): unknown option",
     ),
     "a bad regular expression": (
         "requirements: [{matches: '(unclosed'}]\n",
-        "requirements[0]: matches: invalid regular expression",
+        "requirements[0]: requirement 'matches' (plugin 'kinds'): cannot be set up: "
+        "ValueError: not a valid regular expression",
     ),
     "a secret in the config": (
         "backend: {kind: openai, model: m, api_key: sk-x}\n",
-        "backend.api_key: unknown key; secrets never go in a config",
+        "backend.api_key: backend 'openai' (plugin 'kinds'): unknown option 'api_key' (secrets "
+        "never go in options",
     ),
     "a key in the URL": (
         "backend: {kind: openai, model: m, base_url: 'https://u:pw@example.com/v1'}\n",
-        "backend.base_url: the URL carries credentials",
+        "the URL carries credentials",
     ),
     "an option of another backend": (
         "backend: {kind: openai, model: m, replies: [x]}\n",
-        "replies applies to kind 'scripted' only",
+        "backend.replies: backend 'openai' (plugin 'kinds'): unknown option 'replies'",
     ),
     "an unknown plugin": ("plugins: [nosuch]\n", "plugins: ", "'nosuch'"),
 }
