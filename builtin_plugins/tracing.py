@@ -67,6 +67,8 @@ class TracingPlugin:
     to :class:`~builtin_plugins.otel.OtelPlugin` (default: the global provider).
     """
 
+    affects_results = False  # may be added, removed or reconfigured on --resume
+
     def __init__(
         self,
         capture_content: bool | None = None,
