@@ -34,7 +34,7 @@ from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import SamplehooksError
 from sampling_core.options import first_problem, options_model, problem_option, signature_of
-from sampling_core.plugins import ENTRY_POINT_GROUP, PluginSettings, warn
+from sampling_core.plugins import BUILTIN_DISTRIBUTION, ENTRY_POINT_GROUP, PluginSettings, warn
 from sampling_core.requirements import Requirement, as_requirements
 
 __all__ = [
@@ -303,7 +303,7 @@ def collect_kinds(
     """
     settings = settings or PluginSettings.from_env()
     registry = KindRegistry()
-    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=_builtins_first):
         if entry.name in settings.disabled or entry.name in registry.provided:
             continue
         try:
@@ -317,6 +317,13 @@ def collect_kinds(
         if _provides(plugin):
             registry.add_plugin(name, plugin)
     return registry
+
+
+def _builtins_first(entry: metadata.EntryPoint) -> tuple[bool, str]:
+    """samplehooks' own entry points first (a clash then names the third-party plugin)."""
+    dist = getattr(entry, "dist", None)
+    name = dist.metadata["Name"] if dist is not None else ""
+    return (str(name).lower().replace("_", "-") != BUILTIN_DISTRIBUTION, entry.name)
 
 
 def _provides(plugin: Any) -> bool:

@@ -77,6 +77,7 @@ def test_samplehooks_plugins_lists_it_with_its_hooks(site: Path) -> None:
         "loaded": True,
         "error": None,
         "hooks": ["sampling_iteration", "generation_pre_call"],
+        "provides": {},
     }
 
 
