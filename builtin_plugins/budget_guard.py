@@ -5,14 +5,16 @@
 * ``max_generations_per_call`` / ``max_generations_total``: at most this many backend calls
   (transport retries included) per ``sample()`` call / in total. A backend call that would
   go over is not made: the guard raises ``StopSampling`` in ``generation_pre_call``.
-* ``max_tokens_per_call`` / ``max_tokens_total``: input plus output tokens, as the backend
-  reports them. Tokens are known only once spent, so the guard raises ``StopSampling`` in
-  ``generation_post_call`` as soon as a total goes over its ceiling (cancelling what is in
-  flight), and refuses any new backend call once a ceiling is reached.
+* ``max_tokens_per_call`` (also written ``max_tokens``) / ``max_tokens_total``: input plus
+  output tokens, as the backend reports them. Tokens are known only once spent, so the guard
+  raises ``StopSampling`` in ``generation_post_call`` as soon as a total goes over its
+  ceiling (cancelling what is in flight), and refuses any new backend call once a ceiling
+  is reached.
 
 Totals are shared by every guard of the process unless a guard is given its own
-:class:`Totals`. Enabled by name, the guard reads its settings from
-``SAMPLEHOOKS_BUDGET_GUARD``, e.g. ``max_tokens_total=20000,max_generations_per_call=8``.
+:class:`Totals`. The settings are the plugin's options (``plugins=[("budget_guard",
+{"max_tokens": 5000})]``, ``--plugin budget_guard:max_tokens=5000``); a setting left out is
+read from ``SAMPLEHOOKS_BUDGET_GUARD``, e.g. ``max_tokens_total=20000,max_generations_per_call=8``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ _SETTINGS = (
     "max_generations_total",
     "max_tokens_total",
 )
+_ALIASES = {"max_tokens": "max_tokens_per_call"}
 
 
 @dataclass(slots=True)
@@ -73,7 +76,8 @@ class BudgetGuard:
     """Caps budgets and stops sampling when a generation or token ceiling is crossed.
 
     Every ceiling is optional (``None``: no ceiling); left out, each is read from
-    ``SAMPLEHOOKS_BUDGET_GUARD``. ``totals`` holds the process-wide counts
+    ``SAMPLEHOOKS_BUDGET_GUARD``. ``max_tokens`` is another name for ``max_tokens_per_call``
+    (the tokens one ``sample()`` call may spend). ``totals`` holds the process-wide counts
     (default :data:`PROCESS_TOTALS`).
     """
 
@@ -86,10 +90,18 @@ class BudgetGuard:
         max_generations_total: int | None = None,
         max_tokens_total: int | None = None,
         *,
+        max_tokens: int | None = None,
         totals: Totals | None = None,
         environ: dict[str, str] | None = None,
     ) -> None:
         env = _read_env(os.environ if environ is None else environ)
+        if max_tokens is not None:
+            if max_tokens_per_call is not None and max_tokens_per_call != max_tokens:
+                raise ValueError(
+                    "BudgetGuard: max_tokens is another name for max_tokens_per_call; "
+                    f"give one, not both ({max_tokens} and {max_tokens_per_call})"
+                )
+            max_tokens_per_call = max_tokens
         self.max_loop_budget = _setting("max_loop_budget", max_loop_budget, env)
         self.max_concurrency_budget = _setting(
             "max_concurrency_budget", max_concurrency_budget, env
@@ -102,6 +114,11 @@ class BudgetGuard:
         self.max_tokens_total = _setting("max_tokens_total", max_tokens_total, env)
         self.totals = totals if totals is not None else PROCESS_TOTALS
         self._calls: dict[str, Totals] = {}
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The per-call token ceiling (``max_tokens_per_call``)."""
+        return self.max_tokens_per_call
 
     def __repr__(self) -> str:
         settings = ", ".join(
@@ -225,11 +242,11 @@ def _read_env(environ: Any) -> dict[str, int]:
     settings: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in raw.split(","))):
         name, sep, value = part.partition("=")
-        name = name.strip()
+        name = _ALIASES.get(name.strip(), name.strip())
         if not sep or name not in _SETTINGS:
             raise ValueError(
                 f"{ENV_VAR}: cannot read {part!r}; write name=value pairs separated by "
-                f"commas, with names among: {', '.join(_SETTINGS)}"
+                f"commas, with names among: {', '.join((*_SETTINGS, *_ALIASES))}"
             )
         try:
             settings[name] = int(value)
