@@ -236,3 +236,30 @@ def test_a_misbehaving_provider_hook_is_one_line_exit_2_and_listed(
         assert entry["loaded"] and entry["provides"] == {"requirement": ["max_words"]}
     else:
         assert not entry["loaded"] and says in entry["error"]
+
+
+def test_budget_guard_max_tokens_from_yaml_and_from_the_command_line(tmp_path: Path) -> None:
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text('{"id": "a", "prompt": "one two"}\n{"id": "b", "prompt": "one two"}\n')
+    common = {
+        "backend": {"kind": "scripted", "replies": ["a b c"]},  # 5 tokens a call
+        "requirements": [{"contains": "zebra"}],
+        "budgets": {"loop_budget": 5},
+    }
+    guarded = write_config(
+        tmp_path / "guarded.yaml",
+        dataset,
+        plugins=[{"name": "budget_guard", "options": {"max_tokens": 12}}],
+        **common,
+    )
+    plain = write_config(tmp_path / "plain.yaml", dataset, **common)
+    for config, flags in [(guarded, []), (plain, ["--plugin", "budget_guard:max_tokens=12"])]:
+        out = tmp_path / config.stem
+        result = invoke("run", config, "--out", out, *flags, env={})
+        assert result.exit_code == 0, result.output
+        for record in records(out):  # per call: every prompt stops after its third call
+            assert record["attempts"]["stop_reason"] == "stopped_by_plugin"
+            assert record["usage"] == {"input_tokens": 6, "output_tokens": 9}
+    unguarded = invoke("run", plain, "--out", tmp_path / "free", env={})
+    assert unguarded.exit_code == 0
+    assert {r["attempts"]["used"] for r in records(tmp_path / "free")} == {5}
