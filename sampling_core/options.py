@@ -26,8 +26,11 @@ def _secret(name: str) -> bool:
 
 
 def first_problem(exc: ValidationError, model: type[BaseModel]) -> str:
-    """The first problem of ``exc``, in one line: the option's name and what is wrong."""
-    err = exc.errors()[0]
+    """The first problem of ``exc``, in one line: the option's name and what is wrong.
+
+    A misspelt option comes first (its did-you-mean explains the missing one too).
+    """
+    err = _first(exc)
     name = ".".join(str(part) for part in err["loc"]) or "(options)"
     if err["type"] == "extra_forbidden":
         allowed = list(model.model_fields)
@@ -93,7 +96,12 @@ def validate_options(
 
 def problem_option(exc: ValidationError) -> str:
     """The name of the option the first problem of ``exc`` is about."""
-    return ".".join(str(part) for part in exc.errors()[0]["loc"])
+    return ".".join(str(part) for part in _first(exc)["loc"])
+
+
+def _first(exc: ValidationError) -> Any:
+    errors = exc.errors()
+    return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
 
 
 def _kwargs(validated: BaseModel) -> dict[str, Any]:
