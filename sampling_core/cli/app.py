@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from sampling_core.cli.plugins_cmd import plugins_command
+from sampling_core.cli.plugins_cmd import plugins_app
 from sampling_core.cli.run_cmd import report_command, run_command
 from sampling_core.cli.sample_cmd import sample_command
 from sampling_core.cli.trace_cmd import trace_app
@@ -74,7 +74,7 @@ def _root(
     """Concurrent LLM sampling with validation, repair and pluggy hooks."""
 
 
-app.command("plugins")(plugins_command)
+app.add_typer(plugins_app, name="plugins")
 app.add_typer(trace_app, name="trace")
 app.command("run")(run_command)
 app.command("report")(report_command)

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from contextlib import redirect_stdout
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -22,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hook_specs.names import HookName
+from sampling_core.cli.plugin_template import TemplateError, write_plugin
 from sampling_core.kinds import KindError, KindRegistry
 from sampling_core.plugins import (
     InstalledPlugin,
@@ -32,7 +34,7 @@ from sampling_core.plugins import (
     load_entry_point,
 )
 
-__all__ = ["inspect_plugins", "plugins_command"]
+__all__ = ["inspect_plugins", "plugins_app", "plugins_command"]
 
 _HOOK_ORDER = {hook.value: position for position, hook in enumerate(HookName)}
 
@@ -105,7 +107,32 @@ def _enabled(entry: InstalledPlugin, settings: PluginSettings) -> bool:
     return not entry.builtin
 
 
+plugins_app = typer.Typer(
+    invoke_without_command=True,
+    add_completion=False,
+    help="List the installed plugins (and write a new one with `plugins new`).",
+)
+
+
+@plugins_app.command("new")
+def new_command(
+    name: str = typer.Argument(..., help="The plugin's name (its entry point), e.g. my-checks."),
+    directory: Path = typer.Option(
+        Path("."), "--dir", "-d", help="Where to write samplehooks-NAME/.", show_default=True
+    ),
+) -> None:
+    """Write a ready plugin distribution: entry point, a hook, a provider hook, a test."""
+    try:
+        root = write_plugin(name, directory)
+    except TemplateError as exc:
+        typer.echo(f"samplehooks: error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote {root}; next: pip install -e {root} && python -m pytest {root}/tests")
+
+
+@plugins_app.callback()
 def plugins_command(
+    ctx: typer.Context,
     as_json: bool = typer.Option(
         False, "--json", help="Print a JSON list (one object per plugin) instead of a table."
     ),
@@ -116,6 +143,8 @@ def plugins_command(
     code or a run config, SAMPLEHOOKS_PLUGINS=tracing). A plugin that fails to load is
     listed with its error; the command still succeeds.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     described = inspect_plugins()
     if as_json:
         typer.echo(json.dumps(described, indent=2))
