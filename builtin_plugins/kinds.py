@@ -75,12 +75,12 @@ def _is_json() -> Requirement:
     return is_json()
 
 
-def _equals_field(field: str, *, extract: str | None = None) -> Requirement:
-    return equals_field(field, extract=extract)
+def _equals_field(field: str, *, extract: str | None = None, reveal: bool = False) -> Requirement:
+    return equals_field(field, extract=extract, reveal=reveal)
 
 
-def _contains_field(field: str, *, extract: str | None = None) -> Requirement:
-    return contains_field(field, extract=extract)
+def _contains_field(field: str, *, extract: str | None = None, reveal: bool = False) -> Requirement:
+    return contains_field(field, extract=extract, reveal=reveal)
 
 
 @hookimpl

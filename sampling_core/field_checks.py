@@ -9,7 +9,9 @@ In a batch run every check that takes ``(text, context)`` sees the prompt's data
       - {equals_field: answer, extract: last_number}
 
 Both compare normalised text: lower case, surrounding white space and punctuation removed,
-inner white space collapsed. ``extract`` takes the part of the answer to compare first:
+inner white space collapsed. A failure's reason does not name the expected value unless
+``reveal: true`` (a repair strategy feeds reasons back to the model, which would hand it
+the answer). ``extract`` takes the part of the answer to compare first:
 ``last_number`` (the last number in it, e.g. ``"... so 12."`` -> ``12``) or a regular
 expression with one group (the group of its first match).
 """
@@ -69,7 +71,7 @@ def _extractor(extract: str | None) -> Callable[[str], str | None]:
 
 
 def _field_check(
-    field: str, extract: str | None, *, whole: bool
+    field: str, extract: str | None, *, whole: bool, reveal: bool = False
 ) -> Callable[[str, CheckContext], ValidationResult]:
     take = _extractor(extract)
     numeric = extract == "last_number"
@@ -90,20 +92,32 @@ def _field_check(
         if ok:
             return ValidationResult(True, score=1.0)
         verb = "equal" if whole else "contain"
+        # The expected value stays out of the reason unless asked: a reason is fed back to
+        # the model by the repair strategies, and would hand it the answer.
+        wanted = repr(expected_raw) if reveal else f"the dataset's {field!r}"
         return ValidationResult(
-            False, f"The answer must {verb} {expected_raw!r} (got {part.strip()[:80]!r}).", 0.0
+            False, f"The answer must {verb} {wanted} (got {part.strip()[:80]!r}).", 0.0
         )
 
     return check
 
 
-def equals_field(field: str, *, extract: str | None = None) -> Requirement:
-    """The answer (or the part ``extract`` takes) equals the dataset line's ``field``."""
+def equals_field(field: str, *, extract: str | None = None, reveal: bool = False) -> Requirement:
+    """The answer (or the part ``extract`` takes) equals the dataset line's ``field``.
+
+    A failure's reason names the expected value only with ``reveal`` (reasons are fed back
+    to the model by repair strategies).
+    """
     how = f" ({extract})" if extract else ""
-    return Requirement(f"equals field {field!r}{how}", _field_check(field, extract, whole=True))
+    check = _field_check(field, extract, whole=True, reveal=reveal)
+    return Requirement(f"equals field {field!r}{how}", check)
 
 
-def contains_field(field: str, *, extract: str | None = None) -> Requirement:
-    """The answer (or the part ``extract`` takes) contains the dataset line's ``field``."""
+def contains_field(field: str, *, extract: str | None = None, reveal: bool = False) -> Requirement:
+    """The answer (or the part ``extract`` takes) contains the dataset line's ``field``.
+
+    A failure's reason names the expected value only with ``reveal``.
+    """
     how = f" ({extract})" if extract else ""
-    return Requirement(f"contains field {field!r}{how}", _field_check(field, extract, whole=False))
+    check = _field_check(field, extract, whole=False, reveal=reveal)
+    return Requirement(f"contains field {field!r}{how}", check)

@@ -40,6 +40,10 @@ dependencies = ["samplehooks"]
 
 [tool.hatch.build.targets.wheel]
 packages = ["src/{package}"]
+
+[tool.ruff]
+line-length = 100
+src = ["src"]
 """
 
 _README = """\
@@ -78,15 +82,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict
-
 from hook_specs import hookimpl
 from hook_specs.payloads import SamplingIterationPayload
+from pydantic import BaseModel, ConfigDict
 from sampling_core import Requirement
 
 
 class MaxLinesOptions(BaseModel):
-    """The options of requirement kind ``{kind}`` (its value is the most lines)."""
+    """The options of requirement kind ``{kind}``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -106,10 +109,10 @@ def max_lines(limit: int, *, ignore_blank: bool = True) -> Requirement:
 
 
 class Plugin:
-    """Counts attempts per ``sample()`` call; registers the requirement kind ``{kind}``.
+    """Counts attempts per ``sample()`` call; registers a requirement kind.
 
-    samplehooks calls the class with the plugin's options as keyword arguments
-    (``--plugin {name}:label=demo``, YAML ``{{name: {name}, options: {{label: demo}}}}``).
+    samplehooks calls the class with the plugin's options as keyword arguments:
+    ``--plugin {name}:label=demo``, in YAML ``{{name: {name}, options: {{label: demo}}}}``.
     """
 
     def __init__(self, label: str = "{name}") -> None:
@@ -129,10 +132,9 @@ class Plugin:
 '''
 
 _TEST = '''\
-"""The plugin's tests, with samplehooks' pytest fixtures (``sampler``, ``scripted_backend``)."""
+"""The plugin's tests, with samplehooks' pytest fixtures ``sampler`` and ``scripted_backend``."""
 
 import pytest
-
 from sampling_core.kinds import KindError, KindRegistry
 
 from {package} import Plugin
