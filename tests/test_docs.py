@@ -168,7 +168,8 @@ def test_every_cli_command_is_documented() -> None:
         subcommands = getattr(command, "commands", None)
         if not subcommands:
             return [prefix]
-        return [p for n, c in subcommands.items() for p in paths(c, f"{prefix} {n}")]
+        itself = [prefix] if getattr(command, "invoke_without_command", False) else []
+        return itself + [p for n, c in subcommands.items() for p in paths(c, f"{prefix} {n}")]
 
     commands = paths(typer.main.get_command(app), "samplehooks")
     assert "samplehooks plugins" in commands
