@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from sampling_core.kinds import Area, Kind, KindRegistry
+from sampling_core.kinds import Area, Kind, KindError, KindRegistry
 from sampling_core.options import options_model
 from sampling_core.plugins import entry_point_object, installed_plugins
 from sampling_core.requirements import Requirement
@@ -113,6 +113,13 @@ def plugin_arg(spec: str) -> tuple[str, dict[str, Any]]:
 
 def requirement_arg(kinds: KindRegistry, spec: str) -> Requirement:
     """``--require KIND:VALUE`` (or a bare ``KIND`` that takes no value) as a Requirement."""
+    try:
+        return _requirement(kinds, spec)
+    except KindError as exc:
+        raise UsageError(f"--require {spec!r}: {exc}") from None
+
+
+def _requirement(kinds: KindRegistry, spec: str) -> Requirement:
     name, sep, text = spec.partition(":")
     kind = _kind(kinds, "requirement", name.strip().lower())
     if kind.value is None:
