@@ -5,18 +5,20 @@
 * ``max_generations_per_call`` / ``max_generations_total``: at most this many backend calls
   (transport retries included) per ``sample()`` call / in total. A backend call that would
   go over is not made: the guard raises ``StopSampling`` in ``generation_pre_call``.
-* ``max_tokens_per_call`` / ``max_tokens_total``: input plus output tokens, as the backend
-  reports them. Tokens are known only once spent, so the guard raises ``StopSampling`` in
-  ``generation_post_call`` as soon as a total goes over its ceiling (cancelling what is in
-  flight), and refuses any new backend call once a ceiling is reached.
+* ``max_tokens_per_call`` (also written ``max_tokens``) / ``max_tokens_total``: input plus
+  output tokens, as the backend reports them. Tokens are known only once spent, so the guard
+  raises ``StopSampling`` in ``generation_post_call`` as soon as a total goes over its
+  ceiling (cancelling what is in flight), and refuses any new backend call once a ceiling
+  is reached.
 * ``max_usd_per_call`` / ``max_usd_total``: US dollars, as priced in ``usage.cost_usd``
   (see :mod:`sampling_core.pricing`), enforced like the token ceilings. A call whose price
   is unknown cannot be counted, so with a dollar ceiling set it stops sampling (fail closed)
   rather than spend without a limit.
 
 Totals are shared by every guard of the process unless a guard is given its own
-:class:`Totals`. Enabled by name, the guard reads its settings from
-``SAMPLEHOOKS_BUDGET_GUARD``, e.g. ``max_tokens_total=20000,max_usd_total=0.50``.
+:class:`Totals`. The settings are the plugin's options (``plugins=[("budget_guard",
+{"max_tokens": 5000})]``, ``--plugin budget_guard:max_tokens=5000``); a setting left out is
+read from ``SAMPLEHOOKS_BUDGET_GUARD``, e.g. ``max_tokens_total=20000,max_usd_total=0.50``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ _SETTINGS = (
     "max_usd_total",
 )
 _DOLLARS = ("max_usd_per_call", "max_usd_total")
+_ALIASES = {"max_tokens": "max_tokens_per_call"}
 
 
 @dataclass(slots=True)
@@ -82,7 +85,8 @@ class BudgetGuard:
     """Caps budgets and stops sampling when a generation or token ceiling is crossed.
 
     Every ceiling is optional (``None``: no ceiling); left out, each is read from
-    ``SAMPLEHOOKS_BUDGET_GUARD``. ``totals`` holds the process-wide counts
+    ``SAMPLEHOOKS_BUDGET_GUARD``. ``max_tokens`` is another name for ``max_tokens_per_call``
+    (the tokens one ``sample()`` call may spend). ``totals`` holds the process-wide counts
     (default :data:`PROCESS_TOTALS`).
     """
 
@@ -97,10 +101,18 @@ class BudgetGuard:
         max_usd_per_call: float | None = None,
         max_usd_total: float | None = None,
         *,
+        max_tokens: int | None = None,
         totals: Totals | None = None,
         environ: dict[str, str] | None = None,
     ) -> None:
         env = _read_env(os.environ if environ is None else environ)
+        if max_tokens is not None:
+            if max_tokens_per_call is not None and max_tokens_per_call != max_tokens:
+                raise ValueError(
+                    "BudgetGuard: max_tokens is another name for max_tokens_per_call; "
+                    f"give one, not both ({max_tokens} and {max_tokens_per_call})"
+                )
+            max_tokens_per_call = max_tokens
         self.max_loop_budget = _setting("max_loop_budget", max_loop_budget, env)
         self.max_concurrency_budget = _setting(
             "max_concurrency_budget", max_concurrency_budget, env
@@ -115,6 +127,11 @@ class BudgetGuard:
         self.max_usd_total = _dollars("max_usd_total", max_usd_total, env)
         self.totals = totals if totals is not None else PROCESS_TOTALS
         self._calls: dict[str, Totals] = {}
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The per-call token ceiling (``max_tokens_per_call``)."""
+        return self.max_tokens_per_call
 
     def __repr__(self) -> str:
         settings = ", ".join(
@@ -278,11 +295,11 @@ def _read_env(environ: Any) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in raw.split(","))):
         name, sep, value = part.partition("=")
-        name = name.strip()
+        name = _ALIASES.get(name.strip(), name.strip())
         if not sep or name not in _SETTINGS:
             raise ValueError(
                 f"{ENV_VAR}: cannot read {part!r}; write name=value pairs separated by "
-                f"commas, with names among: {', '.join(_SETTINGS)}"
+                f"commas, with names among: {', '.join((*_SETTINGS, *_ALIASES))}"
             )
         try:
             settings[name] = float(value) if name in _DOLLARS else int(value)

@@ -50,6 +50,8 @@ class ProgressPlugin:
     does nothing. ``description`` labels the calls bar.
     """
 
+    affects_results = False  # may be added, removed or reconfigured on --resume
+
     def __init__(
         self,
         total: int | None = None,

@@ -78,6 +78,8 @@ class RecorderPlugin:
     ``with`` block, or when the recorder is garbage-collected.
     """
 
+    affects_results = False  # may be added, removed or reconfigured on --resume
+
     def __init__(
         self, path: str | os.PathLike[str] | None = None, *, capture_content: bool | None = None
     ) -> None:

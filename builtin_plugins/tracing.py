@@ -71,6 +71,8 @@ class TracingPlugin:
     (default: the global providers).
     """
 
+    affects_results = False  # may be added, removed or reconfigured on --resume
+
     def __init__(
         self,
         capture_content: bool | None = None,

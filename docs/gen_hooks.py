@@ -213,7 +213,7 @@ def _unwrap(paragraph: str) -> str:
 
 def summary_table() -> str:
     rows = ["| hook | fires | a plugin may change | a fault |", "|---|---|---|---|"]
-    for hook in HookName:
+    for hook in HookName.per_call():
         payload = PAYLOAD_TYPES[hook]
         fires, _ = first_paragraph(getattr(specs, hook.value).__doc__ or "")
         change = ", ".join(f"`{f}`" for f in sorted(payload.writable)) or "nothing"
@@ -314,7 +314,7 @@ def render() -> str:
         "Plain dataclasses (import them from `hook_specs`). A `Message` is a "
         '`dict[str, Any]` such as `{"role": "user", "content": "..."}`.\n\n' + records
     )
-    sections = [INTRO, summary_table(), *(hook_section(h) for h in HookName), values]
+    sections = [INTRO, summary_table(), *(hook_section(h) for h in HookName.per_call()), values]
     return "\n\n".join(s.strip() for s in sections) + "\n"
 
 

@@ -15,6 +15,9 @@ class HookName(StrEnum):
     GENERATION_PRE_CALL = "generation_pre_call"
     GENERATION_POST_CALL = "generation_post_call"
     GENERATION_ERROR = "generation_error"
+    REGISTER_REQUIREMENTS = "register_requirements"
+    REGISTER_BACKENDS = "register_backends"
+    REGISTER_STRATEGIES = "register_strategies"
 
     def __str__(self) -> str:
         return self.value
@@ -27,4 +30,22 @@ class HookName(StrEnum):
         """
         from hook_specs.payloads import PAYLOAD_TYPES  # the payloads import this module
 
-        return bool(PAYLOAD_TYPES[self].writable)
+        payload_type = PAYLOAD_TYPES.get(self)  # provider hooks have none
+        return payload_type is not None and bool(payload_type.writable)
+
+    @property
+    def is_provider(self) -> bool:
+        """Whether this is a provider hook (``register_*``): called with ``register``, once
+        per process when kinds are collected, never during a ``sample()`` call."""
+        return self in PROVIDER_HOOKS
+
+    @classmethod
+    def per_call(cls) -> tuple[HookName, ...]:
+        """The hooks fired during ``sample()`` calls (every member but the provider hooks)."""
+        return tuple(hook for hook in cls if hook not in PROVIDER_HOOKS)
+
+
+PROVIDER_HOOKS = frozenset(
+    {HookName.REGISTER_REQUIREMENTS, HookName.REGISTER_BACKENDS, HookName.REGISTER_STRATEGIES}
+)
+"""The provider hooks: they add kinds (requirements, backends, strategies) by name."""

@@ -11,6 +11,8 @@ because they cannot span awaited implementations: pair ``sampling_loop_start`` w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hook_specs.markers import hookspec
 from hook_specs.payloads import (
     GenerationErrorPayload,
@@ -81,4 +83,37 @@ def generation_error(payload: GenerationErrorPayload) -> None:
     """When a backend call raised; ``payload.will_retry`` says whether it is retried.
 
     Observe only.
+    """
+
+
+# -- provider hooks: called once when kinds are collected, with ``register`` -------------------
+
+
+@hookspec
+def register_requirements(register: Callable[..., None]) -> None:
+    """Add requirement kinds: ``register(kind, factory, options=None)``.
+
+    ``factory(VALUE, **options)`` returns a ``Requirement`` or a check callable; YAML writes
+    the kind as ``- KIND: VALUE`` (other keys of that mapping are its options), the CLI as
+    ``--require KIND:VALUE``. Options are validated by ``options`` (a pydantic model) or, when
+    none is given, by the factory's own signature. Called for every installed plugin that is
+    not disabled, with a ``register`` that knows the plugin's name.
+    """
+
+
+@hookspec
+def register_backends(register: Callable[..., None]) -> None:
+    """Add backend kinds: ``register(kind, factory, options=None)``.
+
+    ``factory(**options)`` returns a backend; YAML writes ``backend: {kind: KIND, ...}``, the
+    CLI ``--backend KIND --backend-option NAME=VALUE``.
+    """
+
+
+@hookspec
+def register_strategies(register: Callable[..., None]) -> None:
+    """Add strategies: ``register(name, factory, options=None)``.
+
+    ``factory(**options)`` returns a ``Strategy``; YAML writes ``strategy: NAME`` or
+    ``strategy: {name: NAME, ...options}``, the CLI ``--strategy NAME``.
     """

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from hook_specs.errors import StopSampling
     from hook_specs.records import Attempt, Generation, IterationInfo, Usage, ValidationResult
     from sampling_core.backends import AttemptTimeout, Backend, GenerationRequest, ScriptedBackend
+    from sampling_core.check_context import CheckContext
     from sampling_core.context import current_iteration
     from sampling_core.dispatch import PluginFault
     from sampling_core.errors import BudgetError, PluginError, SamplehooksError
@@ -46,6 +47,7 @@ _EXPORTS = {
     "Backend": "sampling_core.backends",
     "BestOfN": "sampling_core.strategies",
     "BudgetError": "sampling_core.errors",
+    "CheckContext": "sampling_core.check_context",
     "current_iteration": "sampling_core.context",
     "Generation": "hook_specs.records",
     "GenerationRequest": "sampling_core.backends",
@@ -78,6 +80,7 @@ __all__ = [
     "Backend",
     "BestOfN",
     "BudgetError",
+    "CheckContext",
     "Generation",
     "GenerationRequest",
     "IterationInfo",

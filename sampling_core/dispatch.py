@@ -155,7 +155,7 @@ class HookTable:
         """A table with ``extra`` implementations registered after these (pluggy's rule:
         a later ``trylast`` one goes before the earlier ones, so it is called after them)."""
         combined = {}
-        for hook in HookName:
+        for hook in HookName.per_call():
             more = tuple(extra.get(hook, ()))
             late = tuple(impl for impl in more if impl.order == 0)
             rest = tuple(impl for impl in more if impl.order != 0)

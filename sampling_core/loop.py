@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 from hook_specs.errors import StopSampling
 from hook_specs.records import Attempt, Generation, IterationInfo, Message
 from sampling_core.backends.base import Backend, GenerationRequest, as_generation, generate_within
+from sampling_core.check_context import CheckContext
 from sampling_core.context import enter_attempt
 from sampling_core.dispatch import CallHooks
 from sampling_core.requirements import Requirement, validate_all
@@ -66,6 +68,7 @@ class CallSettings:
     max_concurrency_budget: int
     early_exit: bool = True
     check_timeout: float | None = None
+    row: Mapping[str, Any] | None = None  # the dataset line checks see (CheckContext.row)
 
 
 class _BackendFailed(Exception):
@@ -196,7 +199,12 @@ class SamplingCall:
         except _BackendFailed:
             tally.in_flight -= 1
             return None
-        validations = validate_all(self.s.requirements, generation.text, self.s.check_timeout)
+        context = None
+        if any(r.wants_context for r in self.s.requirements):  # built only when a check asks
+            context = CheckContext(messages, self.s.row, info, self.s.options)
+        validations = validate_all(
+            self.s.requirements, generation.text, context, self.s.check_timeout
+        )
         if not isinstance(validations, tuple):
             validations = await validations  # an async check
         tally.in_flight -= 1

@@ -27,6 +27,7 @@ from hook_specs.markers import PROJECT_NAME, is_background
 from hook_specs.names import HookName
 from sampling_core.dispatch import HookImplementation, HookTable, Monitor
 from sampling_core.errors import PluginError
+from sampling_core.options import options_model, validate_options
 
 if TYPE_CHECKING:
     from sampling_core.background import BackgroundDelivery
@@ -35,7 +36,7 @@ ENTRY_POINT_GROUP = PROJECT_NAME
 BUILTIN_DISTRIBUTION = "samplehooks"
 
 PluginSpec = Any
-"""A plugin object, a module, or the name of an installed plugin."""
+"""A plugin object, a module, the name of an installed plugin, or ``(name, {options})``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +141,7 @@ def _entry_point(name: str) -> Any:
         clash = (name, str(_dist_name(other)))
         if clash not in _warned_clashes:
             _warned_clashes.add(clash)
-            _warn(
+            warn(
                 f"the distribution {_dist_name(other)!r} declares a plugin named {name!r}, the "
                 f"name of a built-in; the built-in {name!r} is used (rename that entry point "
                 "to use the other plugin)"
@@ -156,11 +157,12 @@ class PluginImportError(RuntimeError):
     """Importing (or making) a plugin raised; whatever it raised, even ``SystemExit``."""
 
 
-def load_entry_point(name: str) -> Any:
-    """Import the plugin object behind entry point ``name`` (a class is instantiated).
+def entry_point_object(name: str) -> Any:
+    """The object behind entry point ``name``, imported but not instantiated.
 
-    Anything raised while importing or making it (``SystemExit``, ``KeyboardInterrupt``
-    included: a plugin must not end the program it is loaded into) is raised as
+    When several distributions use the name, the built-in's (see :func:`_entry_point`).
+    Anything raised while importing it (``SystemExit``, ``KeyboardInterrupt`` included: a
+    plugin must not end the program it is loaded into) is raised as
     :class:`PluginImportError` naming it.
     """
     ep = _entry_point(name)
@@ -172,7 +174,7 @@ def load_entry_point(name: str) -> Any:
             f"no installed plugin is named {name!r} ({hint}see `samplehooks plugins`)"
         )
     try:
-        return _instantiate(ep.load())
+        return ep.load()
     except Exception:
         raise
     except BaseException as exc:  # SystemExit & co.: isolated on purpose, reported by name
@@ -181,11 +183,53 @@ def load_entry_point(name: str) -> Any:
         ) from exc
 
 
-def _instantiate(obj: Any) -> Any:
-    return obj() if isinstance(obj, type) else obj
+def load_entry_point(name: str, options: Mapping[str, Any] | None = None) -> Any:
+    """Import the plugin object behind entry point ``name``; a class is called with ``options``."""
+    return instantiate(name, entry_point_object(name), options)
 
 
-def _warn(message: str) -> None:
+def instantiate(name: str, obj: Any, options: Mapping[str, Any] | None = None) -> Any:
+    """A class called with ``options`` as keyword arguments (checked first); else ``obj``.
+
+    A bad option raises :class:`PluginError` naming the plugin and the option.
+    """
+    if not isinstance(obj, type):
+        if options:
+            raise PluginError(name, "options", "takes no options (its entry point is no class)")
+        return obj
+    kwargs, problem = validate_options(options_model(name, obj), dict(options or {}))
+    if kwargs is None:
+        raise PluginError(name, "options", problem)
+    return obj(**kwargs)
+
+
+def affects_results(name: str) -> bool:
+    """Whether the installed plugin ``name`` may change results (unknown ones: yes).
+
+    A plugin class that sets ``affects_results = False`` (tracing, progress, recorder) may
+    be added, removed or reconfigured when a run is resumed.
+    """
+    try:
+        obj = entry_point_object(name)
+    except Exception:
+        return True
+    return getattr(obj, "affects_results", True) is not False
+
+
+def split_spec(plugin: PluginSpec) -> tuple[PluginSpec, dict[str, Any] | None]:
+    """``("name", {options})`` or ``{"name": ..., "options": ...}`` -> name and options."""
+    if isinstance(plugin, tuple) and len(plugin) == 2 and isinstance(plugin[0], str):
+        options = plugin[1]
+        if not isinstance(options, Mapping):
+            raise PluginError(plugin[0], "options", f"options must be a mapping, not {options!r}")
+        return plugin[0], dict(options)
+    if isinstance(plugin, Mapping) and isinstance(plugin.get("name"), str):
+        return plugin["name"], dict(plugin.get("options") or {})
+    return plugin, None
+
+
+def warn(message: str) -> None:
+    """Print a one-line warning about plugins on stderr."""
     print(f"samplehooks: warning: {message}", file=sys.stderr)
 
 
@@ -285,11 +329,14 @@ class PluginRegistry:
         Returns the name it was registered under, or ``None`` when the environment
         disables it.
         """
+        plugin, options = split_spec(plugin)
         if isinstance(plugin, str):
             if plugin in self.settings.disabled:
                 return None
             try:
-                resolved = _resolve_name(plugin)
+                resolved = _resolve_name(plugin, options)
+            except PluginError:
+                raise
             except Exception as exc:
                 raise PluginError(plugin, "load", str(exc)) from exc
             return self.register(resolved, name or plugin)
@@ -385,7 +432,7 @@ class PluginRegistry:
                 entry.error = f"{type(exc).__name__}: {exc}"
                 if self.strict:
                     raise PluginError(entry.name, "load", entry.error) from exc
-                _warn(f"plugin {entry.name!r} could not be loaded and was skipped: {entry.error}")
+                warn(f"plugin {entry.name!r} could not be loaded and was skipped: {entry.error}")
             else:
                 entry.loaded = True
                 entry.hooks = self.hooks_of(entry.name)
@@ -394,7 +441,7 @@ class PluginRegistry:
             message = f"SAMPLEHOOKS_PLUGINS names {missing!r}, but no such plugin is installed"
             if self.strict:
                 raise PluginError(missing, "load", message)
-            _warn(message)
+            warn(message)
         return report
 
     # -- reading ------------------------------------------------------------------------
@@ -417,7 +464,7 @@ class PluginRegistry:
     def implementations(self) -> dict[HookName, tuple[HookImplementation, ...]]:
         """Every hook's implementations, in registration order (pluggy's grouping kept)."""
         found: dict[HookName, tuple[HookImplementation, ...]] = {}
-        for hook in HookName:
+        for hook in HookName.per_call():
             caller = getattr(self.manager.hook, hook.value)
             found[hook] = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
         return found
@@ -558,10 +605,10 @@ def _trace_after(outcome: Any, hook_name: str, hook_impls: list[Any], kwargs: An
         print(f"samplehooks: {hook_name} raised {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-def _resolve_name(name: str) -> Any:
+def _resolve_name(name: str, options: Mapping[str, Any] | None = None) -> Any:
     """An installed plugin by entry-point name, else an importable ``module[:attr]``."""
     try:
-        return load_entry_point(name)
+        return load_entry_point(name, options)
     except LookupError:
         if "." not in name and ":" not in name:
             raise
@@ -580,4 +627,4 @@ def _resolve_name(name: str) -> Any:
         ) from exc
     for part in filter(None, attr.split(".")):
         obj = getattr(obj, part)
-    return _instantiate(obj)
+    return instantiate(name, obj, options)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from hook_specs.errors import StopSampling
 from hook_specs.records import ValidationResult
+from sampling_core.check_context import CheckContext, takes_context
 from sampling_core.linear_regex import compile_linear
 
 if TYPE_CHECKING:
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound=BaseModel)
 CheckResult = bool | ValidationResult
-Check = Callable[[str], CheckResult | Awaitable[CheckResult]]
+Check = Callable[..., CheckResult | Awaitable[CheckResult]]
+"""``check(text)`` or ``check(text, context)``, sync or async."""
 
 __all__ = [
     "Check",
@@ -54,29 +56,37 @@ DEFAULT_CHECK_TIMEOUT_S = 60.0
 class Requirement:
     """A description of what an answer must satisfy, and the check that decides it."""
 
-    __slots__ = ("_verdicts", "check", "description")
+    __slots__ = ("_verdicts", "check", "description", "wants_context")
 
     def __init__(self, description: str, check: Check) -> None:
         if not callable(check):
             raise TypeError(f"Requirement {description!r}: check must be callable, got {check!r}")
         self.description = description
         self.check = check
+        # decided once: a check taking (text, context) is given a CheckContext
+        self.wants_context = takes_context(check)
         # The (failed, passed) verdicts of a check returning a bool: immutable, so shared.
         self._verdicts: tuple[ValidationResult, ValidationResult] | None = None
 
     def __repr__(self) -> str:
         return f"Requirement({self.description!r})"
 
-    async def validate(self, text: str) -> ValidationResult:
+    async def validate(self, text: str, context: CheckContext | None = None) -> ValidationResult:
         """Run the check on ``text`` and return its verdict, labelled with this description."""
-        outcome: Any = self.check(text)
+        outcome: Any = (
+            self.check(text, context or CheckContext()) if self.wants_context else self.check(text)
+        )
         if inspect.isawaitable(outcome):
             outcome = await outcome
         return _as_result(outcome, self.description)
 
-    def validate_now(self, text: str) -> ValidationResult | Awaitable[ValidationResult]:
+    def validate_now(
+        self, text: str, context: CheckContext | None = None
+    ) -> ValidationResult | Awaitable[ValidationResult]:
         """Like :meth:`validate`, without a coroutine when the check is synchronous."""
-        outcome: Any = self.check(text)
+        outcome: Any = (
+            self.check(text, context or CheckContext()) if self.wants_context else self.check(text)
+        )
         if outcome is True or outcome is False:  # the common case, checked first
             verdicts = self._verdicts
             if verdicts is None or verdicts[0].requirement is not self.description:
@@ -95,9 +105,12 @@ class Requirement:
 
 
 def validate_all(
-    requirements: Sequence[Requirement], text: str, check_timeout: float | None = None
+    requirements: Sequence[Requirement],
+    text: str,
+    context: CheckContext | None = None,
+    check_timeout: float | None = None,
 ) -> tuple[ValidationResult, ...] | Coroutine[Any, Any, tuple[ValidationResult, ...]]:
-    """Every requirement's verdict on ``text``, in order.
+    """Every requirement's verdict on ``text``, in order (checks that want it get ``context``).
 
     Synchronous checks give the tuple at once; from the first async check on, the rest is a
     coroutine to await (so an attempt with only synchronous checks never awaits). A check
@@ -110,13 +123,15 @@ def validate_all(
     for position, requirement in enumerate(requirements):
         began = time.perf_counter() if check_timeout is not None else 0.0
         try:
-            verdict = requirement.validate_now(text)
+            verdict = requirement.validate_now(text, context)
         except StopSampling:
             raise
         except Exception as exc:
             verdict = _check_raised(requirement, exc)
         if not isinstance(verdict, ValidationResult):
-            return _validate_rest(requirements, text, results, position, verdict, check_timeout)
+            return _validate_rest(
+                requirements, text, results, position, verdict, context, check_timeout
+            )
         if check_timeout is not None and time.perf_counter() - began > check_timeout:
             verdict = _timed_out(requirement, check_timeout)
         results.append(verdict)
@@ -138,6 +153,7 @@ async def _validate_rest(
     results: list[ValidationResult],
     position: int,
     pending: Any,
+    context: CheckContext | None = None,
     check_timeout: float | None = None,
 ) -> tuple[ValidationResult, ...]:
     for index in range(position, len(requirements)):
@@ -147,7 +163,7 @@ async def _validate_rest(
         with anyio.move_on_after(math.inf if check_timeout is None else check_timeout):
             try:
                 if pending is None:
-                    pending = requirement.validate_now(text)
+                    pending = requirement.validate_now(text, context)
                 verdict = pending if isinstance(pending, ValidationResult) else await pending
             except StopSampling:
                 raise

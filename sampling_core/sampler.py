@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, Literal
 
@@ -141,6 +141,7 @@ class Sampler:
         format: type[Any] | None = None,
         backend: Backend | None = None,
         early_exit: bool = True,
+        row: Mapping[str, Any] | None = None,
     ) -> SamplingResult:
         """Sample until an answer to ``prompt`` meets every requirement, or the budget is spent.
 
@@ -152,7 +153,8 @@ class Sampler:
         with a seeded backend. ``format`` is a pydantic model the answer must parse as; the
         parsed value is ``result.value``. With ``early_exit=False`` a passing attempt does
         not cancel its siblings: every subsample runs until it passes or spends its
-        ``loop_budget``, and the pick is made as usual.
+        ``loop_budget``, and the pick is made as usual. ``row`` is the dataset line checks
+        see as ``CheckContext.row`` (a batch run passes each prompt's line).
 
         A failed answer is not an error: it is a result with ``success=False``. Attempts
         whose backend call failed are in ``result.errors`` when other attempts completed,
@@ -215,6 +217,7 @@ class Sampler:
                 max_concurrency_budget=self.max_concurrency_budget,
                 early_exit=bool(early_exit),
                 check_timeout=self.check_timeout,
+                row=row,
             ),
             table.for_call(sampling_id, strategy.name),
         )

@@ -65,9 +65,11 @@ def test_no_passing_answer_exits_1_with_the_best_attempt() -> None:
 @pytest.mark.parametrize(
     ("spec", "says"),
     [
-        ("max-words:zero", "whole number"),
+        ("max-words:zero", "valid integer"),
+        ("max-words:0", "greater than or equal to 1"),
         ("regex:([", "regular expression"),
-        ("colour:blue", "unknown kind"),
+        ("colour:blue", "unknown requirement kind 'colour'"),
+        ("max-wrods:3", "did you mean 'max_words'?"),
         ("contains:", "KIND:VALUE"),
         ("json:strict", "no argument"),
     ],

@@ -77,6 +77,18 @@ def test_samplehooks_plugins_lists_it_with_its_hooks(site: Path) -> None:
         "loaded": True,
         "error": None,
         "hooks": ["sampling_iteration", "generation_pre_call"],
+        "provides": {},
+    }
+    (kinds,) = [p for p in json.loads(done.stdout) if p["name"] == "example-kinds"]
+    assert kinds["loaded"] and kinds["hooks"] == [
+        "register_requirements",
+        "register_backends",
+        "register_strategies",
+    ]
+    assert kinds["provides"] == {
+        "requirement": ["starts_with"],
+        "backend": ["echo"],
+        "strategy": ["nudge"],
     }
 
 
@@ -103,7 +115,7 @@ def test_it_fires_during_sample(site: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
         "text": "yes",
-        "plugins": ["example"],
+        "plugins": ["example", "example-kinds"],  # the second only provides kinds
         "attempts": 2,
         "first_roles": ["system", "system"],
     }
@@ -119,4 +131,60 @@ def test_its_own_tests_pass_with_the_samplehooks_pytest_fixtures(
     flags = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
     done = run(site, "-m", "pytest", *flags, str(tests), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "3 passed" in done.stdout
+    assert "4 passed" in done.stdout
+
+
+# -- its kinds, used from the command line and from a run's YAML --------------------------
+
+
+def test_its_kinds_work_in_samplehooks_sample(site: Path) -> None:
+    done = run(
+        site, "-m", "sampling_core.cli", "sample", "hello",
+        "--backend", "echo", "--backend-option", "upper=true", "--backend-option", "prefix=Echo:",
+        "--require", "starts_with:ECHO", "--strategy", "nudge:word=Kindly",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ECHO: HELLO\n"
+    refused = run(
+        site, "-m", "sampling_core.cli", "sample", "hello",
+        "--backend", "echo", "--backend-option", "uper=true",
+    )  # fmt: skip
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "backend 'echo' (plugin 'example-kinds'): unknown option 'uper'" in refused.stderr
+
+
+CONFIG = """
+dataset: {path: data.jsonl}
+backend: {kind: echo, prefix: "Sure:", latency_s: 0}
+requirements:
+  - {starts_with: "sure", case_sensitive: false}
+  - max_words: 6
+strategy: {name: nudge, word: Kindly, keep_failures: 2}
+budgets: {loop_budget: 2}
+"""
+
+
+def test_its_kinds_work_in_a_run_and_a_bad_option_writes_nothing(
+    site: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "data.jsonl").write_text(
+        '{"prompt": "short one"}\n{"prompt": "a prompt with far too many words"}\n'
+    )
+    (tmp_path / "run.yaml").write_text(CONFIG)
+    done = run(site, "-m", "sampling_core.cli", "run", "run.yaml", "--out", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "out" / "records.jsonl").read_text().splitlines()
+    status = [(r["text"], r["status"]) for r in map(json.loads, lines)]
+    assert sorted(status) == [
+        ("Sure: a prompt with far too many words", "failed"),
+        ("Sure: short one", "ok"),
+    ]
+    effective = (tmp_path / "out" / "effective_config.yaml").read_text()
+    assert "kind: echo" in effective and "name: nudge" in effective
+
+    (tmp_path / "bad.yaml").write_text(CONFIG.replace("word: Kindly", "wrd: Kindly"))
+    bad = run(site, "-m", "sampling_core.cli", "run", "bad.yaml", "--out", "bad", cwd=tmp_path)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert "strategy.wrd" in bad.stderr and "did you mean 'word'?" in bad.stderr
+    assert not (tmp_path / "bad").exists()

@@ -20,7 +20,7 @@ from hook_specs.records import Generation, Usage
 
 
 def test_every_hook_has_a_spec_with_one_payload_argument_and_a_docstring():
-    for hook in HookName:
+    for hook in HookName.per_call():
         spec = getattr(specs, hook.value)
         assert list(inspect.signature(spec).parameters) == ["payload"]
         assert inspect.getdoc(spec)
@@ -30,7 +30,7 @@ def test_every_hook_has_a_spec_with_one_payload_argument_and_a_docstring():
 
 def test_hook_name_values_are_function_names():
     assert HookName.SAMPLING_ITERATION == "sampling_iteration"
-    assert {h.value for h in HookName} == {
+    assert {h.value for h in HookName.per_call()} == {
         "sampling_loop_start",
         "sampling_iteration",
         "sampling_repair",

@@ -141,7 +141,7 @@ def test_settings_from_the_environment_and_by_name(sampler, scripted_backend, mo
     assert result.loop_budget == 2 and result.iterations_used == 2
 
     for bad, message in [
-        ("max_tokens=5", "names among"),
+        ("max_tokenz=5", "names among"),
         ("max_loop_budget=lots", "must be an integer"),
         ("max_loop_budget=0", ">= 1"),
     ]:
@@ -195,3 +195,36 @@ def test_dollar_settings_from_the_environment_and_checked() -> None:
         BudgetGuard(max_usd_per_call=0)
     with pytest.raises(TypeError, match="number of dollars"):
         BudgetGuard(max_usd_total="1")  # type: ignore[arg-type]
+
+
+def test_max_tokens_is_the_per_call_token_ceiling_from_python_yaml_and_env(
+    sampler, scripted_backend, monkeypatch
+):
+    """DESIGN's example ``("budget_guard", {"max_tokens": 5000})``: a per-call ceiling."""
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    backend = scripted_backend(["a b c"])  # "one two" + "a b c": 5 tokens a call
+    by_tuple = sampler(backend, plugins=[("budget_guard", {"max_tokens": 12})])
+    first = by_tuple.sample_sync("one two", requirements=[never], loop_budget=5)
+    assert first.stop_reason == "stopped_by_plugin" and backend.calls == 3
+    # per call: the next call starts from zero again
+    second = by_tuple.sample_sync("one two", requirements=[never], loop_budget=2)
+    assert second.stop_reason == "budget_exhausted" and backend.calls == 5
+    # the YAML shape of a plugin entry
+    entry = {"name": "budget_guard", "options": {"max_tokens": 12}}
+    third = sampler(backend, plugins=[entry]).sample_sync(
+        "one two", requirements=[never], loop_budget=5
+    )
+    assert third.stop_reason == "stopped_by_plugin" and backend.calls == 8
+    assert BudgetGuard(max_tokens=7).max_tokens_per_call == 7
+    assert BudgetGuard(environ={ENV_VAR: "max_tokens=9"}).max_tokens == 9
+    with pytest.raises(ValueError, match="another name for max_tokens_per_call"):
+        BudgetGuard(max_tokens=5, max_tokens_per_call=6)
+
+
+def test_a_bad_budget_guard_option_names_the_plugin_and_the_option(sampler, scripted_backend):
+    from sampling_core.errors import PluginError
+
+    for options, says in [({"max_tokens": "lots"}, "max_tokens"), ({"max_tokns": 5}, "max_tokens")]:
+        with pytest.raises(PluginError, match=says) as caught:
+            sampler(scripted_backend(["x"]), plugins=[("budget_guard", options)])
+        assert "budget_guard" in str(caught.value)

@@ -77,23 +77,25 @@ CONFIG_CASES = {
     "an empty requirement": ("requirements: [{}]\n", "requirements[0]: a requirement is"),
     "a requirement with two kinds": (
         "requirements: [{contains: a, max_words: 3}]\n",
-        "requirements[0]: a requirement is a mapping with exactly one of",
+        "requirements[0].max_words: requirement 'contains' (plugin 'kinds'): unknown option",
     ),
     "a bad regular expression": (
         "requirements: [{matches: '(unclosed'}]\n",
-        "requirements[0]: matches: invalid regular expression",
+        "requirements[0]: requirement 'matches' (plugin 'kinds'): cannot be set up: "
+        "ValueError: not a valid regular expression",
     ),
     "a secret in the config": (
         "backend: {kind: openai, model: m, api_key: sk-x}\n",
-        "backend.api_key: unknown key; secrets never go in a config",
+        "backend.api_key: backend 'openai' (plugin 'kinds'): unknown option 'api_key' (secrets "
+        "never go in options",
     ),
     "a key in the URL": (
         "backend: {kind: openai, model: m, base_url: 'https://u:pw@example.com/v1'}\n",
-        "backend.base_url: the URL carries credentials",
+        "the URL carries credentials",
     ),
     "an option of another backend": (
         "backend: {kind: openai, model: m, replies: [x]}\n",
-        "replies applies to kind 'scripted' only",
+        "backend.replies: backend 'openai' (plugin 'kinds'): unknown option 'replies'",
     ),
     "an unknown plugin": ("plugins: [nosuch]\n", "plugins: ", "'nosuch'"),
 }
@@ -233,8 +235,6 @@ FLAG_CASES = {
         ["sample", "q", "--loop-budget", "many"],
         "Invalid value for '--loop-budget'",
     ),
-    "an unknown choice": (["sample", "q", "--strategy", "sideways"], "'--strategy'"),
-    "an unknown backend": (["sample", "q", "--backend", "gpt"], "'--backend'"),
     "an option missing its value": (["sample", "q", "--require"], "--require"),
     "an unknown trace command": (["trace", "replay"], "No such command 'replay'"),
 }
@@ -249,13 +249,13 @@ def test_a_bad_flag_or_command_is_one_line(case: str) -> None:
 
 SCRIPTED = ["--backend", "scripted", "--reply", "an answer"]
 REQUIRE_CASES = {
-    "no kind": ("short", "expected KIND:VALUE"),
-    "an unknown kind": ("max-lines:3", "unknown kind 'max-lines'"),
+    "no kind": ("short", "unknown requirement kind 'short'"),
+    "an unknown kind": ("max-lines:3", "unknown requirement kind 'max-lines'"),
     "no value": ("contains:", "expected KIND:VALUE"),
-    "a number that is not one": ("max-words:lots", "max-words needs a whole number >= 1"),
-    "a number out of range": ("max-chars:0", "max-chars needs a whole number >= 1"),
+    "a number that is not one": ("max-words:lots", "valid integer"),
+    "a number out of range": ("max-chars:0", "greater than or equal to 1"),
     "a bad regular expression": ("regex:(", "not a valid regular expression"),
-    "json with an argument": ("json:strict", "--require json takes no argument"),
+    "json with an argument": ("json:strict", "is_json takes no argument"),
 }
 
 
@@ -272,6 +272,8 @@ def test_a_bad_require_spec_is_one_line(case: str) -> None:
         (["--plugin", "nosuch"], "no installed plugin is named 'nosuch'"),
         (["--loop-budget", "0"], "loop_budget=0 set by the caller is invalid"),
         (["--concurrency", "100000"], "exceeds the sampler's cap"),
+        (["--strategy", "sideways"], "unknown strategy kind 'sideways'"),
+        (["--backend", "gpt"], "unknown backend kind 'gpt'"),
     ],
 )
 def test_a_bad_plugin_name_or_budget_in_sample_is_one_line(args: list[str], fragment: str) -> None:

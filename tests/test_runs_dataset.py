@@ -52,7 +52,7 @@ def test_keys_hashes_and_per_line_requirements(tmp_path: Path) -> None:
         (['{"prompt": [{"role": "user"}]}'], r"d\.jsonl:1: 'prompt' must be"),
         (
             ['{"prompt": "a", "require": [{"max_words": 2}, {"max_wrds": 3}]}'],
-            r"d\.jsonl:1: require\[1\]\.max_wrds: unknown key",
+            r"d\.jsonl:1: require\[1\]\.max_wrds: unknown requirement kind .max_wrds.",
         ),
         ([], r"the dataset has no prompts"),
     ],

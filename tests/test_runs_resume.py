@@ -25,10 +25,14 @@ async def test_a_run_writes_config_meta_records_and_progress(
     tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MY_KEY_VAR", "sk-very-secret-value")
-    backend = {"kind": "scripted", "replies": ["a short answer"], "api_key_env": "MY_KEY_VAR"}
+    # the config names an openai backend by its key's variable; the run uses a scripted one
+    backend = {"kind": "openai", "model": "m", "api_key_env": "MY_KEY_VAR"}
     config = write_config(tmp_path / "run.yaml", dataset, backend=backend)
     out = tmp_path / "out"
-    summary = await run_batch(config, out, argv=["samplehooks", "run", "run.yaml"])
+    scripted = ScriptedBackend(["a short answer"])
+    summary = await run_batch(
+        config, out, backend=scripted, argv=["samplehooks", "run", "run.yaml"]
+    )
 
     assert (summary.total, summary.ok, summary.done) == (6, 6, 6)
     text = (out / "effective_config.yaml").read_text()

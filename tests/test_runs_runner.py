@@ -151,8 +151,16 @@ def test_the_progress_bar_draws_on_a_terminal_only(monkeypatch: pytest.MonkeyPat
 
 def test_the_progress_plugin_gets_one_bar_over_the_prompts_to_run(tmp_path: Path) -> None:
     from builtin_plugins.progress import ProgressPlugin
+    from sampling_core.plugins import PluginRegistry
     from sampling_core.runs.components import plugin_specs
+    from sampling_core.runs.config import PluginEntry
 
-    specs = plugin_specs(["tracing", "progress", "recorder"], tmp_path / "e.jsonl", total=7)
-    assert specs[0] == "tracing"
-    assert isinstance(specs[1], ProgressPlugin) and specs[1].total == 7
+    entries = [PluginEntry.model_validate(n) for n in ("tracing", "progress", "recorder")]
+    specs = plugin_specs(entries, tmp_path / "e.jsonl", total=7)
+    assert specs[0] == ("tracing", {})
+    assert specs[1] == ("progress", {"total": 7})
+    assert specs[2] == ("recorder", {"path": str(tmp_path / "e.jsonl")})
+    registry = PluginRegistry()
+    registry.add(specs[1])
+    progress = registry.get("progress")
+    assert isinstance(progress, ProgressPlugin) and progress.total == 7

@@ -6,7 +6,7 @@ from importlib import metadata
 
 import typer
 
-from sampling_core.cli.plugins_cmd import plugins_command
+from sampling_core.cli.plugins_cmd import plugins_app
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup
 from sampling_core.cli.run_cmd import report_command, run_command
 from sampling_core.cli.sample_cmd import sample_command
@@ -38,7 +38,7 @@ def _root(
     """Concurrent LLM sampling with validation, repair and pluggy hooks."""
 
 
-app.command("plugins", cls=ReadableCommand)(plugins_command)
+app.add_typer(plugins_app, name="plugins")
 app.add_typer(trace_app, name="trace")
 app.command("run", cls=ReadableCommand)(run_command)
 app.command("report", cls=ReadableCommand)(report_command)

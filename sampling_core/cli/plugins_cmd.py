@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from contextlib import redirect_stdout
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -22,15 +23,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from hook_specs.names import HookName
+from sampling_core.cli.plugin_template import TemplateError, write_plugin
+from sampling_core.kinds import KindError, KindRegistry
 from sampling_core.plugins import (
     InstalledPlugin,
     PluginRegistry,
     PluginSettings,
+    entry_point_object,
     installed_plugins,
     load_entry_point,
 )
 
-__all__ = ["inspect_plugins", "plugins_command"]
+__all__ = ["inspect_plugins", "plugins_app", "plugins_command"]
 
 _HOOK_ORDER = {hook.value: position for position, hook in enumerate(HookName)}
 
@@ -41,14 +45,38 @@ def inspect_plugins(environ: Mapping[str, str] | None = None) -> list[dict[str, 
     Returns one dict per entry point, sorted by name, with ``name``, ``value`` (the entry
     point's target), ``distribution``, ``version``, ``builtin``, ``enabled`` (whether a
     ``Sampler`` created with this environment loads it without being asked), ``loaded``,
-    ``hooks`` (in the order of ``HookName``) and ``error`` (``None`` when it loaded).
+    ``hooks`` (in the order of ``HookName``), ``error`` (``None`` when it loaded) and
+    ``provides``: the requirement, backend and strategy kinds it registers, by area.
     """
     settings = PluginSettings.from_env(environ)
     described = []
     for entry in installed_plugins():
         _load_alone(entry)
-        described.append({**asdict(entry), "enabled": _enabled(entry, settings)})
+        provides = _kinds_alone(entry) if entry.loaded else {}
+        described.append(
+            {**asdict(entry), "enabled": _enabled(entry, settings), "provides": provides}
+        )
     return described
+
+
+def _kinds_alone(entry: InstalledPlugin) -> dict[str, list[str]]:
+    """The kinds one plugin registers, asked on a kind registry of its own.
+
+    A provider hook that misbehaves (raises, registers a non-callable) marks the plugin as
+    not loaded with that error, as ``samplehooks run`` and ``sample`` would refuse it.
+    """
+    registry = KindRegistry()
+    try:
+        with redirect_stdout(sys.stderr):
+            registry.add_plugin(entry.name, entry_point_object(entry.name))
+    except (Exception, SystemExit) as exc:
+        entry.loaded = False
+        entry.error = str(exc) if isinstance(exc, KindError) else f"{type(exc).__name__}: {exc}"
+        return {}
+    provides: dict[str, list[str]] = {}
+    for area, name in registry.provided.get(entry.name, []):
+        provides.setdefault(area, []).append(name)
+    return provides
 
 
 def _load_alone(entry: InstalledPlugin) -> None:
@@ -79,7 +107,32 @@ def _enabled(entry: InstalledPlugin, settings: PluginSettings) -> bool:
     return not entry.builtin
 
 
+plugins_app = typer.Typer(
+    invoke_without_command=True,
+    add_completion=False,
+    help="List the installed plugins (and write a new one with `plugins new`).",
+)
+
+
+@plugins_app.command("new")
+def new_command(
+    name: str = typer.Argument(..., help="The plugin's name (its entry point), e.g. my-checks."),
+    directory: Path = typer.Option(
+        Path("."), "--dir", "-d", help="Where to write samplehooks-NAME/.", show_default=True
+    ),
+) -> None:
+    """Write a ready plugin distribution: entry point, a hook, a provider hook, a test."""
+    try:
+        root = write_plugin(name, directory)
+    except TemplateError as exc:
+        typer.echo(f"samplehooks: error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote {root}; next: pip install -e {root} && python -m pytest {root}/tests")
+
+
+@plugins_app.callback()
 def plugins_command(
+    ctx: typer.Context,
     as_json: bool = typer.Option(
         False, "--json", help="Print a JSON list (one object per plugin) instead of a table."
     ),
@@ -90,11 +143,18 @@ def plugins_command(
     code or a run config, SAMPLEHOOKS_PLUGINS=tracing). A plugin that fails to load is
     listed with its error; the command still succeeds.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     described = inspect_plugins()
     if as_json:
         typer.echo(json.dumps(described, indent=2))
         return
     _print_table(described, Console())
+
+
+def _registers(provides: dict[str, list[str]]) -> list[str]:
+    """``requirement: a, b`` lines, one per area the plugin adds kinds to."""
+    return [f"{area}: {', '.join(escape(n) for n in names)}" for area, names in provides.items()]
 
 
 def _print_table(described: list[dict[str, Any]], console: Console) -> None:
@@ -114,6 +174,7 @@ def _print_table(described: list[dict[str, Any]], console: Console) -> None:
     table.add_column("enabled", no_wrap=True)
     table.add_column("loaded", no_wrap=True)
     table.add_column("hooks", no_wrap=True)
+    table.add_column("registers", overflow="fold")
     for plugin in described:
         source = "\n".join(filter(None, (plugin["distribution"], plugin["version"]))) or "?"
         table.add_row(
@@ -123,6 +184,7 @@ def _print_table(described: list[dict[str, Any]], console: Console) -> None:
             "yes" if plugin["enabled"] else "no",
             "[green]yes[/]" if plugin["loaded"] else "[red]no[/]",
             "\n".join(plugin["hooks"]) or "-",
+            "\n".join(_registers(plugin["provides"])) or "-",
             end_section=True,
         )
     console.print(table)
@@ -135,6 +197,8 @@ def _print_table(described: list[dict[str, Any]], console: Console) -> None:
     console.print(
         "Third-party plugins load by default; built-ins only when named "
         "(plugins=[...] in code or a run config, SAMPLEHOOKS_PLUGINS=a,b). "
-        "SAMPLEHOOKS_DISABLE_PLUGINS=a,b blocks plugins by name.",
+        "SAMPLEHOOKS_DISABLE_PLUGINS=a,b blocks plugins by name. The kinds a plugin "
+        "registers are usable everywhere (--require, --backend, --strategy, a run's YAML) "
+        "unless it is disabled.",
         highlight=False,
     )

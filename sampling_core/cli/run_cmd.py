@@ -11,9 +11,11 @@ from typing import NoReturn
 
 import typer
 
+from sampling_core.cli.kind_args import UsageError, plugin_arg
 from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.runs import RunError, run_batch_sync
+from sampling_core.runs.config import PluginEntry
 from sampling_core.runs.report import build_report
 from sampling_core.runs.runner import default_log
 
@@ -39,6 +41,13 @@ def run_command(
     retry_failed: bool = typer.Option(
         False, "--retry-failed", help="With --resume: run failed and errored prompts again."
     ),
+    plugin: list[str] = typer.Option(
+        [],
+        "--plugin",
+        "-p",
+        help="A plugin added to the config's plugins: NAME or NAME:k=v,... (repeatable); "
+        "as SAMPLEHOOKS_PLUGINS, it may change on --resume if it does not affect results.",
+    ),
 ) -> None:
     """Sample every prompt of a JSONL dataset into a run directory that survives crashes.
 
@@ -52,16 +61,28 @@ def run_command(
         if resume:
             _fail("--resume continues a run: name its directory with --out DIR")
         out = default_run_dir(config)
+    try:
+        added = [
+            PluginEntry(name=name, options=options) for name, options in map(plugin_arg, plugin)
+        ]
+    except UsageError as exc:
+        _fail(str(exc))
     argv = (
         ["samplehooks", *sys.argv[1:]]
         if sys.argv[1:2] == ["run"]
-        else _argv(config, out, resume, retry_failed)
+        else _argv(config, out, resume, retry_failed, plugin)
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly as on Ctrl-C
     try:
         with logs_to_stderr():  # plugins' log lines never mix with the summary on stdout
             summary = run_batch_sync(
-                config, out, resume=resume, retry_failed=retry_failed, argv=argv, log=default_log
+                config,
+                out,
+                resume=resume,
+                retry_failed=retry_failed,
+                plugin_options=added,
+                argv=argv,
+                log=default_log,
             )
     except RunError as exc:
         _fail(str(exc))
@@ -109,8 +130,11 @@ def report_command(
         typer.echo(report.render(top=top))
 
 
-def _argv(config: Path, out: Path, resume: bool, retry_failed: bool) -> list[str]:
+def _argv(
+    config: Path, out: Path, resume: bool, retry_failed: bool, plugins: list[str]
+) -> list[str]:
     flags = ["--resume"] * resume + ["--retry-failed"] * retry_failed
+    flags += [part for spec in plugins for part in ("--plugin", spec)]
     return ["samplehooks", "run", str(config), "--out", str(out), *flags]
 
 

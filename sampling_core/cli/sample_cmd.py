@@ -10,9 +10,7 @@ none did (or the backend failed), 2 for a mistake in the command line.
 from __future__ import annotations
 
 import json
-import re
 import sys
-from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -20,31 +18,28 @@ import anyio
 import typer
 from rich.console import Console
 
+from sampling_core.cli.kind_args import (
+    UsageError,
+    backend_arg,
+    plugin_arg,
+    requirement_arg,
+    strategy_arg,
+)
 from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.cli.sample_output import print_report, result_as_dict
 from sampling_core.errors import SamplehooksError
-from sampling_core.requirements import COUNTED, REQUIREMENTS_BY_NAME, Requirement
+from sampling_core.kinds import collect_kinds
 from sampling_core.results import SamplingResult
 from sampling_core.sampler import Sampler
-from sampling_core.strategies import STRATEGIES_BY_NAME, Strategy
 
-__all__ = ["parse_requirement", "sample_command"]
+__all__ = ["sample_command"]
 
 REQUIRE_HELP = (
-    "A requirement, repeatable: regex:PATTERN, contains:TEXT, not-contains:TEXT, "
-    "max-words:N, min-words:N, max-chars:N, json."
+    "A requirement, repeatable: KIND:VALUE of any requirement kind (see `samplehooks plugins`), "
+    "e.g. regex:PATTERN, contains:TEXT, not-contains:TEXT, max-words:N, min-words:N, "
+    "max-chars:N, json."
 )
-
-
-class StrategyName(StrEnum):
-    """The strategies the command offers."""
-
-    rejection = "rejection"
-    repair = "repair"
-    multiturn = "multiturn"
-    best_of_n = "best-of-n"
-    majority = "majority"
 
 
 class SelectionName(StrEnum):
@@ -52,85 +47,6 @@ class SelectionName(StrEnum):
 
     first = "first"
     ordered = "ordered"
-
-
-class BackendName(StrEnum):
-    """The backends the command offers."""
-
-    local = "local"
-    openai = "openai"
-    scripted = "scripted"
-
-
-class UsageError(ValueError):
-    """A mistake in the command line (exit status 2)."""
-
-
-_ALIASES = {"regex": "matches", "json": "is_json"}
-
-
-def parse_requirement(spec: str) -> Requirement:
-    """Turn one ``--require`` spec into a :class:`Requirement`; ``UsageError`` if malformed."""
-    kind, sep, argument = spec.partition(":")
-    kind = kind.strip().lower()
-    name = _ALIASES.get(kind, kind.replace("-", "_"))
-    if name == "is_json":
-        if sep and argument:
-            raise UsageError(f"--require json takes no argument, got {spec!r}")
-        return REQUIREMENTS_BY_NAME[name]()
-    if not sep or not argument:
-        raise UsageError(f"--require {spec!r}: expected KIND:VALUE (see --help), or json")
-    build = REQUIREMENTS_BY_NAME.get(name)
-    if build is None:
-        raise UsageError(
-            f"--require {spec!r}: unknown kind {kind!r}; use regex, contains, not-contains, "
-            "max-words, min-words, max-chars or json"
-        )
-    if name in COUNTED:
-        number = int(argument) if argument.strip().isdigit() else 0
-        if number < 1:
-            raise UsageError(f"--require {spec!r}: {kind} needs a whole number >= 1")
-        return build(number)
-    try:
-        return build(argument)
-    except (re.error, ValueError) as exc:
-        raise UsageError(f"--require {spec!r}: not a valid regular expression: {exc}") from None
-
-
-def build_strategy(name: StrategyName) -> Strategy:
-    """The strategy named on the command line."""
-    return STRATEGIES_BY_NAME[name.value.replace("-", "_")]()
-
-
-def build_backend(
-    name: BackendName,
-    *,
-    model: str | None,
-    base_url: str | None,
-    concurrency: int,
-    replies: Sequence[str],
-    api_key_env: str,
-) -> Any:
-    """The backend named on the command line (real ones are imported only when asked for)."""
-    if name is BackendName.scripted:
-        from sampling_core.backends import ScriptedBackend
-
-        if not replies:
-            raise UsageError("--backend scripted needs at least one --reply TEXT")
-        return ScriptedBackend(list(replies))
-    if replies:
-        raise UsageError("--reply is only for --backend scripted")
-    if name is BackendName.local:
-        from sampling_core.backends.local import LocalBackend
-
-        if base_url:
-            raise UsageError("--base-url is for --backend openai; the local backend serves itself")
-        return LocalBackend(model, parallel=concurrency)
-    from sampling_core.backends.openai_compat import OpenAIBackend
-
-    if not model:
-        raise UsageError("--backend openai needs --model NAME")
-    return OpenAIBackend(model, base_url=base_url, api_key_env=api_key_env)
 
 
 def sample_command(
@@ -153,12 +69,13 @@ def sample_command(
         metavar="N",
         help="Subsamples run at once (and local model slots).",
     ),
-    strategy: StrategyName = typer.Option(
-        StrategyName.rejection,
+    strategy: str = typer.Option(
+        "rejection",
         "--strategy",
         "-s",
-        metavar="NAME",
-        help="How failed attempts are repaired: rejection, repair, multiturn, best-of-n, majority.",
+        metavar="NAME[:K=V,...]",
+        help="How failed attempts are repaired: NAME or NAME:k=v,... (rejection, repair, "
+        "multiturn, best-of-n, majority, or one a plugin adds).",
     ),
     selection: SelectionName = typer.Option(
         SelectionName.first,
@@ -171,16 +88,25 @@ def sample_command(
         [],
         "--plugin",
         "-p",
-        metavar="NAME",
-        help="A plugin to enable by name (repeatable), e.g. tracing.",
+        metavar="NAME[:K=V,...]",
+        help="A plugin to enable (repeatable): NAME or NAME:k=v,... with its options, "
+        "e.g. budget_guard:max_tokens=5000.",
         show_default=False,
     ),
-    backend: BackendName = typer.Option(
-        BackendName.local,
+    backend: str = typer.Option(
+        "local",
         "--backend",
         "-b",
         metavar="KIND",
-        help="local (embedded model), openai, scripted.",
+        help="The backend kind: local (embedded model), openai, scripted, or one a plugin adds.",
+    ),
+    backend_option: list[str] = typer.Option(
+        [],
+        "--backend-option",
+        "-B",
+        metavar="NAME=VALUE",
+        help="An option of the backend kind (repeatable).",
+        show_default=False,
     ),
     model: str | None = typer.Option(
         None, "--model", "-m", metavar="NAME", help="The model name (openai) or .gguf path (local)."
@@ -188,11 +114,11 @@ def sample_command(
     base_url: str | None = typer.Option(
         None, "--base-url", metavar="URL", help="An OpenAI-compatible server's base URL (openai)."
     ),
-    api_key_env: str = typer.Option(
-        "OPENAI_API_KEY",
+    api_key_env: str | None = typer.Option(
+        None,
         "--api-key-env",
         metavar="VAR",
-        help="The variable holding the API key (openai).",
+        help="The variable holding the API key (openai; default OPENAI_API_KEY).",
     ),
     max_tokens: int = typer.Option(
         64, "--max-tokens", metavar="N", help="The most tokens per answer."
@@ -218,16 +144,19 @@ def sample_command(
     err = Console(stderr=True, highlight=False)
     text = _read_prompt(prompt)
     try:
-        requirements = [parse_requirement(spec) for spec in require]
-        chosen = build_backend(
-            backend,
-            model=model,
-            base_url=base_url,
-            concurrency=max(concurrency, 1),
-            replies=reply,
-            api_key_env=api_key_env,
-        )
-        sampler = Sampler(chosen, plugins=plugin)
+        kinds = collect_kinds()
+        requirements = [requirement_arg(kinds, spec) for spec in require]
+        chosen_strategy = strategy_arg(kinds, strategy)
+        plugins = [plugin_arg(spec) for spec in plugin]
+        shortcuts = {
+            "--reply": ("replies", list(reply)),
+            "--model": ("model", model),
+            "--base-url": ("base_url", base_url),
+            "--api-key-env": ("api_key_env", api_key_env),
+        }
+        defaults = {"parallel": max(concurrency, 1)}  # the local model's server slots
+        chosen = backend_arg(kinds, backend, backend_option, shortcuts, defaults)
+        sampler = Sampler(chosen, plugins=plugins)
     # LookupError: an unknown plugin; ValueError: a value a backend refuses (--api-key-env)
     except (UsageError, SamplehooksError, LookupError, ValueError) as exc:
         fail(str(exc))
@@ -240,7 +169,7 @@ def sample_command(
             return await sampler.sample(
                 text,
                 requirements=requirements,
-                strategy=build_strategy(strategy),
+                strategy=chosen_strategy,
                 loop_budget=loop_budget,
                 concurrency_budget=concurrency,
                 seed=seed,

@@ -5,27 +5,26 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sampling_core.backends import ScriptedBackend
 from sampling_core.errors import PluginError
+from sampling_core.kinds import KindError, KindRegistry
 from sampling_core.plugins import PluginSpec, load_entry_point
-from sampling_core.requirements import REQUIREMENTS_BY_NAME, Requirement
-from sampling_core.runs.config import BackendConfig, RequirementSpec, RunConfig, StrategyConfig
+from sampling_core.requirements import Requirement
+from sampling_core.runs.config import PluginEntry, RequirementSpec, RunConfig, StrategyConfig
 from sampling_core.runs.errors import ConfigError
 from sampling_core.sampler import Sampler
-from sampling_core.strategies import (
-    STRATEGIES_BY_NAME,
-    MultiTurn,
-    RejectionSampling,
-    RepairTemplate,
-    Strategy,
-)
+from sampling_core.strategies import Strategy
 from sampling_core.transport import RetryPolicy
 
 __all__ = [
+    "Components",
     "build_backend",
+    "build_components",
+    "check_kinds",
     "build_requirements",
     "build_sampler",
     "build_strategy",
@@ -33,91 +32,94 @@ __all__ = [
 ]
 
 
-def build_requirements(specs: Iterable[RequirementSpec]) -> list[Requirement]:
-    """The requirement each spec names, built with :mod:`sampling_core.requirements`."""
-    out = []
-    for spec in specs:
-        build = REQUIREMENTS_BY_NAME[spec.kind]
-        out.append(build() if spec.kind == "is_json" else build(spec.argument))
-    return out
+def build_requirements(specs: Iterable[RequirementSpec], kinds: KindRegistry) -> list[Requirement]:
+    """The requirement each spec names, built by its kind (one-line KindError otherwise)."""
+    return [kinds.requirement(spec.kind, spec.value, **spec.options) for spec in specs]
 
 
-def build_strategy(config: StrategyConfig) -> Strategy:
-    """The strategy named in the config."""
-    cls = STRATEGIES_BY_NAME.get(config.name, RejectionSampling)
-    if cls in (RepairTemplate, MultiTurn):
-        return cls(config.template, keep_failures=config.keep_failures)
-    return cls(keep_failures=config.keep_failures)
+def build_strategy(config: StrategyConfig, kinds: KindRegistry) -> Strategy:
+    """The strategy named in the config, with its options."""
+    built: Strategy = kinds.strategy(config.name, **config.options)
+    return built
 
 
-def build_backend(config: RunConfig) -> Any:
-    """The backend the config names; real backends are imported only when asked for."""
-    b: BackendConfig = config.backend
-    if b.kind == "scripted":
-        return ScriptedBackend(list(b.replies or []), latency=b.latency_s)
-    if b.kind == "local":
-        cls = _real_backend("LocalBackend", "local")
-        parallel = b.parallel or (
-            config.run.max_concurrent_prompts * config.budgets.concurrency_budget
-        )
-        args: tuple[Any, ...] = (b.model_path,)
-        kwargs: dict[str, Any] = {"parallel": parallel}
-    else:
-        cls = _real_backend("OpenAIBackend", "openai")
-        args = (b.model,)
-        kwargs = {
-            "base_url": b.base_url,
-            "api_key_env": b.api_key_env,
-            "max_in_flight": b.max_in_flight,
-            "rpm": b.rpm,
-        }
+def build_backend(config: RunConfig, kinds: KindRegistry) -> Any:
+    """The backend the config names, with its options.
+
+    A kind with a ``parallel`` option left unset gets the calls the run keeps in flight
+    (prompts at once x concurrency budget).
+    """
+    kind = kinds.get("backend", config.backend.kind)
+    options = config.backend.options
+    if "parallel" in kind.options.model_fields and options.get("parallel") is None:
+        options["parallel"] = config.run.max_concurrent_prompts * config.budgets.concurrency_budget
     try:
-        return cls(*args, timeout=b.timeout_s, **kwargs)
-    except Exception as exc:  # a missing model file, a bad value: the user's to fix
-        raise ConfigError(f"backend: cannot set up the {b.kind!r} backend: {exc}") from exc
+        return kind.build(options=options)
+    except KindError as exc:
+        raise ConfigError(f"backend: {exc}") from exc
 
 
-def _real_backend(name: str, extra: str) -> Any:
-    try:
-        from sampling_core import backends
+def check_kinds(config: RunConfig, kinds: KindRegistry, where: str = "") -> None:
+    """Every kind the config names exists and takes the options given.
 
-        return getattr(backends, name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(
-            f"backend.kind {extra!r} is not available here ({type(exc).__name__}: {exc}); "
-            f"install it with: pip install 'samplehooks[{extra}]'"
-        ) from exc
+    The strategy and the requirements are built (cheap, and what their factories refuse is
+    found here); the backend's options are only validated. Raises :class:`ConfigError`
+    naming the config key.
+    """
+    backend = config.backend
+    checks: list[tuple[str, Any]] = [
+        ("backend", lambda: kinds.get("backend", backend.kind).check_options(backend.options)),
+        ("strategy", lambda: build_strategy(config.strategy, kinds)),
+    ]
+    for index, spec in enumerate(config.requirements):
+        checks.append((f"requirements[{index}]", partial(build_requirements, [spec], kinds)))
+    for key, check in checks:
+        try:
+            check()
+        except KindError as exc:
+            sub = sub_key(exc)
+            raise ConfigError(f"{where}{key}{sub}: {exc}") from exc
 
 
-def plugin_specs(names: Sequence[str], events_file: Path, total: int = 0) -> list[PluginSpec]:
-    """What the config's plugin names become: each installed plugin by name, told about the run.
+def sub_key(exc: KindError) -> str:
+    """``.OPTION`` (or ``.KIND``, ``.name``) when the error is about one key, else ``""``."""
+    return "" if exc.key is None else f".{exc.key}"
+
+
+def plugin_specs(
+    entries: Sequence[PluginEntry | str], events_file: Path, total: int = 0
+) -> list[tuple[str, PluginSpec]]:
+    """What the config's plugin entries become: each installed plugin, made with its options
+    and told about the run, with the name to register it under.
 
     A plugin (a built-in or a third-party one) may define ``for_run(events_file, total)``:
     it is then configured for this batch run (the ``recorder`` writes into the run
     directory, ``progress`` shows one bar over the ``total`` prompts). The engine knows
     plugins only through this plugin API, never by name.
     """
-    out: list[PluginSpec] = []
-    for name in names:
+    out: list[tuple[str, PluginSpec]] = []
+    for given in entries:
+        entry = PluginEntry.model_validate(given)
+        options = dict(entry.options)
         try:
-            plugin = load_entry_point(name)
+            plugin = load_entry_point(entry.name, options)
         except LookupError:
-            out.append(name)  # resolved (or reported) by the plugin registry
+            out.append((entry.name, (entry.name, options)))  # the registry reports it
             continue
+        except PluginError:
+            raise
         except Exception as exc:
-            raise ConfigError(f"plugins: {name!r} could not be loaded: {exc}") from exc
+            raise ConfigError(f"plugins: {entry.name!r} could not be loaded: {exc}") from exc
         configure = getattr(plugin, "for_run", None)
         if callable(configure):
             configure(events_file=events_file, total=total)
-            out.append(plugin)
-        else:
-            out.append(name)  # registered under its name, as the registry does
+        out.append((entry.name, plugin))
     return out
 
 
 def build_sampler(
     backend: Any,
-    names: Sequence[str],
+    names: Sequence[PluginEntry],
     events_file: Path,
     extra: Iterable[PluginSpec] = (),
     total: int = 0,
@@ -138,14 +140,48 @@ def build_sampler(
         )
         settings["check_timeout"] = config.check_timeout_s
     try:
-        return Sampler(
-            backend,
-            plugins=[*plugin_specs(names, events_file, total), *extra],
-            load_entrypoints=False,
-            **settings,
-        )
+        sampler = Sampler(backend, load_entrypoints=False, **settings)
+        for name, plugin in plugin_specs(names, events_file, total):
+            sampler.plugins.add(plugin, name)
+        for plugin in extra:
+            sampler.plugins.add(plugin)
     except PluginError as exc:
         raise ConfigError(f"plugins: {exc}") from exc
+    return sampler
+
+
+@dataclass(frozen=True, slots=True)
+class Components:
+    """What a run samples with, built from its config by :func:`build_components`."""
+
+    backend: Any
+    strategy: Strategy
+    requirements: list[Requirement]
+    sampler: Sampler
+
+
+def build_components(
+    config: RunConfig,
+    kinds: KindRegistry,
+    events_file: Path,
+    *,
+    backend: Any = None,
+    extra_plugins: Iterable[PluginSpec] = (),
+    total: int = 0,
+) -> Components:
+    """The backend (unless given), strategy, requirements and sampler of a run.
+
+    The one place a run's engine objects are made from its config (every executor uses it).
+    Raises :class:`ConfigError` with one line when a kind or a plugin cannot be built.
+    """
+    try:
+        strategy = build_strategy(config.strategy, kinds)
+        requirements = build_requirements(config.requirements, kinds)
+    except KindError as exc:
+        raise ConfigError(str(exc)) from exc
+    chosen = backend if backend is not None else build_backend(config, kinds)
+    sampler = build_sampler(chosen, config.plugins, events_file, extra_plugins, total)
+    return Components(chosen, strategy, requirements, sampler)
 
 
 def close_plugins(sampler: Sampler) -> None:

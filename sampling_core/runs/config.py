@@ -18,7 +18,6 @@ derived from these labels, through
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -29,11 +28,11 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from sampling_core.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
-from sampling_core.linear_regex import compile_linear
 from sampling_core.requirements import DEFAULT_CHECK_TIMEOUT_S
 
 __all__ = [
@@ -42,6 +41,7 @@ __all__ = [
     "DatasetConfig",
     "GenerationOptions",
     "Label",
+    "PluginEntry",
     "RequirementSpec",
     "RunConfig",
     "RetryConfig",
@@ -119,18 +119,6 @@ class DatasetConfig(_Strict):
     )
 
 
-BackendKind = Literal["local", "openai", "scripted"]
-_KIND_ONLY: dict[str, BackendKind] = {
-    "model_path": "local",
-    "parallel": "local",
-    "base_url": "openai",
-    "max_in_flight": "openai",
-    "rpm": "openai",
-    "replies": "scripted",
-    "latency_s": "scripted",
-}
-
-
 class RetryConfig(_Strict):
     """How transient backend failures (429, 5xx, timeouts) are retried: a result setting,
     since it decides which prompts end as errors."""
@@ -143,82 +131,25 @@ class RetryConfig(_Strict):
 
 
 class BackendConfig(_Strict):
-    """The model: ``local`` (embedded llama.cpp), ``openai`` (a compatible server), ``scripted``."""
+    """The model: ``{kind: KIND, ...options}``.
 
-    kind: BackendKind = _field("result", description="Which backend.")
-    model: str | None = _field(
-        "result", None, description="The model name (required for `openai`)."
-    )
-    model_path: str | None = _field(
-        "result", None, description="`local`: a .gguf file (default: the bundled SmolLM2-135M)."
-    )
-    base_url: str | None = _field(
-        "result", None, description="`openai`: the server's base URL (default: OpenAI's)."
-    )
-    api_key_env: str = _field(
-        "location",
-        "OPENAI_API_KEY",
-        description="`openai`: the NAME of the environment variable holding the key.",
-    )
-    timeout_s: float = _field(
-        "result",
-        120.0,
-        gt=0,
-        description="Seconds before one backend call times out (it decides which prompts "
-        "end as errors).",
-    )
+    ``local`` (embedded llama.cpp), ``openai`` (a compatible server), ``scripted``, or a
+    kind an installed plugin registers. The other keys are the kind's options, validated by
+    the kind (:mod:`sampling_core.kinds`); on resume an option must match unless the kind
+    labels it ``throughput`` or ``location``.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, hide_input_in_errors=True)
+
+    kind: str = _field("result", description="Which backend kind; the other keys are its options.")
     retries: RetryConfig = _block(
         "result", lambda: RetryConfig(), description="Retries of transient backend failures."
     )
-    max_in_flight: int | None = _field(
-        "throughput", None, ge=1, description="`openai`: most requests in flight at once."
-    )
-    rpm: float | None = _field(
-        "throughput", None, gt=0, description="`openai`: most requests per minute."
-    )
-    parallel: int | None = _field(
-        "throughput",
-        None,
-        ge=1,
-        description="`local`: server slots (default: prompts at once x concurrency budget).",
-    )
-    replies: list[str] | None = _field(
-        "result", None, description="`scripted`: the replies, served in order and cycling."
-    )
-    latency_s: float = _field(
-        "throughput", 0.0, ge=0, description="`scripted`: seconds each reply takes."
-    )
 
-    @field_validator("api_key_env")
-    @classmethod
-    def _a_variable_name(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            raise ValueError(
-                "must be the NAME of an environment variable (letters, digits and _), "
-                "not the key itself"
-            )
-        return value
-
-    @field_validator("base_url")
-    @classmethod
-    def _no_credentials_in_url(cls, value: str | None) -> str | None:
-        if value is not None and re.match(r"^[a-z][a-z0-9+.-]*://[^/@]*@", value, re.I):
-            raise ValueError(
-                "the URL carries credentials; put the key in an environment variable and "
-                "give its NAME as api_key_env"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _fits_kind(self) -> BackendConfig:
-        for name, kind in _KIND_ONLY.items():
-            if self.kind != kind and getattr(self, name) != type(self).model_fields[name].default:
-                raise ValueError(f"{name} applies to kind {kind!r} only, not {self.kind!r}")
-        if self.kind == "openai" and not self.model:
-            raise ValueError("kind 'openai' needs a model name")
-        if self.kind == "scripted" and not self.replies:
-            raise ValueError("kind 'scripted' needs a non-empty list of replies")
-        return self
+    @property
+    def options(self) -> dict[str, Any]:
+        """The kind's options (every key but ``kind``)."""
+        return dict(self.model_extra or {})
 
 
 class GenerationOptions(_Strict):
@@ -234,24 +165,17 @@ class GenerationOptions(_Strict):
         return self.model_dump(exclude_none=True)
 
 
-StrategyName = Literal["rejection", "repair", "multiturn", "best_of_n", "majority"]
-
-
 class StrategyConfig(_Strict):
-    """How failed attempts are repaired and which attempt is picked."""
+    """How failed attempts are repaired and which attempt is picked: ``NAME`` or
+    ``{name: NAME, ...options}`` (e.g. ``keep_failures``, ``template``)."""
 
-    name: StrategyName = _field(
+    model_config = ConfigDict(extra="allow", frozen=True, hide_input_in_errors=True)
+
+    name: str = _field(
         "result",
         "rejection",
-        description="rejection, repair, multiturn, best_of_n or majority (or `strategy: NAME`).",
-    )
-    keep_failures: int = _field(
-        "result", 3, ge=1, description="Failures kept in the repair context."
-    )
-    template: str | None = _field(
-        "result",
-        None,
-        description="`repair`/`multiturn`: the feedback text, with a {reasons} placeholder.",
+        description="rejection, repair, multiturn, best_of_n, majority, or one a plugin adds "
+        "(or `strategy: NAME`); the other keys are its options.",
     )
 
     @model_validator(mode="before")
@@ -259,21 +183,10 @@ class StrategyConfig(_Strict):
     def _from_name(cls, value: Any) -> Any:
         return {"name": value} if isinstance(value, str) else value
 
-    @model_validator(mode="after")
-    def _template_fits(self) -> StrategyConfig:
-        if self.template is not None:
-            if self.name not in ("repair", "multiturn"):
-                raise ValueError(f"template applies to 'repair' and 'multiturn', not {self.name!r}")
-            if "{reasons}" not in self.template:
-                raise ValueError("template must contain the placeholder {reasons}")
-            try:
-                self.template.format(reasons="")
-            except (KeyError, IndexError, ValueError, AttributeError) as exc:
-                raise ValueError(
-                    "template may hold no placeholder but {reasons} (write a literal brace "
-                    f"as {{{{ or }}}}); formatting it failed: {type(exc).__name__}: {exc}"
-                ) from None
-        return self
+    @property
+    def options(self) -> dict[str, Any]:
+        """The strategy's options (every key but ``name``)."""
+        return dict(self.model_extra or {})
 
 
 class BudgetsConfig(_Strict):
@@ -305,40 +218,59 @@ class BudgetsConfig(_Strict):
 
 
 class RequirementSpec(_Strict):
-    """One requirement, as a one-key mapping: ``{max_words: 12}``, ``{contains: Paris}``, ..."""
+    """One requirement: ``{KIND: VALUE}`` (``- max_words: 40``), or a bare ``KIND``.
 
-    contains: str | None = _field("result", None, description="Must contain this text.")
-    not_contains: str | None = _field("result", None, description="Must not contain this text.")
-    matches: str | None = _field("result", None, description="Must match this regular expression.")
-    max_words: int | None = _field("result", None, ge=1, description="At most this many words.")
-    min_words: int | None = _field("result", None, ge=1, description="At least this many words.")
-    max_chars: int | None = _field("result", None, ge=1, description="At most this many chars.")
-    is_json: Literal[True] | None = _field("result", None, description="Must be one JSON document.")
+    The mapping's first key names the kind; its other keys are the kind's options
+    (``- {equals_field: answer, extract: last_number}``).
+    """
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> RequirementSpec:
-        given = [name for name in type(self).model_fields if getattr(self, name) is not None]
-        if len(given) != 1:
-            names = ", ".join(type(self).model_fields)
+    kind: str = _field("result", description="The requirement kind: the mapping's first key.")
+    value: Any = _field("result", None, description="Its value.")
+    options: dict[str, Any] = _field(
+        "result", {}, description="The mapping's other keys: the kind's options."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_mapping(cls, data: Any) -> Any:
+        if isinstance(data, str) and data.strip():
+            return {"kind": data.strip()}
+        if not isinstance(data, dict) or not data:
             raise ValueError(
-                f"a requirement is a mapping with exactly one of: {names} (got {given or 'none'})"
+                "a requirement is a mapping {KIND: VALUE} (e.g. `- max_words: 40`), "
+                f"got {type(data).__name__}"
             )
-        if self.matches is not None:
-            try:
-                compile_linear(self.matches)
-            except ValueError as exc:
-                raise ValueError(f"matches: {exc}") from None
-        return self
+        (kind, value), *rest = data.items()
+        if not isinstance(kind, str) or not all(isinstance(k, str) for k, _ in rest):
+            raise ValueError("a requirement's keys must be strings")
+        return {"kind": kind, "value": value, "options": dict(rest)}
 
-    @property
-    def kind(self) -> str:
-        """The builder's name, e.g. ``"max_words"``."""
-        return next(n for n in type(self).model_fields if getattr(self, n) is not None)
+    @model_serializer(mode="plain")
+    def _as_mapping(self) -> dict[str, Any]:
+        return {self.kind: self.value, **self.options}
 
     @property
     def argument(self) -> Any:
-        """The builder's argument."""
-        return getattr(self, self.kind)
+        """The kind's value."""
+        return self.value
+
+
+class PluginEntry(_Strict):
+    """One plugin of a run: ``NAME`` or ``{name: NAME, options: {...}}``."""
+
+    name: str = _field("result", description="The installed plugin's name.")
+    options: dict[str, Any] = _field(
+        "result", {}, description="Keyword arguments of its class (e.g. capture_content)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @model_serializer(mode="plain")
+    def _as_entry(self) -> Any:
+        return {"name": self.name, "options": self.options} if self.options else self.name
 
 
 class RunSettings(_Strict):
@@ -378,8 +310,11 @@ class RunConfig(_Strict):
     selection: Literal["first", "ordered"] = _field(
         "result", "first", description="`first` passing attempt, or the `ordered` one."
     )
-    plugins: list[str] = _field(
-        "result", [], description="Plugins by name, e.g. tracing, recorder, progress."
+    plugins: list[PluginEntry] = _field(
+        "result",
+        [],
+        description="Plugins whose hooks fire, e.g. tracing, {name: recorder, options: {...}}; "
+        "on resume, plugins with `affects_results = False` may change.",
     )
     check_timeout_s: float | None = _field(
         "result",
@@ -391,14 +326,14 @@ class RunConfig(_Strict):
 
     @field_validator("plugins")
     @classmethod
-    def _installed_names_only(cls, names: list[str]) -> list[str]:
+    def _installed_names_only(cls, entries: list[PluginEntry]) -> list[PluginEntry]:
         # A config may come from anyone: it names installed plugins, never a module to import
         # (an import runs code, even for a resume that is then refused).
-        for name in names:
+        for name in (entry.name for entry in entries):
             if any(mark in name for mark in ".:/\\"):
                 raise ValueError(
                     f"{name!r} is a module path; a run config names installed plugins only "
                     "(entry points, see `samplehooks plugins`): install the module as a plugin, "
                     "or pass it to run_batch(plugins=[...]) from Python"
                 )
-        return names
+        return entries

@@ -6,12 +6,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from sampling_core.backends.base import content_text
 from sampling_core.runs.config import DatasetConfig, RequirementSpec
+
+if TYPE_CHECKING:
+    from sampling_core.kinds import KindRegistry
 from sampling_core.runs.errors import DatasetError
 from sampling_core.runs.loading import describe_errors
 
@@ -33,6 +36,8 @@ class PromptItem:
     prompt: str | list[dict[str, Any]]
     requirements: tuple[RequirementSpec, ...]
     content_hash: str
+    row: dict[str, Any] | None = None
+    """The whole line, as checks see it (``CheckContext.row``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +59,11 @@ def content_hash(obj: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 
-def read_dataset(config: DatasetConfig) -> Dataset:
-    """Read every line of the dataset; a malformed line raises :class:`DatasetError` naming it."""
+def read_dataset(config: DatasetConfig, kinds: KindRegistry | None = None) -> Dataset:
+    """Read every line of the dataset; a malformed line raises :class:`DatasetError` naming it.
+
+    A line's own requirements are checked against ``kinds`` (default: the installed ones).
+    """
     path = config.path
     try:
         raw = path.read_bytes()
@@ -67,6 +75,7 @@ def read_dataset(config: DatasetConfig) -> Dataset:
         if not line.strip():
             continue
         item = _parse_line(path, number, line, config)
+        _check_kinds(f"{path}:{number}", item, kinds)
         if item.key in first_line:
             raise DatasetError(
                 f"{path}:{number}: id {item.key!r} was already used on line "
@@ -123,7 +132,21 @@ def _parse_line(path: Path, number: int, line: bytes, config: DatasetConfig) -> 
                 describe_errors(exc, RequirementSpec, prefix=(config.requirements_field,))
             )
             raise DatasetError(f"{where}: {problems}") from exc
-    return PromptItem(key, number, prompt, specs, digest)
+    return PromptItem(key, number, prompt, specs, digest, obj)
+
+
+def _check_kinds(where: str, item: PromptItem, kinds: KindRegistry | None) -> None:
+    if not item.requirements:
+        return
+    from sampling_core.kinds import KindError, default_kinds
+
+    registry = kinds or default_kinds()
+    for index, spec in enumerate(item.requirements):
+        try:
+            registry.requirement(spec.kind, spec.value, **spec.options)
+        except KindError as exc:
+            sub = "" if exc.key is None else f".{exc.key}"
+            raise DatasetError(f"{where}: require[{index}]{sub}: {exc}") from exc
 
 
 def _is_text_parts(value: Any) -> bool:

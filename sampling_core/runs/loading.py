@@ -63,6 +63,14 @@ def parse_config(text: str, *, source: Path | None = None) -> RunConfig:
     except ValidationError as exc:
         raise ConfigError("\n".join(f"{where}: {line}" for line in describe_errors(exc))) from exc
     _refuse_secrets(config, where)
+    from sampling_core.kinds import KindError, default_kinds
+    from sampling_core.runs.components import check_kinds
+
+    try:
+        kinds = default_kinds()
+    except KindError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+    check_kinds(config, kinds, f"{where}: ")
     if source is not None and not config.dataset.path.is_absolute():
         anchored = (source.parent / config.dataset.path).resolve()
         config = config.model_copy(

@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from sampling_core.kinds import KindRegistry
+from sampling_core.plugins import affects_results
 from sampling_core.runs.classification import label_of, nested_model
 from sampling_core.runs.config import Label, RunConfig
 from sampling_core.runs.dataset import Dataset
@@ -130,13 +132,26 @@ def one_line(text: str) -> str:
 # -- comparing -------------------------------------------------------------------------------
 
 
-def compare_configs(old: RunConfig, new: RunConfig) -> list[Difference]:
-    """Every compared value that differs, with its label (location fields are skipped)."""
-    return list(_walk(type(old), old, new, ""))
+def compare_configs(
+    old: RunConfig, new: RunConfig, kinds: KindRegistry | None = None
+) -> list[Difference]:
+    """Every compared value that differs, with its label (location fields are skipped).
+
+    Options of kinds are labelled by the kind (``kinds``; without it, or for an unknown
+    kind, ``result``). Plugins whose class sets ``affects_results = False`` may change.
+    """
+    return list(_walk(type(old), old, new, "", kinds))
+
+
+_AREA_OF: dict[str, Any] = {"backend": "backend", "strategy": "strategy"}
 
 
 def _walk(
-    model: type[BaseModel], old: BaseModel, new: BaseModel, prefix: str
+    model: type[BaseModel],
+    old: BaseModel,
+    new: BaseModel,
+    prefix: str,
+    kinds: KindRegistry | None = None,
 ) -> Iterator[Difference]:
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
@@ -144,15 +159,77 @@ def _walk(
         if label is None:
             raise TypeError(f"config field {path} has no resume label")
         old_value, new_value = getattr(old, name), getattr(new, name)
+        if path == "plugins":
+            yield from _plugin_differences(old_value, new_value)
+            continue
+        if path == "requirements":
+            yield from _requirement_differences(old_value, new_value, kinds)
+            continue
         sub, is_list = nested_model(info.annotation)
         if sub is not None and not is_list and old_value is not None and new_value is not None:
-            yield from _walk(sub, old_value, new_value, f"{path}.")
+            yield from _walk(sub, old_value, new_value, f"{path}.", kinds)
+            if path in _AREA_OF:
+                yield from _option_differences(path, old_value, new_value, kinds)
             continue
         if label == "location":
             continue
         old_json, new_json = _as_json(old_value), _as_json(new_value)
         if old_json != new_json:
             yield Difference(path, label, old_json, new_json)
+
+
+def _option_label(area: Any, kind: str, option: str, kinds: KindRegistry | None) -> str:
+    if kinds is None or kind not in kinds.kinds[area]:
+        return "result"
+    return kinds.kinds[area][kind].label(option)
+
+
+def _option_differences(
+    path: str, old: Any, new: Any, kinds: KindRegistry | None
+) -> Iterator[Difference]:
+    """The options of a backend or strategy block, labelled by its kind."""
+    area = _AREA_OF[path]
+    kind = new.kind if area == "backend" else new.name
+    old_options, new_options = old.options, new.options
+    if kinds is not None and kind in kinds.kinds[area]:  # compare resolved values
+        for name, info in kinds.kinds[area][kind].options.model_fields.items():
+            if not info.is_required():
+                default = info.get_default(call_default_factory=True)
+                old_options.setdefault(name, default)
+                new_options.setdefault(name, default)
+    for option in sorted(set(old_options) | set(new_options)):
+        before, after = _as_json(old_options.get(option)), _as_json(new_options.get(option))
+        label = _option_label(area, kind, option, kinds)
+        if before != after and label != "location":
+            yield Difference(f"{path}.{option}", label, before, after)  # type: ignore[arg-type]
+    # (a kind changed is a difference of `kind`/`name`, found by the walk)
+
+
+def _requirement_differences(
+    old: list[Any], new: list[Any], kinds: KindRegistry | None
+) -> Iterator[Difference]:
+    """Requirements must match, except options their kind labels ``throughput``."""
+    if [(r.kind, _as_json(r.value)) for r in old] != [(r.kind, _as_json(r.value)) for r in new]:
+        yield Difference("requirements", "result", _as_json(old), _as_json(new))
+        return
+    for index, (before, after) in enumerate(zip(old, new, strict=True)):
+        for option in sorted(set(before.options) | set(after.options)):
+            was, now = _as_json(before.options.get(option)), _as_json(after.options.get(option))
+            label = _option_label("requirement", after.kind, option, kinds)
+            if was != now and label != "location":
+                path = f"requirements[{index}].{option}"
+                yield Difference(path, label, was, now)  # type: ignore[arg-type]
+
+
+def _plugin_differences(old: list[Any], new: list[Any]) -> Iterator[Difference]:
+    """Plugins added, removed or reconfigured: throughput when none of them affects results."""
+    before = {entry.name: _as_json(entry) for entry in old}
+    after = {entry.name: _as_json(entry) for entry in new}
+    changed = sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
+    if not changed:
+        return
+    label = "result" if any(affects_results(name) for name in changed) else "throughput"
+    yield Difference("plugins", label, list(before.values()), list(after.values()))
 
 
 def _as_json(value: Any) -> Any:

@@ -19,14 +19,16 @@ import anyio
 import structlog
 
 from sampling_core.backends.base import aclose_backend
+from sampling_core.kinds import KindError, KindRegistry, collect_kinds
 from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
 from sampling_core.runs.components import (
     build_backend,
-    build_sampler,
+    build_components,
+    check_kinds,
     close_plugins,
     plugin_specs,
 )
-from sampling_core.runs.config import RunConfig
+from sampling_core.runs.config import PluginEntry, RunConfig
 from sampling_core.runs.dataset import Dataset, read_dataset
 from sampling_core.runs.errors import ConfigError, RunDirError
 from sampling_core.runs.integrity import (
@@ -73,6 +75,8 @@ async def run_batch(
     retry_failed: bool = False,
     backend: Any = None,
     plugins: Iterable[PluginSpec] = (),
+    plugin_options: Sequence[PluginEntry | str] = (),
+    kinds: KindRegistry | None = None,
     argv: Sequence[str] | None = None,
     log: Log | None = None,
 ) -> RunSummary:
@@ -82,7 +86,10 @@ async def run_batch(
     run in ``out_dir`` is continued: finished prompts are skipped (with ``retry_failed``,
     failed and errored ones run again). ``backend`` replaces the configured backend object
     (the config's ``backend`` block is still recorded and compared); ``plugins`` are added to
-    the configured ones. ``argv`` is recorded in the provenance header; ``log`` receives
+    the configured ones (objects; not recorded). ``plugin_options`` are plugins by name
+    (``--plugin``) added to the config's ``plugins:``, as ``SAMPLEHOOKS_PLUGINS`` names are;
+    ``SAMPLEHOOKS_DISABLE_PLUGINS`` removes names. ``kinds`` replaces the kinds collected from
+    the installed plugins. ``argv`` is recorded in the provenance header; ``log`` receives
     the runner's messages (default: structlog).
 
     Raises :class:`~sampling_core.runs.errors.RunError` (a refused resume is
@@ -106,28 +113,44 @@ async def run_batch(
             f"{run_dir.path} already holds files; to continue the run there add --resume, "
             "or give another --out directory (nothing was written)"
         )
-    dataset = read_dataset(config.dataset)
+    settings = PluginSettings.from_env()
+    config = with_plugins(config, plugin_options, settings)
+    where = f"{source}: " if source is not None else ""
+    if kinds is None:
+        try:
+            kinds = collect_kinds(settings)
+        except KindError as exc:
+            raise ConfigError(f"{where}{exc}") from exc
+    check_kinds(config, kinds, where)
+    dataset = read_dataset(config.dataset, kinds)
     extra_plugins = list(plugins)
     _check_plugin_names(config.plugins, source)
     own_backend = backend is None
-    chosen_backend = build_backend(config) if own_backend else backend
+    chosen_backend = build_backend(config, kinds) if own_backend else backend
     if resume:
-        scan = _prepare_resume(run_dir, config, dataset, argv, retry_failed, say, chosen_backend)
+        scan = _prepare_resume(
+            run_dir, config, dataset, argv, retry_failed, say, chosen_backend, kinds
+        )
     else:
         _create(run_dir, config, dataset, argv, source, chosen_backend)
         scan = RecordsScan([], 0)
         say(f"started run {run_dir.path}: {len(dataset.items)} prompts")
     sampler = None
     try:
-        batch = BatchSession(config, dataset, run_dir, scan, retry_failed, argv)
-        sampler = build_sampler(
-            chosen_backend,
-            config.plugins,
-            run_dir.events_file,
-            extra_plugins,
-            total=len(batch.pending),
-            config=config,
+        latest = run_records(scan, dataset.hashes())
+        pending = len(dataset.items) - sum(
+            1 for r in latest.values() if r["status"] == "ok" or not retry_failed
         )
+        components = build_components(
+            config,
+            kinds,
+            run_dir.events_file,
+            backend=chosen_backend,
+            extra_plugins=extra_plugins,
+            total=pending,
+        )
+        sampler = components.sampler
+        batch = BatchSession(config, dataset, run_dir, scan, retry_failed, argv, components, kinds)
         await batch.run(sampler)
     finally:
         if sampler is not None:
@@ -156,16 +179,34 @@ def _refuse_unencodable(path: Path, what: str) -> None:
         ) from None
 
 
-def _check_plugin_names(names: Sequence[str], source: Path | None) -> None:
+def with_plugins(
+    config: RunConfig, added: Sequence[PluginEntry | str], settings: PluginSettings
+) -> RunConfig:
+    """The config's plugins, plus ``added`` and ``SAMPLEHOOKS_PLUGINS``, minus the disabled.
+
+    A name given again replaces the earlier entry (so ``--plugin recorder:capture_content=1``
+    reconfigures a configured recorder).
+    """
+    entries = {entry.name: entry for entry in config.plugins}
+    more = [PluginEntry.model_validate(entry) for entry in added]
+    more += [PluginEntry(name=name) for name in sorted(settings.only or ()) if name not in entries]
+    for entry in more:
+        entries[entry.name] = entry
+    kept = [entry for name, entry in entries.items() if name not in settings.disabled]
+    if kept == list(config.plugins):
+        return config
+    return config.model_copy(update={"plugins": kept})
+
+
+def _check_plugin_names(names: Sequence[PluginEntry], source: Path | None) -> None:
     """Resolve each configured plugin name once, before anything is written."""
     registry = PluginRegistry(settings=PluginSettings.from_env())
     where = f"{source}: " if source is not None else ""
     for spec in plugin_specs(names, Path("events.jsonl")):
-        if isinstance(spec, str):
-            try:
-                registry.add(spec)
-            except Exception as exc:
-                raise ConfigError(f"{where}plugins: {exc}") from exc
+        try:
+            registry.add(spec)
+        except Exception as exc:
+            raise ConfigError(f"{where}plugins: {exc}") from exc
 
 
 def _create(
@@ -201,6 +242,7 @@ def _prepare_resume(
     retry_failed: bool,
     say: Log,
     backend: Any,
+    kinds: KindRegistry,
 ) -> RecordsScan:
     """Check the resume (reading only), then drop a torn tail and add the lineage note."""
     run_dir.lock()
@@ -209,7 +251,7 @@ def _prepare_resume(
         meta = run_dir.read_meta()
         run_dir.read_progress()  # damaged: refused here, before anything is written
         scan = run_dir.scan_records()
-        differences = compare_configs(old, config)
+        differences = compare_configs(old, config, kinds)
         blocking = [d for d in differences if d.label == "result"]
         if blocking:
             raise refuse(run_dir.path, blocking, drift=False)

@@ -8,8 +8,9 @@ from typing import Any
 
 import anyio
 
+from sampling_core.kinds import KindRegistry
 from sampling_core.results import SamplingResult
-from sampling_core.runs.components import build_requirements, build_strategy, prompt_seed
+from sampling_core.runs.components import Components, build_requirements, prompt_seed
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, PromptItem
 from sampling_core.runs.integrity import run_records
@@ -31,6 +32,8 @@ class BatchSession:
         scan: RecordsScan,
         retry_failed: bool,
         argv: Sequence[str],
+        components: Components,
+        kinds: KindRegistry,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
@@ -44,8 +47,9 @@ class BatchSession:
         finished = {k for k, s in self.status.items() if s == "ok" or not retry_failed}
         self.pending = [item for item in dataset.items if item.key not in finished]
         self.seq = scan.last_seq
-        self.requirements = build_requirements(config.requirements)
-        self.strategy = build_strategy(config.strategy)
+        self.kinds = kinds
+        self.requirements = components.requirements
+        self.strategy = components.strategy
         self.options = config.options.as_options()
         progress = run_dir.read_progress()
         self.sessions: list[dict[str, Any]] = list(progress.get("sessions", []))
@@ -62,7 +66,8 @@ class BatchSession:
             flush_every=config.run.flush_every, fsync=config.run.fsync
         )
         # the `progress` plugin, when configured, draws the bar instead
-        mode = "off" if "progress" in config.plugins else config.run.progress
+        named = {entry.name for entry in config.plugins}
+        mode = "off" if "progress" in named else config.run.progress
         self.display = ProgressDisplay(mode, total=self.total)
 
     async def run(self, sampler: Any) -> None:
@@ -119,9 +124,11 @@ class BatchSession:
             "session": len(self.sessions),
         }
         try:
+            own = build_requirements(item.requirements, self.kinds) if item.requirements else []
             result = await sampler.sample(
                 item.prompt,
-                requirements=[*self.requirements, *build_requirements(item.requirements)],
+                row=item.row,
+                requirements=[*self.requirements, *own],
                 strategy=self.strategy,
                 loop_budget=self.config.budgets.loop_budget,
                 concurrency_budget=self.config.budgets.concurrency_budget,

@@ -36,3 +36,25 @@ def test_remembers_only_the_last_calls(sampler):
     s = sampler(plugins=[plugin])
     ids = [s.sample_sync("Hi.").sampling_id for _ in range(3)]
     assert list(plugin.attempts) == ids[1:]
+
+
+def test_its_kinds_with_options(sampler):
+    from sampling_core.kinds import KindError, KindRegistry
+
+    from samplehooks_example_plugin import kinds
+
+    registry = KindRegistry()
+    registry.add_plugin("example-kinds", kinds)
+    backend = registry.backend("echo", upper=True)
+    result = sampler(backend).sample_sync(
+        "hello",
+        requirements=[registry.requirement("starts_with", "YOU SAID", case_sensitive=True)],
+        strategy=registry.strategy("nudge", word="Kindly"),
+    )
+    assert result.success and result.text == "YOU SAID: HELLO"
+    try:
+        registry.backend("echo", uper=True)
+    except KindError as exc:
+        assert "did you mean 'upper'?" in str(exc)
+    else:
+        raise AssertionError("a misspelt option was accepted")

@@ -1,0 +1,43 @@
+"""``CheckContext``: what a check may know besides the text, and how a check asks for it.
+
+A check takes ``(text)`` or ``(text, context)``; which one is decided once, from its
+signature, when the :class:`~sampling_core.requirements.Requirement` is built.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hook_specs.records import IterationInfo, Message
+
+__all__ = ["CheckContext", "takes_context"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckContext:
+    """The attempt a check judges.
+
+    ``messages``: the attempt's request (what the model was asked); ``row``: the dataset line
+    in a batch run (``sample(..., row=...)``), else ``None``; ``iteration``: the attempt's
+    :class:`IterationInfo`; ``options``: the backend call options of the attempt.
+    """
+
+    messages: Sequence[Message] = ()
+    row: Mapping[str, Any] | None = None
+    iteration: IterationInfo | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def takes_context(check: Callable[..., Any]) -> bool:
+    """Whether ``check`` accepts a second positional argument (the context)."""
+    try:
+        params = list(inspect.signature(check).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: text only
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    return len(positional) >= 2 and positional[1].default is positional[1].empty

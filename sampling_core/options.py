@@ -1,0 +1,112 @@
+"""Options: a pydantic model of a factory's keyword parameters, and one-line option errors.
+
+Used for the options of kinds (:mod:`sampling_core.kinds`) and of plugin classes
+(``plugins=[("budget_guard", {"max_tokens_total": 5000})]``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+__all__ = ["first_problem", "options_model", "signature_of", "validate_options"]
+
+# An option whose rejected value may be a secret put in the wrong place is never repeated.
+_NEVER_SHOWN = frozenset({"api_key_env", "base_url"})
+_SECRET_HINTS = ("api_key", "apikey", "secret", "password", "auth_token", "access_token")
+
+
+def _secret(name: str) -> bool:
+    return name in _NEVER_SHOWN or any(hint in name.lower() for hint in _SECRET_HINTS)
+
+
+def first_problem(exc: ValidationError, model: type[BaseModel]) -> str:
+    """The first problem of ``exc``, in one line: the option's name and what is wrong.
+
+    A misspelt option comes first (its did-you-mean explains the missing one too).
+    """
+    err = _first(exc)
+    name = ".".join(str(part) for part in err["loc"]) or "(options)"
+    if err["type"] == "extra_forbidden":
+        allowed = list(model.model_fields)
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"options: {', '.join(allowed)}"
+        if _secret(name):
+            hint = (
+                "secrets never go in options: put the key in an environment variable and "
+                "give its NAME, e.g. as api_key_env"
+            )
+        return f"unknown option {name!r} ({hint})" if allowed else f"takes no option {name!r}"
+    if err["type"] == "missing":
+        return f"option {name!r} is required"
+    hidden = _secret(name) or isinstance(err.get("input"), dict)
+    shown = "" if hidden else f" (got {err.get('input')!r})"
+    return f"option {name!r}: {err['msg']}{shown}"
+
+
+def options_model(name: str, factory: Callable[..., Any], area: str = "backend") -> type[BaseModel]:
+    """A pydantic model of the factory's keyword parameters (a requirement's VALUE excluded).
+
+    ``**kwargs`` in the signature lets any further option through unchecked.
+    """
+    params = list(signature_of(factory).parameters.values())
+    if area == "requirement" and params and params[0].kind is not params[0].KEYWORD_ONLY:
+        params = params[1:] if params[0].kind is not params[0].VAR_KEYWORD else params
+    fields: dict[str, Any] = {}
+    extra = "forbid"
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            extra = "allow"
+        elif p.kind is not p.VAR_POSITIONAL:
+            annotation = Any if p.annotation is p.empty else p.annotation
+            fields[p.name] = (annotation, ... if p.default is p.empty else p.default)
+    config = ConfigDict(  # type: ignore[typeddict-item]
+        extra=extra, arbitrary_types_allowed=True, allow_inf_nan=False
+    )
+    with warnings.catch_warnings():  # a type pydantic cannot check is taken as it is
+        warnings.simplefilter("ignore")
+        try:
+            return create_model(f"{name}_options", __config__=config, **fields)
+        except Exception:  # an annotation pydantic cannot build a schema for: unchecked
+            loose = {key: (Any, default) for key, (_, default) in fields.items()}
+            return create_model(f"{name}_options", __config__=config, **loose)
+
+
+def signature_of(factory: Callable[..., Any]) -> inspect.Signature:
+    """``factory``'s signature with string annotations resolved where they can be."""
+    try:
+        return inspect.signature(factory, eval_str=True)
+    except (NameError, TypeError, SyntaxError):
+        return inspect.signature(factory)
+
+
+def validate_options(
+    model: type[BaseModel], options: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """``(keyword arguments, None)``, or ``(None, what is wrong)`` in one line."""
+    try:
+        validated = model.model_validate(dict(options))
+    except ValidationError as exc:
+        return None, first_problem(exc, model)
+    return _kwargs(validated), None
+
+
+def problem_option(exc: ValidationError) -> str:
+    """The name of the option the first problem of ``exc`` is about."""
+    return ".".join(str(part) for part in _first(exc)["loc"])
+
+
+def _first(exc: ValidationError) -> Any:
+    errors = exc.errors()
+    return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+
+
+def _kwargs(validated: BaseModel) -> dict[str, Any]:
+    out = {name: getattr(validated, name) for name in validated.model_fields_set}
+    out.update(validated.model_extra or {})
+    return out
