@@ -180,4 +180,22 @@ def backend_arg(
     for option, value in (defaults or {}).items():
         if option in fields:
             options.setdefault(option, value)
-    return kind.build(options=options)
+    try:
+        return kind.build(options=options)
+    except KindError as exc:
+        flag = _flag_for(exc.key, shortcuts, fields)
+        if flag is None or exc.key in options:
+            raise
+        raise KindError(f"{exc} (give it with {flag} or --backend-option)", exc.key) from None
+
+
+def _flag_for(
+    option: str | None, shortcuts: Mapping[str, tuple[str, Any]], fields: Mapping[str, Any]
+) -> str | None:
+    """The command-line flag that sets backend ``option`` (``--model`` for ``model_path``)."""
+    for flag, (name, _) in shortcuts.items():
+        if name == "model" and "model" not in fields and "model_path" in fields:
+            name = "model_path"
+        if name == option:
+            return flag
+    return None

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from hook_specs.names import HookName
 from sampling_core.cli.plugin_template import TemplateError, write_plugin
+from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
 from sampling_core.kinds import KindError, KindRegistry
 from sampling_core.plugins import (
     InstalledPlugin,
@@ -108,13 +109,14 @@ def _enabled(entry: InstalledPlugin, settings: PluginSettings) -> bool:
 
 
 plugins_app = typer.Typer(
+    cls=ReadableGroup,
     invoke_without_command=True,
     add_completion=False,
     help="List the installed plugins (and write a new one with `plugins new`).",
 )
 
 
-@plugins_app.command("new")
+@plugins_app.command("new", cls=ReadableCommand)
 def new_command(
     name: str = typer.Argument(..., help="The plugin's name (its entry point), e.g. my-checks."),
     directory: Path = typer.Option(
@@ -125,8 +127,7 @@ def new_command(
     try:
         root = write_plugin(name, directory)
     except TemplateError as exc:
-        typer.echo(f"samplehooks: error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(exc))
     typer.echo(f"wrote {root}; next: pip install -e {root} && python -m pytest {root}/tests")
 
 

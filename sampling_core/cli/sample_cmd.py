@@ -74,6 +74,7 @@ def sample_command(
         "--strategy",
         "-s",
         metavar="NAME[:K=V,...]",
+        autocompletion=lambda incomplete: _kind_names("strategy", incomplete),
         help="How failed attempts are repaired: NAME or NAME:k=v,... (rejection, repair, "
         "multiturn, best-of-n, majority, or one a plugin adds).",
     ),
@@ -98,6 +99,7 @@ def sample_command(
         "--backend",
         "-b",
         metavar="KIND",
+        autocompletion=lambda incomplete: _kind_names("backend", incomplete),
         help="The backend kind: local (embedded model), openai, scripted, or one a plugin adds.",
     ),
     backend_option: list[str] = typer.Option(
@@ -194,6 +196,11 @@ def sample_command(
         if result.text is not None:
             sys.stdout.write(result.text.strip() + "\n")
     raise typer.Exit(0 if result.success else 1)
+
+
+def _kind_names(area: Any, incomplete: str) -> list[str]:
+    """Shell completion: the installed kinds of ``area`` that start with ``incomplete``."""
+    return [name for name in collect_kinds().names(area) if name.startswith(incomplete)]
 
 
 def _read_prompt(prompt: str | None) -> str:
