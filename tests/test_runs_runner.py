@@ -151,16 +151,22 @@ def test_the_progress_bar_draws_on_a_terminal_only(monkeypatch: pytest.MonkeyPat
 
 def test_the_progress_plugin_gets_one_bar_over_the_prompts_to_run(tmp_path: Path) -> None:
     from builtin_plugins.progress import ProgressPlugin
+    from builtin_plugins.recorder import RecorderPlugin
+    from builtin_plugins.tracing import TracingPlugin
     from sampling_core.plugins import PluginRegistry
     from sampling_core.runs.components import plugin_specs
     from sampling_core.runs.config import PluginEntry
 
     entries = [PluginEntry.model_validate(n) for n in ("tracing", "progress", "recorder")]
     specs = plugin_specs(entries, tmp_path / "e.jsonl", total=7)
-    assert specs[0] == ("tracing", {})
-    assert specs[1] == ("progress", {"total": 7})
-    assert specs[2] == ("recorder", {"path": str(tmp_path / "e.jsonl")})
+    # each plugin is made by its entry point and told about the run through for_run
+    assert [name for name, _ in specs] == ["tracing", "progress", "recorder"]
+    assert isinstance(specs[0][1], TracingPlugin)
+    assert isinstance(specs[1][1], ProgressPlugin) and specs[1][1].total == 7
+    assert isinstance(specs[2][1], RecorderPlugin)
+    assert specs[2][1].path == tmp_path / "e.jsonl"
     registry = PluginRegistry()
-    registry.add(specs[1])
-    progress = registry.get("progress")
-    assert isinstance(progress, ProgressPlugin) and progress.total == 7
+    for name, plugin in specs:
+        assert registry.add(plugin, name) == name
+    assert registry.get("progress") is specs[1][1]
+    assert registry.get("recorder") is specs[2][1]

@@ -202,11 +202,13 @@ def _check_plugin_names(names: Sequence[PluginEntry], source: Path | None) -> No
     """Resolve each configured plugin name once, before anything is written."""
     registry = PluginRegistry(settings=PluginSettings.from_env())
     where = f"{source}: " if source is not None else ""
-    for spec in plugin_specs(names, Path("events.jsonl")):
-        try:
-            registry.add(spec)
-        except Exception as exc:
-            raise ConfigError(f"{where}plugins: {exc}") from exc
+    try:
+        for name, plugin in plugin_specs(names, Path("events.jsonl")):
+            registry.add(plugin, name)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}{exc}") from exc
+    except Exception as exc:
+        raise ConfigError(f"{where}plugins: {exc}") from exc
 
 
 def _create(
