@@ -34,7 +34,13 @@ from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import SamplehooksError
 from sampling_core.options import first_problem, options_model, problem_option, signature_of
-from sampling_core.plugins import BUILTIN_DISTRIBUTION, ENTRY_POINT_GROUP, PluginSettings, warn
+from sampling_core.plugins import (
+    BUILTIN_DISTRIBUTION,
+    ENTRY_POINT_GROUP,
+    PluginSettings,
+    entry_point_object,
+    warn_skipped,
+)
 from sampling_core.requirements import Requirement, as_requirements
 
 __all__ = [
@@ -303,13 +309,15 @@ def collect_kinds(
     """
     settings = settings or PluginSettings.from_env()
     registry = KindRegistry()
+    asked: set[str] = set()
     for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=_builtins_first):
-        if entry.name in settings.disabled or entry.name in registry.provided:
+        if entry.name in settings.disabled or entry.name in asked:
             continue
-        try:
-            plugin = entry.load()
+        asked.add(entry.name)
+        try:  # the built-in's object when a name clashes; SystemExit & co. isolated too
+            plugin = entry_point_object(entry.name)
         except Exception as exc:
-            warn(f"plugin {entry.name!r} could not be loaded and was skipped: {exc}")
+            warn_skipped(entry.name, exc)
             continue
         if _provides(plugin):
             registry.add_plugin(entry.name, plugin)

@@ -55,4 +55,4 @@ def compile_linear(pattern: str, flags: int = 0) -> LinearPattern:
             r"\\[1-9]", pattern
         ):
             hint = "; lookaround and backreferences are not supported: write a check function"
-        raise ValueError(f"invalid regular expression for RE2 ({detail}){hint}") from None
+        raise ValueError(f"not a valid regular expression for RE2 ({detail}){hint}") from None

@@ -8,13 +8,23 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import math
 import warnings
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
 
-__all__ = ["first_problem", "options_model", "signature_of", "validate_options"]
+__all__ = [
+    "first_problem",
+    "number_as_written",
+    "number_kinds",
+    "options_model",
+    "signature_of",
+    "validate_options",
+]
 
 # An option whose rejected value may be a secret put in the wrong place is never repeated.
 _NEVER_SHOWN = frozenset({"api_key_env", "base_url"})
@@ -23,6 +33,37 @@ _SECRET_HINTS = ("api_key", "apikey", "secret", "password", "auth_token", "acces
 
 def _secret(name: str) -> bool:
     return name in _NEVER_SHOWN or any(hint in name.lower() for hint in _SECRET_HINTS)
+
+
+def number_kinds(annotation: Any) -> set[type]:
+    """The plain number types an annotation allows (``Annotated[int | None, ...]`` -> ``{int}``)."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if annotation in (int, float):
+        return {annotation}
+    if get_origin(annotation) in (Union, UnionType):
+        return {a for a in get_args(annotation) if a in (int, float)}
+    return set()
+
+
+def number_as_written(kinds: set[type], value: Any) -> Any:
+    """``value`` unchanged, or ValueError: numbers are taken as written, never coerced.
+
+    For ``kinds`` (see :func:`number_kinds`) with int but not float, an int (not ``2.0``,
+    ``"2"`` or a bool); with float, a finite number (not a string, a bool, inf or nan).
+    ``None`` passes (the field's own type decides whether it is allowed).
+    """
+    if value is None or not kinds:
+        return value
+    if int in kinds and float not in kinds:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"must be a whole number (an int), not {type(value).__name__}")
+    elif float in kinds:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"must be a number, not {type(value).__name__}")
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+    return value
 
 
 def first_problem(exc: ValidationError, model: type[BaseModel]) -> str:
@@ -46,7 +87,7 @@ def first_problem(exc: ValidationError, model: type[BaseModel]) -> str:
         return f"option {name!r} is required"
     hidden = _secret(name) or isinstance(err.get("input"), dict)
     shown = "" if hidden else f" (got {err.get('input')!r})"
-    return f"option {name!r}: {err['msg']}{shown}"
+    return f"option {name!r}: {str(err['msg']).removeprefix('Value error, ')}{shown}"
 
 
 def options_model(name: str, factory: Callable[..., Any], area: str = "backend") -> type[BaseModel]:
@@ -64,6 +105,11 @@ def options_model(name: str, factory: Callable[..., Any], area: str = "backend")
             extra = "allow"
         elif p.kind is not p.VAR_POSITIONAL:
             annotation = Any if p.annotation is p.empty else p.annotation
+            numbers = number_kinds(annotation)
+            if numbers:  # as written: "0.1", 2.0 for an int, inf and nan are refused
+                annotation = Annotated[
+                    annotation, BeforeValidator(partial(number_as_written, numbers))
+                ]
             fields[p.name] = (annotation, ... if p.default is p.empty else p.default)
     config = ConfigDict(  # type: ignore[typeddict-item]
         extra=extra, arbitrary_types_allowed=True, allow_inf_nan=False

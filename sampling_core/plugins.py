@@ -233,6 +233,20 @@ def warn(message: str) -> None:
     print(f"samplehooks: warning: {message}", file=sys.stderr)
 
 
+_skipped: set[str] = set()
+
+
+def warn_skipped(name: str, exc: BaseException) -> None:
+    """Warn (once per process and plugin) that plugin ``name`` could not be loaded.
+
+    The kind collector and the sampler both load entry points; a broken one is reported once.
+    """
+    if name in _skipped:
+        return
+    _skipped.add(name)
+    warn(f"plugin {name!r} could not be loaded and was skipped: {type(exc).__name__}: {exc}")
+
+
 def default_name(plugin: Any) -> str:
     """The name an object is registered under when none is given."""
     if isinstance(plugin, types.ModuleType):
@@ -432,7 +446,7 @@ class PluginRegistry:
                 entry.error = f"{type(exc).__name__}: {exc}"
                 if self.strict:
                     raise PluginError(entry.name, "load", entry.error) from exc
-                warn(f"plugin {entry.name!r} could not be loaded and was skipped: {entry.error}")
+                warn_skipped(entry.name, exc)
             else:
                 entry.loaded = True
                 entry.hooks = self.hooks_of(entry.name)

@@ -13,6 +13,7 @@ from reliability_helpers import assert_refused, invoke
 from runs_helpers import records, write_config, write_dataset
 
 from sampling_core import Requirement, Sampler, ScriptedBackend, ValidationResult
+from sampling_core.kinds import collect_kinds
 from sampling_core.requirements import matches
 from sampling_core.runs import run_batch_sync
 from sampling_core.runs.caps import MAX_LIST_ITEMS, MAX_TEXT_CHARS, cap_record
@@ -74,28 +75,33 @@ async def test_a_slow_sync_check_fails_once_it_returns() -> None:
 
 def test_check_timeout_and_retries_are_result_settings_in_the_run_config(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "d.jsonl", 2)
+    scripted = {"kind": "scripted", "replies": ["a"]}
     config = write_config(
         tmp_path / "c.yaml",
         data,
         check_timeout_s=5,
-        backend={
-            "kind": "scripted",
-            "replies": ["a"],
-            "timeout_s": 30,
-            "retries": {"max_retries": 1},
-        },
+        backend={**scripted, "retries": {"max_retries": 1}},
     )
     assert invoke("run", config, "--out", tmp_path / "out").exit_code == 0
-    scripted = {"kind": "scripted", "replies": ["a"]}
     changes = [
         {"check_timeout_s": 6},
-        {"backend": {**scripted, "timeout_s": 31, "retries": {"max_retries": 1}}},
-        {"backend": {**scripted, "timeout_s": 30, "retries": {"max_retries": 2}}},
+        {"backend": {**scripted, "retries": {"max_retries": 2}}},
     ]
     for change in changes:
-        other = write_config(tmp_path / "c2.yaml", data, **{"check_timeout_s": 5, **change})
+        other = write_config(
+            tmp_path / "c2.yaml",
+            data,
+            **{"check_timeout_s": 5, "backend": {**scripted, "retries": {"max_retries": 1}}}
+            | change,
+        )
         refused = invoke("run", other, "--out", tmp_path / "out", "--resume")
         assert refused.exit_code == 2 and "change results" in refused.stderr, refused.stderr
+    # a call timeout is an option of the kinds that have one, labelled a result setting
+    # (the resume comparison reads the kind's label), unlike a throughput option
+    kinds = collect_kinds()
+    for kind in ("openai", "local"):
+        assert kinds.get("backend", kind).label("timeout_s") == "result"
+    assert kinds.get("backend", "openai").label("max_in_flight") == "throughput"
 
 
 @pytest.mark.parametrize(
@@ -103,11 +109,13 @@ def test_check_timeout_and_retries_are_result_settings_in_the_run_config(tmp_pat
     [
         (
             "backend: {kind: scripted, replies: [a], latency_s: .inf}\n",
-            "backend.latency_s: must be a finite number",
+            "backend.latency_s: backend 'scripted' (plugin 'kinds'): option 'latency_s': "
+            "must be a finite number",
         ),
         (
             "backend: {kind: scripted, replies: [a], latency_s: .nan}\n",
-            "backend.latency_s: must be a finite number",
+            "backend.latency_s: backend 'scripted' (plugin 'kinds'): option 'latency_s': "
+            "must be a finite number",
         ),
         ("backend: {kind: scripted, replies: [a], timeout_s: -.inf}\n", "backend.timeout_s"),
         ("options: {temperature: .nan}\n", "options.temperature: must be a finite number"),
@@ -124,7 +132,8 @@ def test_check_timeout_and_retries_are_result_settings_in_the_run_config(tmp_pat
         ("seed: '7'\n", "seed: must be a whole number"),
         (
             "backend: {kind: scripted, replies: [a], latency_s: '0.1'}\n",
-            "backend.latency_s: must be a number",
+            "backend.latency_s: backend 'scripted' (plugin 'kinds'): option 'latency_s': "
+            "must be a number, not str",
         ),
         ("budgets: {loop_budget: 2, loop_budget: 3}\n", "the key 'loop_budget' is given twice"),
         ("seed: 1\nseed: 2\n", "the key 'seed' is given twice"),

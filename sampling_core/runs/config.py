@@ -17,10 +17,8 @@ derived from these labels, through
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -33,6 +31,7 @@ from pydantic import (
 )
 
 from sampling_core.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
+from sampling_core.options import number_as_written, number_kinds
 from sampling_core.requirements import DEFAULT_CHECK_TIMEOUT_S
 
 __all__ = [
@@ -75,27 +74,9 @@ class _Strict(BaseModel):
     def _numbers_as_written(cls, value: Any, info: ValidationInfo) -> Any:
         """No coercion of numbers: an int field takes an int (not ``2.0``, ``"2"`` or a
         bool), a float field a finite number (not a string, a bool, ``.inf`` or ``.nan``)."""
-        if value is None or info.field_name is None:
+        if info.field_name is None:
             return value
-        kinds = _scalar_kinds(cls.model_fields[info.field_name].annotation)
-        if int in kinds and float not in kinds:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"must be a whole number (an int), not {type(value).__name__}")
-        elif float in kinds:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"must be a number, not {type(value).__name__}")
-            if not math.isfinite(value):
-                raise ValueError("must be a finite number")
-        return value
-
-
-def _scalar_kinds(annotation: Any) -> set[type]:
-    """The plain number types an annotation allows (``int | None`` -> ``{int}``)."""
-    if annotation in (int, float):
-        return {annotation}
-    if get_origin(annotation) in (Union, UnionType):
-        return {a for a in get_args(annotation) if a in (int, float)}
-    return set()
+        return number_as_written(number_kinds(cls.model_fields[info.field_name].annotation), value)
 
 
 class DatasetConfig(_Strict):
