@@ -107,6 +107,25 @@ def test_a_hand_edited_effective_config_does_not_mix_settings(tmp_path: Path) ->
     assert invoke("run", effective, "--out", run, "--resume").exit_code == 0
 
 
+def test_a_hand_edited_backend_option_is_caught_by_its_kinds_label(tmp_path: Path) -> None:
+    backend = {"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.0}
+    _, run = finished_run(tmp_path, 3, backend=backend)
+    meta = json.loads((run / "meta.json").read_text())
+    values = meta["settings"]["values"]
+    assert values["backend.replies"] == ["a short answer"]  # the kind labels it a result
+    assert "backend.latency_s" not in values  # throughput: may change on resume
+    effective = run / "effective_config.yaml"
+    text = effective.read_text()
+    assert "a short answer" in text and "latency_s: 0.0" in text
+    effective.write_text(text.replace("a short answer", "another answer"))
+    before = tree(run)
+    refused = invoke("run", effective, "--out", run, "--resume")
+    assert_refused_block(refused, "meta.json", "backend.replies", "another answer")
+    assert tree(run) == before
+    effective.write_text(text.replace("latency_s: 0.0", "latency_s: 0.001"))
+    assert invoke("run", effective, "--out", run, "--resume").exit_code == 0
+
+
 @pytest.mark.parametrize(
     "name",
     [

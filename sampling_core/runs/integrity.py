@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from sampling_core.kinds import Area, Kind, KindError, KindRegistry
 from sampling_core.runs.classification import label_of, nested_model
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import RunDirError
@@ -75,9 +76,30 @@ def refuse_foreign(run_dir: RunDirectory, foreign: list[tuple[int, str]]) -> Run
 # -- settings ------------------------------------------------------------------------------
 
 
-def result_settings(config: RunConfig) -> dict[str, Any]:
-    """Every ``result``-labelled value of the config, by its dotted path, as JSON."""
-    return dict(_leaves(type(config), config, ""))
+def result_settings(config: RunConfig, kinds: KindRegistry | None = None) -> dict[str, Any]:
+    """Every ``result``-labelled value of the config, by its dotted path, as JSON.
+
+    The options of the backend and the strategy (the keys beside ``kind`` and ``name``) are
+    labelled by their kind in ``kinds``; an option it does not label (or without ``kinds``)
+    is a result setting.
+    """
+    values = dict(_leaves(type(config), config, ""))
+    for block, area, kind_name in (
+        (config.backend, "backend", config.backend.kind),
+        (config.strategy, "strategy", config.strategy.name),
+    ):
+        kind = _kind(kinds, area, kind_name)
+        for option, value in (block.model_extra or {}).items():
+            if kind is None or kind.label(option) == "result":
+                values[f"{area}.{option}"] = _json(value)
+    return values
+
+
+def _kind(kinds: KindRegistry | None, area: Area, name: str) -> Kind | None:
+    try:
+        return None if kinds is None else kinds.get(area, name)
+    except KindError:
+        return None
 
 
 def _leaves(model: type[BaseModel], obj: BaseModel, prefix: str) -> Iterator[tuple[str, Any]]:
@@ -95,6 +117,8 @@ def _json(value: Any) -> Any:
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, list):
         return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json(v) for k, v in value.items()}
     return value if isinstance(value, str | int | float | bool | None) else str(value)
 
 
@@ -109,9 +133,11 @@ def resolved_settings(backend: Any) -> dict[str, Any]:
     return out
 
 
-def settings_meta(config: RunConfig, backend: Any) -> dict[str, Any]:
-    """The ``settings`` entry of ``meta.json``."""
-    values = {**result_settings(config), **resolved_settings(backend)}
+def settings_meta(
+    config: RunConfig, backend: Any, kinds: KindRegistry | None = None
+) -> dict[str, Any]:
+    """The ``settings`` entry of ``meta.json`` (``kinds`` label the kinds' options)."""
+    values = {**result_settings(config, kinds), **resolved_settings(backend)}
     return {"values": values, "fingerprint": _fingerprint(values)}
 
 
@@ -121,7 +147,7 @@ def _fingerprint(values: dict[str, Any]) -> str:
 
 
 def check_settings(
-    meta: dict[str, Any], config: RunConfig, backend: Any
+    meta: dict[str, Any], config: RunConfig, backend: Any, kinds: KindRegistry | None = None
 ) -> list[tuple[str, Any, Any]]:
     """``(path, run's value, this resume's value)`` for each result setting that differs
     from what ``meta.json`` recorded when the run started (none for a run made before
@@ -129,7 +155,7 @@ def check_settings(
     recorded = meta.get(SETTINGS_KEY)
     if not isinstance(recorded, dict) or not isinstance(recorded.get("values"), dict):
         return []
-    now = settings_meta(config, backend)
+    now = settings_meta(config, backend, kinds)
     if now["fingerprint"] == recorded.get("fingerprint"):
         return []
     old, new = recorded["values"], now["values"]

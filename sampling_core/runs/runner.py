@@ -132,7 +132,7 @@ async def run_batch(
             run_dir, config, dataset, argv, retry_failed, say, chosen_backend, kinds
         )
     else:
-        _create(run_dir, config, dataset, argv, source, chosen_backend)
+        _create(run_dir, config, dataset, argv, source, chosen_backend, kinds)
         scan = RecordsScan([], 0)
         say(f"started run {run_dir.path}: {len(dataset.items)} prompts")
     sampler = None
@@ -218,6 +218,7 @@ def _create(
     argv: Sequence[str],
     source: Path | None,
     backend: Any,
+    kinds: KindRegistry,
 ) -> None:
     header = provenance_header(_version(), argv, source)
     meta = {
@@ -230,7 +231,7 @@ def _create(
             "fingerprint": dataset.fingerprint,
             "hashes": dataset.hashes(),
         },
-        SETTINGS_KEY: settings_meta(config, backend),
+        SETTINGS_KEY: settings_meta(config, backend, kinds),
     }
     run_dir.create(render_effective_config(config, header), meta)
     run_dir.lock()
@@ -259,7 +260,7 @@ def _prepare_resume(
             raise refuse(run_dir.path, blocking, drift=False)
         recorded = [
             Difference(path, "result", old_value, new_value)
-            for path, old_value, new_value in check_settings(meta, config, backend)
+            for path, old_value, new_value in check_settings(meta, config, backend, kinds)
         ]
         if recorded:
             raise refuse(run_dir.path, recorded, drift=False, recorded=True)
