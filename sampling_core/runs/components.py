@@ -89,16 +89,21 @@ def _real_backend(name: str, extra: str) -> Any:
         ) from exc
 
 
-def plugin_specs(names: Sequence[str], events_file: Path, total: int = 0) -> list[PluginSpec]:
+def plugin_specs(
+    names: Sequence[str], events_file: Path, total: int = 0, recorder: Any = None
+) -> list[PluginSpec]:
     """What the config's plugin names become.
 
-    ``recorder`` writes into the run directory (``events.jsonl``) and ``progress`` gets one
-    bar over the ``total`` prompts to run; other names are resolved by the plugin registry.
+    ``recorder`` writes into the run directory (``events.jsonl``), or is the ``recorder``
+    object given; ``progress`` gets one bar over the ``total`` prompts to run; other names
+    are resolved by the plugin registry.
     """
     out: list[PluginSpec] = []
     for name in names:
         built = None
-        if name == "recorder":
+        if name == "recorder" and recorder is not None:
+            built = recorder
+        elif name == "recorder":
             built = _builtin("builtin_plugins.recorder", "RecorderPlugin", events_file)
         elif name == "progress":
             built = _builtin("builtin_plugins.progress", "ProgressPlugin", total=total)
@@ -120,6 +125,7 @@ def build_sampler(
     events_file: Path,
     extra: Iterable[PluginSpec] = (),
     total: int = 0,
+    recorder: Any = None,
 ) -> Sampler:
     """One sampler for the whole run, with exactly the configured plugins (and ``extra``).
 
@@ -128,7 +134,7 @@ def build_sampler(
     try:
         return Sampler(
             backend,
-            plugins=[*plugin_specs(names, events_file, total), *extra],
+            plugins=[*plugin_specs(names, events_file, total, recorder), *extra],
             load_entrypoints=False,
         )
     except PluginError as exc:

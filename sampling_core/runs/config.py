@@ -31,6 +31,7 @@ __all__ = [
     "DatasetConfig",
     "GenerationOptions",
     "Label",
+    "RaySettings",
     "RequirementSpec",
     "RunConfig",
     "RunSettings",
@@ -278,6 +279,20 @@ class RequirementSpec(_Strict):
         return getattr(self, self.kind)
 
 
+class RaySettings(_Strict):
+    """Where and how wide a run goes with ``executor: ray`` (docs/scale-out.md)."""
+
+    address: str | None = _field(
+        "throughput",
+        None,
+        description="The cluster (`ray://HOST:10001`, `HOST:6379`, `auto`); none: a local one.",
+    )
+    workers: int = _field("throughput", 2, ge=1, description="Worker actors (processes).")
+    calls_per_worker: int = _field(
+        "throughput", 16, ge=1, description="Prompts each worker samples at once."
+    )
+
+
 class RunSettings(_Strict):
     """Throughput settings of the runner: none of them changes an answer."""
 
@@ -293,6 +308,13 @@ class RunSettings(_Strict):
     fsync: bool = _field("throughput", False, description="fsync the records file on every flush.")
     progress: Literal["auto", "on", "off"] = _field(
         "throughput", "auto", description="Progress bar on stderr (`auto`: when it is a terminal)."
+    )
+
+    executor: Literal["local", "ray"] = _field(
+        "throughput", "local", description="`local` (this process) or `ray` (a Ray cluster)."
+    )
+    ray: RaySettings = _block(
+        "throughput", RaySettings, description="`executor: ray`: the cluster and its workers."
     )
 
 

@@ -20,12 +20,7 @@ import structlog
 
 from sampling_core.backends.base import aclose_backend
 from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
-from sampling_core.runs.components import (
-    build_backend,
-    build_sampler,
-    close_plugins,
-    plugin_specs,
-)
+from sampling_core.runs.components import build_backend, close_plugins, plugin_specs
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, read_dataset
 from sampling_core.runs.errors import ConfigError, RunDirError
@@ -39,7 +34,8 @@ from sampling_core.runs.resume import (
     refuse,
     render_effective_config,
 )
-from sampling_core.runs.session import BatchSession
+from sampling_core.runs.prompt_run import build_components
+from sampling_core.runs.session import BatchSession, run_locally
 from sampling_core.runs.store import FORMAT, RecordsScan, RunDirectory, utc_now
 from sampling_core.runs.summary import RunSummary, summarize
 
@@ -97,30 +93,41 @@ async def run_batch(
     dataset = read_dataset(config.dataset)
     extra_plugins = list(plugins)
     _check_plugin_names(config.plugins, source)
+    cluster = None
     own_backend = backend is None
-    chosen_backend = build_backend(config) if own_backend else backend
-    if resume:
-        scan = _prepare_resume(run_dir, config, dataset, argv, retry_failed, say)
+    if config.run.executor == "ray":  # workers ready before anything is written
+        from sampling_core.runs.ray_executor import RayWorkers
+
+        cluster = RayWorkers.start(config, backend, extra_plugins)
     else:
-        _create(run_dir, config, dataset, argv, source)
-        scan = RecordsScan([], 0)
-        say(f"started run {run_dir.path}: {len(dataset.items)} prompts")
-    sampler = None
+        chosen_backend = build_backend(config) if own_backend else backend
+    parts = None
     try:
+        if resume:
+            scan = _prepare_resume(run_dir, config, dataset, argv, retry_failed, say)
+        else:
+            _create(run_dir, config, dataset, argv, source)
+            scan = RecordsScan([], 0)
+            say(f"started run {run_dir.path}: {dataset.count} prompts")
         batch = BatchSession(config, dataset, run_dir, scan, retry_failed, argv)
-        sampler = build_sampler(
-            chosen_backend,
-            config.plugins,
-            run_dir.events_file,
-            extra_plugins,
-            total=len(batch.pending),
-        )
-        await batch.run(sampler)
+        if cluster is not None:
+            await batch.run(cluster.execute)
+        else:
+            parts = build_components(
+                config,
+                chosen_backend,
+                run_dir.events_file,
+                extra_plugins,
+                total=batch.pending_count,
+            )
+            await batch.run(run_locally(parts))
     finally:
-        if sampler is not None:
-            close_plugins(sampler)
+        if parts is not None:
+            close_plugins(parts.sampler)
         run_dir.unlock()
-        if own_backend:
+        if cluster is not None:
+            cluster.close()
+        elif own_backend:
             await aclose_backend(chosen_backend)
     return summarize(run_dir.path)
 
@@ -158,7 +165,7 @@ def _create(
         "created": utc_now(),
         "dataset": {
             "path": str(dataset.path),
-            "count": len(dataset.items),
+            "count": dataset.count,
             "fingerprint": dataset.fingerprint,
             "hashes": dataset.hashes(),
         },
@@ -203,10 +210,10 @@ def _prepare_resume(
     run_dir.write_config(render_effective_config(config, [*header, note]))
     latest = scan.latest()
     again = sum(1 for r in latest.values() if r["status"] != "ok") if retry_failed else 0
-    to_run = len(dataset.items) - len(latest) + again
+    to_run = dataset.count - len(latest) + again
     shown = "; ".join(str(c) for c in changes) if changes else "no throughput change"
     say(
-        f"resuming run {run_dir.path}: {len(latest)} of {len(dataset.items)} prompts done, "
+        f"resuming run {run_dir.path}: {len(latest)} of {dataset.count} prompts done, "
         f"{to_run} to run ({shown})"
     )
     return scan

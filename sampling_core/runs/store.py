@@ -155,7 +155,7 @@ class RunDirectory:
         staging.mkdir()
         try:
             (staging / CONFIG_FILE).write_text(config_text, encoding="utf-8")
-            _write_json(staging / META_FILE, meta)
+            _write_meta(staging / META_FILE, meta)
             (staging / RECORDS_FILE).touch()
             (staging / LOCK_FILE).touch()
             _fsync_dir(staging)
@@ -368,6 +368,22 @@ def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def _write_meta(path: Path, meta: dict[str, Any]) -> None:
+    """``meta.json``, whose ``dataset.hashes`` may be an iterator of ``(key, hash)`` pairs:
+    they are written as they come, so a large dataset's hashes are never all in memory."""
+    dataset = meta["dataset"]
+    hashes = dataset["hashes"]
+    pairs = hashes.items() if isinstance(hashes, dict) else hashes
+    marker = "\u0000hashes\u0000"
+    text = json.dumps({**meta, "dataset": {**dataset, "hashes": marker}}, indent=2)
+    head, tail = text.split(json.dumps(marker))
+    with path.open("w", encoding="utf-8") as out:
+        out.write(head + "{")
+        for index, (key, value) in enumerate(pairs):
+            out.write(f"{',' if index else ''}\n      {json.dumps(key)}: {json.dumps(value)}")
+        out.write("\n    }" + tail + "\n")
 
 
 def _fsync_dir(path: Path) -> None:
