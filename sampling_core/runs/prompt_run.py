@@ -27,7 +27,7 @@ from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.store import utc_now
 from sampling_core.sampler import Sampler
 
-__all__ = ["RunComponents", "build_components", "run_prompt"]
+__all__ = ["RunComponents", "build_components", "error_record", "run_prompt"]
 
 
 @dataclass(slots=True)
@@ -103,6 +103,19 @@ async def run_prompt(parts: RunComponents, item: PromptItem, session: int = 0) -
         "elapsed_s": round(time.perf_counter() - t0, 4),
     }
     return record
+
+
+def error_record(item: PromptItem, reason: str, session: int = 0) -> dict[str, Any]:
+    """The record of a prompt that could not be sampled at all (``reason`` says why)."""
+    return {
+        "seq": 0,
+        "key": item.key,
+        "line": item.line,
+        "content_hash": item.content_hash,
+        "session": session,
+        **error_outcome(reason),
+        "timings": {"started": utc_now(), "elapsed_s": 0.0},
+    }
 
 
 def error_outcome(reason: str) -> dict[str, Any]:

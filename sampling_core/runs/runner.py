@@ -25,6 +25,8 @@ from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, read_dataset
 from sampling_core.runs.errors import ConfigError, RunDirError
 from sampling_core.runs.loading import load_config
+from sampling_core.runs.prompt_run import build_components
+from sampling_core.runs.ray_executor import RayWorkers, with_executor
 from sampling_core.runs.resume import (
     check_dataset,
     compare_configs,
@@ -34,7 +36,6 @@ from sampling_core.runs.resume import (
     refuse,
     render_effective_config,
 )
-from sampling_core.runs.prompt_run import build_components
 from sampling_core.runs.session import BatchSession, run_locally
 from sampling_core.runs.store import FORMAT, RecordsScan, RunDirectory, utc_now
 from sampling_core.runs.summary import RunSummary, summarize
@@ -62,6 +63,9 @@ async def run_batch(
     plugins: Iterable[PluginSpec] = (),
     argv: Sequence[str] | None = None,
     log: Log | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
 ) -> RunSummary:
     """Sample every prompt of the config's dataset into the run directory ``out_dir``.
 
@@ -70,7 +74,8 @@ async def run_batch(
     failed and errored ones run again). ``backend`` replaces the configured backend object
     (the config's ``backend`` block is still recorded and compared); ``plugins`` are added to
     the configured ones. ``argv`` is recorded in the provenance header; ``log`` receives
-    the runner's messages (default: structlog).
+    the runner's messages (default: structlog). ``executor``, ``ray_address`` and
+    ``workers`` replace ``run.executor``, ``run.ray.address`` and ``run.ray.workers``.
 
     Raises :class:`~sampling_core.runs.errors.RunError` (a refused resume is
     :class:`~sampling_core.runs.errors.ResumeRefused`) before anything is written.
@@ -81,6 +86,7 @@ async def run_batch(
     if not isinstance(config, RunConfig):
         source = Path(config)
         config = load_config(source)
+    config = with_executor(config, executor, ray_address, workers)
     argv = list(argv) if argv is not None else ["(Python API)", "run_batch"]
     run_dir = RunDirectory(Path(out_dir))
     if resume:
@@ -96,8 +102,6 @@ async def run_batch(
     cluster = None
     own_backend = backend is None
     if config.run.executor == "ray":  # workers ready before anything is written
-        from sampling_core.runs.ray_executor import RayWorkers
-
         cluster = RayWorkers.start(config, backend, extra_plugins)
     else:
         chosen_backend = build_backend(config) if own_backend else backend
