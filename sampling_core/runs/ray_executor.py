@@ -79,10 +79,10 @@ class RayWorkers:
         anything is written) when the cluster cannot be reached or a worker cannot be built."""
         ray = _import_ray()
         settings = config.run.ray
-        owns = not ray.is_initialized()
+        _probe(settings.address)
+        owns = not ray.is_initialized()  # else: this process's own connection is used
         if owns:
             where = settings.address or "a new local cluster"
-            _probe(settings.address)
             try:
                 ray.init(
                     address=settings.address,

@@ -261,6 +261,26 @@ class RunDirectory:
             good_size += len(line) + 1
         return RecordsScan(records, good_size, torn)
 
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """The complete records of ``records.jsonl``, read a line at a time (a torn last
+        line is left out; a damaged line raises :class:`RunDirError` as in
+        :meth:`scan_records`)."""
+        try:
+            handle = self.records_file.open("rb")
+        except OSError as exc:
+            raise RunDirError(f"cannot read {self.records_file}: {exc}") from exc
+        with handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.endswith(b"\n"):
+                    return  # torn: cut off when a run was killed
+                record = _parse_record(line)
+                if record is None:
+                    raise RunDirError(
+                        f"{self.records_file}:{number} is damaged (not a record); "
+                        "repair or remove that line, or start a new run"
+                    )
+                yield record
+
     # -- writing -----------------------------------------------------------------------
 
     def drop_torn_tail(self, scan: RecordsScan) -> None:

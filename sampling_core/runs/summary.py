@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,17 +99,41 @@ class RunSummary:
         }
 
 
+def latest_records(run_dir: RunDirectory) -> Iterator[dict[str, Any]]:
+    """The last record of each key, reading the records file twice, a line at a time.
+
+    The first pass notes which keys have more than one record (a prompt run again); only
+    those keys' records are held, so memory does not grow with the run.
+    """
+    seen: set[int] = set()
+    repeated: set[int] = set()
+    for record in run_dir.iter_records():
+        digest = _digest(record["key"])
+        (repeated if digest in seen else seen).add(digest)
+    del seen
+    kept: dict[str, dict[str, Any]] = {}
+    for record in run_dir.iter_records():
+        if _digest(record["key"]) in repeated:
+            kept[record["key"]] = record
+        else:
+            yield record
+    yield from kept.values()
+
+
+def _digest(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest())
+
+
 def summarize(path: str | Path) -> RunSummary:
     """The summary of the run in ``path`` (raises ``RunDirError`` if it is not a run)."""
     run_dir = RunDirectory(Path(path))
     run_dir.check_is_run(resuming=False)
     meta = run_dir.read_meta()
-    latest = run_dir.scan_records().latest()
     progress = run_dir.read_progress()
     summary = RunSummary(run_dir.path, total=int(meta.get("dataset", {}).get("count", 0)))
     histogram: Counter[int] = Counter()
     reasons: Counter[str] = Counter()
-    for record in latest.values():
+    for record in latest_records(run_dir):
         status = record.get("status")
         if status == "ok":
             summary.ok += 1
