@@ -57,9 +57,12 @@ def build_backend(config: RunConfig) -> Any:
         return ScriptedBackend(list(b.replies or []), latency=b.latency_s)
     if b.kind == "local":
         cls = _real_backend("LocalBackend", "local")
-        parallel = b.parallel or (
-            config.run.max_concurrent_prompts * config.budgets.concurrency_budget
+        at_once = (  # prompts at once in this process: a Ray worker's, or the local run's
+            config.run.ray.calls_per_worker
+            if config.run.executor == "ray"
+            else config.run.max_concurrent_prompts
         )
+        parallel = b.parallel or at_once * config.budgets.concurrency_budget
         args: tuple[Any, ...] = (b.model_path,)
         kwargs: dict[str, Any] = {"parallel": parallel}
     else:

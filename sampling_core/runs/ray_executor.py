@@ -35,6 +35,7 @@ __all__ = ["MAX_TRIES", "RayWorkers", "with_executor"]
 MAX_TRIES = 3
 """How many workers a prompt may be sent to before it ends in an ``error`` record."""
 
+_READY_S = 120.0  # how long the workers may take to start (a node may be starting too)
 _PROBE_S = 5.0  # how long the cluster's address may take to answer
 _WAIT_S = 0.25  # how long one wait for results blocks (an interrupt is seen within this)
 
@@ -100,7 +101,14 @@ class RayWorkers:
         try:
             workers.handles = [workers._spawn() for _ in range(settings.workers)]
             workers.load = [0] * settings.workers
-            ray.get([h.ready.remote() for h in workers.handles])
+            ray.get([h.ready.remote() for h in workers.handles], timeout=_READY_S)
+        except ray.exceptions.GetTimeoutError as exc:
+            workers.close()
+            raise ConfigError(
+                f"the Ray workers did not start within {_READY_S:.0f} s; each takes one CPU "
+                f"and the cluster has {ray.cluster_resources().get('CPU', 0):.0f}: lower "
+                "run.ray.workers (--workers) or add nodes"
+            ) from exc
         except Exception as exc:
             workers.close()
             raise ConfigError(
@@ -111,7 +119,7 @@ class RayWorkers:
 
     def _spawn(self) -> Any:
         actor = self.ray.remote(PromptWorker).options(
-            max_concurrency=self.config.run.ray.calls_per_worker + 1, num_cpus=0
+            max_concurrency=self.config.run.ray.calls_per_worker + 1, num_cpus=1
         )
         return actor.remote(self.config, self.backend, self.plugins)
 
