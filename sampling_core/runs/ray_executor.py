@@ -13,6 +13,7 @@ saying why. Every prompt ends in exactly one record.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 from collections import deque
@@ -178,6 +179,8 @@ class RayWorkers:
         """A chunk's call failed: replace a dead worker, send its prompts again or give up."""
         if isinstance(exc, self.ray.exceptions.RayActorError):
             if self.handles[chunk.slot] is chunk.handle:  # not replaced yet
+                with contextlib.suppress(Exception):  # gone for good, even if only unreachable
+                    self.ray.kill(chunk.handle, no_restart=True)
                 self.handles[chunk.slot] = self._spawn()
                 self.replaced += 1
             why = "the worker running it died"
