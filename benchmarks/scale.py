@@ -49,6 +49,8 @@ class ScaleRow:
     last_10pct_per_s: float
     rss_before_mb: float
     rss_peak_mb: float
+    rss_sampling_peak_mb: float = 0.0
+    """The peak while prompts were being sampled (before the end-of-run summary)."""
 
     @property
     def growth_mb(self) -> float:
@@ -96,14 +98,19 @@ def measure(executor: str, latency_ms: float, dataset: Path, count: int, out: Pa
     )
     samples: list[tuple[float, int]] = []
     peak = [_rss_mb()]
+    sampling_peak = [peak[0]]
     stop = threading.Event()
     records = out / "records.jsonl"
+    progress_file = out / "progress.json"
 
     def watch() -> None:
         while not stop.wait(0.05):
+            rss = _rss_mb()
             with contextlib.suppress(FileNotFoundError):
                 samples.append((time.perf_counter(), records.stat().st_size))
-            peak[0] = max(peak[0], _rss_mb())
+                if progress_file.exists() and '"state": "running"' in progress_file.read_text():
+                    sampling_peak[0] = max(sampling_peak[0], rss)
+            peak[0] = max(peak[0], rss)
 
     before = _rss_mb()
     watcher = threading.Thread(target=watch, daemon=True)
@@ -154,14 +161,15 @@ def render(rows: list[ScaleRow]) -> str:
     """The table."""
     lines = [
         "executor  latency  prompts     prompts/s  first 10%  last 10%  last/first  "
-        "RSS before  RSS peak  growth",
+        "RSS before  RSS peak  growth  peak while sampling",
     ]
     for r in rows:
         ratio = r.last_10pct_per_s / r.first_10pct_per_s if r.first_10pct_per_s else 0.0
         lines.append(
             f"{r.executor:<9} {r.latency_ms:>4.0f} ms  {r.prompts:>9,}  {r.prompts_per_s:>9,.0f}  "
             f"{r.first_10pct_per_s:>9,.0f}  {r.last_10pct_per_s:>8,.0f}  {ratio:>9.2f}  "
-            f"{r.rss_before_mb:>7.0f} MB  {r.rss_peak_mb:>5.0f} MB  {r.growth_mb:>4.0f} MB"
+            f"{r.rss_before_mb:>7.0f} MB  {r.rss_peak_mb:>5.0f} MB  {r.growth_mb:>4.0f} MB  "
+            f"{r.rss_sampling_peak_mb:>6.0f} MB"
         )
     return "\n".join(lines)
 
@@ -184,6 +192,9 @@ def checks(rows: list[ScaleRow]) -> dict[str, Any]:
     if big is not None and million is not None:
         out["ray driver peak RSS, 1,000,000 minus 100,000 prompts, MB (< 100)"] = round(
             million.rss_peak_mb - big.rss_peak_mb, 1
+        )
+        out["ray driver peak RSS while sampling, 1,000,000 minus 100,000, MB"] = round(
+            million.rss_sampling_peak_mb - big.rss_sampling_peak_mb, 1
         )
     return out
 

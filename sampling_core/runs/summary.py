@@ -100,24 +100,36 @@ class RunSummary:
 
 
 def latest_records(run_dir: RunDirectory) -> Iterator[dict[str, Any]]:
-    """The last record of each key, reading the records file twice, a line at a time.
+    """The last record of each key, reading the records file a line at a time.
 
-    The first pass notes which keys have more than one record (a prompt run again); only
-    those keys' records are held, so memory does not grow with the run.
+    A key has several records only when its prompt ran again. The first pass marks each
+    key's 64-bit digest in a bitmap (16 bits a record): keys that land on a marked bit
+    may repeat. The second pass notes the highest ``seq`` of each of those few keys; the
+    third yields every other record, and theirs only at that ``seq``. Memory stays a few
+    bytes a record, never the records.
     """
-    seen: set[int] = set()
-    repeated: set[int] = set()
+    size = max(1 << 20, 16 * (run_dir.records_file.stat().st_size // 64 + 1))
+    bitmap = bytearray(size // 8 + 1)
+    maybe: set[int] = set()
     for record in run_dir.iter_records():
         digest = _digest(record["key"])
-        (repeated if digest in seen else seen).add(digest)
-    del seen
-    kept: dict[str, dict[str, Any]] = {}
+        index = digest % size
+        if bitmap[index >> 3] & (1 << (index & 7)):
+            maybe.add(digest)
+        bitmap[index >> 3] |= 1 << (index & 7)
+    del bitmap
+    last: dict[tuple[int, str], int] = {}
+    if maybe:
+        for record in run_dir.iter_records():
+            digest = _digest(record["key"])
+            if digest in maybe:
+                last[digest, record["key"]] = int(record.get("seq", 0))
     for record in run_dir.iter_records():
-        if _digest(record["key"]) in repeated:
-            kept[record["key"]] = record
-        else:
-            yield record
-    yield from kept.values()
+        if maybe:
+            digest = _digest(record["key"])
+            if digest in maybe and last[digest, record["key"]] != int(record.get("seq", 0)):
+                continue  # an earlier record of a prompt that ran again
+        yield record
 
 
 def _digest(key: str) -> int:
