@@ -126,7 +126,9 @@ def measure(executor: str, latency_ms: float, dataset: Path, count: int, out: Pa
     progress = json.loads((out / "progress.json").read_text())
     elapsed = progress["sessions"][-1]["elapsed_s"] or (time.perf_counter() - started)
     first, last = _edge_rates(samples, count)
-    return ScaleRow(executor, latency_ms, count, count / elapsed, first, last, before, peak[0])
+    return ScaleRow(
+        executor, latency_ms, count, count / elapsed, first, last, before, peak[0], sampling_peak[0]
+    )
 
 
 def _edge_rates(samples: list[tuple[float, int]], count: int) -> tuple[float, float]:
