@@ -119,12 +119,16 @@ class RecorderPlugin:
     ) -> None:
         self.close()
 
-    def record(self, hook: str, payload: HookPayload) -> None:
-        """Append one event line (what every hook implementation below does)."""
+    def encode(self, hook: str, payload: HookPayload) -> str:
+        """One event as its JSON line (without the newline), content left out as configured."""
         data = payload.model_dump(mode="json", exclude=self._exclude.get(hook), fallback=repr)
-        line = one_json_line(
+        return one_json_line(
             {"hook": hook, "time": time.time(), "payload": scrub_data(data)}, default=repr
         ).removesuffix("\n")
+
+    def record(self, hook: str, payload: HookPayload) -> None:
+        """Append one event line (what every hook implementation below does)."""
+        line = self.encode(hook, payload)
         with self._lock:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""``samplehooks run CONFIG --out DIR [--resume] [--retry-failed]`` and ``samplehooks report``."""
+"""``samplehooks run CONFIG --out DIR [--resume] [--retry-failed] [--executor ray ...]`` and
+``samplehooks report``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import signal
 import sys
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import NoReturn
 
@@ -20,6 +22,13 @@ from sampling_core.runs.report import build_report
 from sampling_core.runs.runner import default_log
 
 __all__ = ["report_command", "run_command"]
+
+
+class Executor(StrEnum):
+    """Where a run's prompts are sampled (``run.executor``)."""
+
+    local = "local"
+    ray = "ray"
 
 
 def run_command(
@@ -47,6 +56,27 @@ def run_command(
         "-p",
         help="A plugin added to the config's plugins: NAME or NAME:k=v,... (repeatable); "
         "as SAMPLEHOOKS_PLUGINS, it may change on --resume if it does not affect results.",
+    ),
+    executor: Executor | None = typer.Option(
+        None,
+        "--executor",
+        help="Where prompts are sampled: local (this process) or ray (a Ray cluster). "
+        "Default: run.executor of the config.",
+        show_default=False,
+    ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        help="With --executor ray: the cluster (HOST:6379, ray://HOST:10001, auto). "
+        "Default: run.ray.address, else a new local cluster.",
+        show_default=False,
+    ),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        help="With --executor ray: how many workers. Default: run.ray.workers.",
+        show_default=False,
     ),
 ) -> None:
     """Sample every prompt of a JSONL dataset into a run directory that survives crashes.
@@ -83,6 +113,9 @@ def run_command(
                 plugin_options=added,
                 argv=argv,
                 log=default_log,
+                executor=executor.value if executor is not None else None,
+                ray_address=ray_address,
+                workers=workers,
             )
     except RunError as exc:
         _fail(str(exc))

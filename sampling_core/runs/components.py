@@ -46,13 +46,19 @@ def build_strategy(config: StrategyConfig, kinds: KindRegistry) -> Strategy:
 def build_backend(config: RunConfig, kinds: KindRegistry) -> Any:
     """The backend the config names, with its options.
 
-    A kind with a ``parallel`` option left unset gets the calls the run keeps in flight
-    (prompts at once x concurrency budget).
+    A kind with a ``parallel`` option left unset gets the calls this process keeps in flight:
+    prompts at once (a Ray worker's ``calls_per_worker``, or the local run's
+    ``max_concurrent_prompts``) x concurrency budget.
     """
     kind = kinds.get("backend", config.backend.kind)
     options = config.backend.options
     if "parallel" in kind.options.model_fields and options.get("parallel") is None:
-        options["parallel"] = config.run.max_concurrent_prompts * config.budgets.concurrency_budget
+        at_once = (
+            config.run.ray.calls_per_worker
+            if config.run.executor == "ray"
+            else config.run.max_concurrent_prompts
+        )
+        options["parallel"] = at_once * config.budgets.concurrency_budget
     try:
         return kind.build(options=options)
     except KindError as exc:
@@ -152,12 +158,16 @@ def build_sampler(
 
 @dataclass(frozen=True, slots=True)
 class Components:
-    """What a run samples with, built from its config by :func:`build_components`."""
+    """What a run samples with, built from its config by :func:`build_components`
+    (:func:`~sampling_core.runs.prompt_run.run_prompt` samples one prompt with it)."""
 
     backend: Any
     strategy: Strategy
     requirements: list[Requirement]
     sampler: Sampler
+    config: RunConfig
+    kinds: KindRegistry
+    options: dict[str, Any]
 
 
 def build_components(
@@ -171,7 +181,8 @@ def build_components(
 ) -> Components:
     """The backend (unless given), strategy, requirements and sampler of a run.
 
-    The one place a run's engine objects are made from its config (every executor uses it).
+    The one place a run's engine objects are made from its config: the local executor calls
+    it once in its process, the Ray executor once in each worker.
     Raises :class:`ConfigError` with one line when a kind or a plugin cannot be built.
     """
     try:
@@ -180,8 +191,10 @@ def build_components(
     except KindError as exc:
         raise ConfigError(str(exc)) from exc
     chosen = backend if backend is not None else build_backend(config, kinds)
-    sampler = build_sampler(chosen, config.plugins, events_file, extra_plugins, total)
-    return Components(chosen, strategy, requirements, sampler)
+    sampler = build_sampler(chosen, config.plugins, events_file, extra_plugins, total, config)
+    return Components(
+        chosen, strategy, requirements, sampler, config, kinds, config.options.as_options()
+    )
 
 
 def close_plugins(sampler: Sampler) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "GenerationOptions",
     "Label",
     "PluginEntry",
+    "RaySettings",
     "RequirementSpec",
     "RunConfig",
     "RetryConfig",
@@ -254,6 +255,20 @@ class PluginEntry(_Strict):
         return {"name": self.name, "options": self.options} if self.options else self.name
 
 
+class RaySettings(_Strict):
+    """Where and how wide a run goes with ``executor: ray`` (docs/scale-out.md)."""
+
+    address: str | None = _field(
+        "throughput",
+        None,
+        description="The cluster (`ray://HOST:10001`, `HOST:6379`, `auto`); none: a local one.",
+    )
+    workers: int = _field("throughput", 2, ge=1, description="Worker actors (processes).")
+    calls_per_worker: int = _field(
+        "throughput", 16, ge=1, description="Prompts each worker samples at once."
+    )
+
+
 class RunSettings(_Strict):
     """Throughput settings of the runner: none of them changes an answer."""
 
@@ -269,6 +284,13 @@ class RunSettings(_Strict):
     fsync: bool = _field("throughput", False, description="fsync the records file on every flush.")
     progress: Literal["auto", "on", "off"] = _field(
         "throughput", "auto", description="Progress bar on stderr (`auto`: when it is a terminal)."
+    )
+
+    executor: Literal["local", "ray"] = _field(
+        "throughput", "local", description="`local` (this process) or `ray` (a Ray cluster)."
+    )
+    ray: RaySettings = _block(
+        "throughput", RaySettings, description="`executor: ray`: the cluster and its workers."
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,15 +43,30 @@ class PromptItem:
 
 @dataclass(frozen=True, slots=True)
 class Dataset:
-    """The prompts of one dataset file, in file order, and the fingerprint of the whole."""
+    """A checked dataset file: how many prompts it holds and the fingerprint of the whole.
+
+    The prompts themselves are not kept: iterating reads the file again, a line at a time,
+    so a run's memory does not grow with its dataset.
+    """
 
     path: Path
-    items: tuple[PromptItem, ...]
+    config: DatasetConfig
+    count: int
     fingerprint: str
 
-    def hashes(self) -> dict[str, str]:
-        """Each key's content hash."""
-        return {item.key: item.content_hash for item in self.items}
+    def __iter__(self) -> Iterator[PromptItem]:
+        """The prompts, in file order."""
+        for number, line in _lines(self.path):
+            yield _parse_line(self.path, number, line, self.config)
+
+    @property
+    def items(self) -> tuple[PromptItem, ...]:
+        """Every prompt at once (for small datasets; a run iterates instead)."""
+        return tuple(self)
+
+    def hashes(self) -> Iterator[tuple[str, str]]:
+        """Each key and its content hash, in file order."""
+        return ((item.key, item.content_hash) for item in self)
 
 
 def content_hash(obj: Any) -> str:
@@ -60,33 +76,70 @@ def content_hash(obj: Any) -> str:
 
 
 def read_dataset(config: DatasetConfig, kinds: KindRegistry | None = None) -> Dataset:
-    """Read every line of the dataset; a malformed line raises :class:`DatasetError` naming it.
+    """Check every line of the dataset, reading it once, a line at a time.
 
-    A line's own requirements are checked against ``kinds`` (default: the installed ones).
+    A malformed line, an id used twice, or a line's own requirement that ``kinds`` (default:
+    the installed ones) cannot build raises :class:`DatasetError` naming the line. The
+    fingerprint is :func:`content_hash` of the list of ``[key, content_hash]`` pairs,
+    computed as the lines go by.
     """
     path = config.path
+    digest = hashlib.sha256(b"[")
+    count = 0
+    registry: KindRegistry | None = kinds  # the installed kinds are collected when needed
+    seen = _KeysSeen(config) if config.id_field is not None else None  # line keys are unique
+    for number, line in _lines(path):
+        item = _parse_line(path, number, line, config)
+        if item.requirements:
+            if registry is None:
+                registry = _default_kinds()
+            _check_kinds(f"{path}:{number}", item, registry)
+        if seen is not None:
+            seen.check(path, number, item.key)
+        pair = json.dumps([item.key, item.content_hash], ensure_ascii=False, separators=(",", ":"))
+        digest.update((("," if count else "") + pair).encode("utf-8"))
+        count += 1
+    if not count:
+        raise DatasetError(f"{path}: the dataset has no prompts")
+    digest.update(b"]")
+    return Dataset(path, config, count, "sha256:" + digest.hexdigest()[:32])
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of the file with their numbers (1-based)."""
     try:
-        raw = path.read_bytes()
+        handle = path.open("rb")
     except OSError as exc:
         raise DatasetError(f"cannot read the dataset {path}: {exc.strerror or exc}") from exc
-    items: list[PromptItem] = []
-    first_line: dict[str, int] = {}
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        item = _parse_line(path, number, line, config)
-        _check_kinds(f"{path}:{number}", item, kinds)
-        if item.key in first_line:
-            raise DatasetError(
-                f"{path}:{number}: id {item.key!r} was already used on line "
-                f"{first_line[item.key]}; ids must be unique"
-            )
-        first_line[item.key] = number
-        items.append(item)
-    if not items:
-        raise DatasetError(f"{path}: the dataset has no prompts")
-    fingerprint = content_hash([[item.key, item.content_hash] for item in items])
-    return Dataset(path, tuple(items), fingerprint)
+    with handle:
+        try:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield number, line.rstrip(b"\n")
+        except OSError as exc:
+            raise DatasetError(f"cannot read the dataset {path}: {exc.strerror or exc}") from exc
+
+
+class _KeysSeen:
+    """The ids met so far, as 64-bit digests; a repeat is confirmed before it is reported."""
+
+    def __init__(self, config: DatasetConfig) -> None:
+        self._config = config
+        self._digests: set[int] = set()
+
+    def check(self, path: Path, number: int, key: str) -> None:
+        short = int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest())
+        if short not in self._digests:
+            self._digests.add(short)
+            return
+        for first, line in _lines(path):  # rare: read again to name the first use
+            if first >= number:
+                break
+            if _parse_line(path, first, line, self._config).key == key:
+                raise DatasetError(
+                    f"{path}:{number}: id {key!r} was already used on line {first}; "
+                    "ids must be unique"
+                )
 
 
 def _parse_line(path: Path, number: int, line: bytes, config: DatasetConfig) -> PromptItem:
@@ -135,15 +188,18 @@ def _parse_line(path: Path, number: int, line: bytes, config: DatasetConfig) -> 
     return PromptItem(key, number, prompt, specs, digest, obj)
 
 
-def _check_kinds(where: str, item: PromptItem, kinds: KindRegistry | None) -> None:
-    if not item.requirements:
-        return
-    from sampling_core.kinds import KindError, default_kinds
+def _default_kinds() -> KindRegistry:
+    from sampling_core.kinds import default_kinds
 
-    registry = kinds or default_kinds()
+    return default_kinds()
+
+
+def _check_kinds(where: str, item: PromptItem, kinds: KindRegistry) -> None:
+    from sampling_core.kinds import KindError
+
     for index, spec in enumerate(item.requirements):
         try:
-            registry.requirement(spec.kind, spec.value, **spec.options)
+            kinds.requirement(spec.kind, spec.value, **spec.options)
         except KindError as exc:
             sub = "" if exc.key is None else f".{exc.key}"
             raise DatasetError(f"{where}: require[{index}]{sub}: {exc}") from exc

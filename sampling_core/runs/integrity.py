@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -41,10 +41,14 @@ __all__ = [
 SETTINGS_KEY = "settings"
 
 
-def foreign_records(scan: RecordsScan, hashes: dict[str, str]) -> list[tuple[int, str]]:
-    """``(line, why)`` of each record that is not one of this run's prompts as it was."""
+def foreign_records(
+    records: RecordsScan | Iterable[dict[str, Any]], hashes: Mapping[str, str]
+) -> list[tuple[int, str]]:
+    """``(line, why)`` of each record that is not one of this run's prompts as it was
+    (``records``: a scan, or the records as they are read)."""
     out = []
-    for line, record in enumerate(scan.records, start=1):
+    rows = records.records if isinstance(records, RecordsScan) else records
+    for line, record in enumerate(rows, start=1):
         key = record["key"]
         if key not in hashes:
             out.append((line, f"key {key!r} is not in the run's dataset"))
@@ -53,7 +57,7 @@ def foreign_records(scan: RecordsScan, hashes: dict[str, str]) -> list[tuple[int
     return out
 
 
-def run_records(scan: RecordsScan, hashes: dict[str, str]) -> dict[str, dict[str, Any]]:
+def run_records(scan: RecordsScan, hashes: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """The latest record of each of the run's prompts, other records left out."""
     return {
         key: record
@@ -134,10 +138,12 @@ def resolved_settings(backend: Any) -> dict[str, Any]:
 
 
 def settings_meta(
-    config: RunConfig, backend: Any, kinds: KindRegistry | None = None
+    config: RunConfig, resolved: dict[str, Any], kinds: KindRegistry | None = None
 ) -> dict[str, Any]:
-    """The ``settings`` entry of ``meta.json`` (``kinds`` label the kinds' options)."""
-    values = {**result_settings(config, kinds), **resolved_settings(backend)}
+    """The ``settings`` entry of ``meta.json`` (``kinds`` label the kinds' options;
+    ``resolved`` is :func:`resolved_settings` of the backend the run samples with, which on
+    the Ray executor is a worker's)."""
+    values = {**result_settings(config, kinds), **resolved}
     return {"values": values, "fingerprint": _fingerprint(values)}
 
 
@@ -147,7 +153,10 @@ def _fingerprint(values: dict[str, Any]) -> str:
 
 
 def check_settings(
-    meta: dict[str, Any], config: RunConfig, backend: Any, kinds: KindRegistry | None = None
+    meta: dict[str, Any],
+    config: RunConfig,
+    resolved: dict[str, Any],
+    kinds: KindRegistry | None = None,
 ) -> list[tuple[str, Any, Any]]:
     """``(path, run's value, this resume's value)`` for each result setting that differs
     from what ``meta.json`` recorded when the run started (none for a run made before
@@ -155,7 +164,7 @@ def check_settings(
     recorded = meta.get(SETTINGS_KEY)
     if not isinstance(recorded, dict) or not isinstance(recorded.get("values"), dict):
         return []
-    now = settings_meta(config, backend, kinds)
+    now = settings_meta(config, resolved, kinds)
     if now["fingerprint"] == recorded.get("fingerprint"):
         return []
     old, new = recorded["values"], now["values"]

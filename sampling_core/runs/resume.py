@@ -250,7 +250,7 @@ def check_dataset(meta: dict[str, Any], dataset: Dataset, scan: RecordsScan) -> 
     old_hashes: dict[str, str] = dict(recorded.get("hashes", {}))
     for record in scan.records:  # a finished prompt's own hash is the authority
         old_hashes[record["key"]] = record.get("content_hash", old_hashes.get(record["key"]))
-    new_hashes = dataset.hashes()
+    new_hashes = dict(dataset.hashes())
     drift = []
     for key, new_hash in new_hashes.items():
         old_hash = old_hashes.get(key)

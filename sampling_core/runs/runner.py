@@ -36,10 +36,12 @@ from sampling_core.runs.integrity import (
     check_settings,
     foreign_records,
     refuse_foreign,
+    resolved_settings,
     run_records,
     settings_meta,
 )
 from sampling_core.runs.loading import load_config
+from sampling_core.runs.ray_executor import RayWorkers, with_executor
 from sampling_core.runs.resume import (
     Difference,
     check_dataset,
@@ -50,7 +52,7 @@ from sampling_core.runs.resume import (
     refuse,
     render_effective_config,
 )
-from sampling_core.runs.session import BatchSession
+from sampling_core.runs.session import BatchSession, run_locally
 from sampling_core.runs.store import FORMAT, RecordsScan, RunDirectory, utc_now
 from sampling_core.runs.summary import RunSummary, summarize
 
@@ -79,6 +81,9 @@ async def run_batch(
     kinds: KindRegistry | None = None,
     argv: Sequence[str] | None = None,
     log: Log | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
 ) -> RunSummary:
     """Sample every prompt of the config's dataset into the run directory ``out_dir``.
 
@@ -90,7 +95,8 @@ async def run_batch(
     (``--plugin``) added to the config's ``plugins:``, as ``SAMPLEHOOKS_PLUGINS`` names are;
     ``SAMPLEHOOKS_DISABLE_PLUGINS`` removes names. ``kinds`` replaces the kinds collected from
     the installed plugins. ``argv`` is recorded in the provenance header; ``log`` receives
-    the runner's messages (default: structlog).
+    the runner's messages (default: structlog). ``executor``, ``ray_address`` and
+    ``workers`` replace ``run.executor``, ``run.ray.address`` and ``run.ray.workers``.
 
     Raises :class:`~sampling_core.runs.errors.RunError` (a refused resume is
     :class:`~sampling_core.runs.errors.ResumeRefused`) before anything is written.
@@ -104,6 +110,7 @@ async def run_batch(
         config = load_config(source)
     _refuse_unencodable(Path(out_dir), "the run directory")
     _refuse_unencodable(config.dataset.path, "the dataset path")
+    config = with_executor(config, executor, ray_address, workers)
     argv = list(argv) if argv is not None else ["(Python API)", "run_batch"]
     run_dir = RunDirectory(Path(out_dir))
     if resume:
@@ -125,38 +132,46 @@ async def run_batch(
     dataset = read_dataset(config.dataset, kinds)
     extra_plugins = list(plugins)
     _check_plugin_names(config.plugins, source)
+    cluster = None
     own_backend = backend is None
-    chosen_backend = build_backend(config, kinds) if own_backend else backend
-    if resume:
-        scan = _prepare_resume(
-            run_dir, config, dataset, argv, retry_failed, say, chosen_backend, kinds
-        )
+    chosen_backend = None
+    if config.run.executor == "ray":  # workers ready before anything is written
+        cluster = RayWorkers.start(config, kinds, backend, extra_plugins)
+        resolved = resolved_settings(backend) if not own_backend else cluster.resolved
     else:
-        _create(run_dir, config, dataset, argv, source, chosen_backend, kinds)
-        scan = RecordsScan([], 0)
-        say(f"started run {run_dir.path}: {len(dataset.items)} prompts")
-    sampler = None
+        chosen_backend = build_backend(config, kinds) if own_backend else backend
+        resolved = resolved_settings(chosen_backend)
+    parts = None
     try:
-        latest = run_records(scan, dataset.hashes())
-        pending = len(dataset.items) - sum(
-            1 for r in latest.values() if r["status"] == "ok" or not retry_failed
-        )
-        components = build_components(
-            config,
-            kinds,
-            run_dir.events_file,
-            backend=chosen_backend,
-            extra_plugins=extra_plugins,
-            total=pending,
-        )
-        sampler = components.sampler
-        batch = BatchSession(config, dataset, run_dir, scan, retry_failed, argv, components, kinds)
-        await batch.run(sampler)
+        if resume:
+            scan, latest = _prepare_resume(
+                run_dir, config, dataset, argv, retry_failed, say, resolved, kinds
+            )
+        else:
+            _create(run_dir, config, dataset, argv, source, resolved, kinds)
+            scan, latest = RecordsScan([], 0), {}
+            say(f"started run {run_dir.path}: {dataset.count} prompts")
+        batch = BatchSession(config, dataset, run_dir, scan, retry_failed, argv, latest)
+        del scan, latest  # the session keeps what it needs (statuses, the last seq)
+        if cluster is not None:
+            await batch.run(cluster.execute)
+        else:
+            parts = build_components(
+                config,
+                kinds,
+                run_dir.events_file,
+                backend=chosen_backend,
+                extra_plugins=extra_plugins,
+                total=batch.pending_count,
+            )
+            await batch.run(run_locally(parts))
     finally:
-        if sampler is not None:
-            close_plugins(sampler)
+        if parts is not None:
+            close_plugins(parts.sampler)
         run_dir.unlock()
-        if own_backend:
+        if cluster is not None:
+            cluster.close()
+        elif own_backend and chosen_backend is not None:
             await aclose_backend(chosen_backend)
     return summarize(run_dir.path)
 
@@ -217,7 +232,7 @@ def _create(
     dataset: Dataset,
     argv: Sequence[str],
     source: Path | None,
-    backend: Any,
+    resolved: dict[str, Any],
     kinds: KindRegistry,
 ) -> None:
     header = provenance_header(_version(), argv, source)
@@ -227,11 +242,11 @@ def _create(
         "created": utc_now(),
         "dataset": {
             "path": str(dataset.path),
-            "count": len(dataset.items),
+            "count": dataset.count,
             "fingerprint": dataset.fingerprint,
             "hashes": dataset.hashes(),
         },
-        SETTINGS_KEY: settings_meta(config, backend, kinds),
+        SETTINGS_KEY: settings_meta(config, resolved, kinds),
     }
     run_dir.create(render_effective_config(config, header), meta)
     run_dir.lock()
@@ -244,10 +259,15 @@ def _prepare_resume(
     argv: Sequence[str],
     retry_failed: bool,
     say: Log,
-    backend: Any,
+    resolved: dict[str, Any],
     kinds: KindRegistry,
-) -> RecordsScan:
-    """Check the resume (reading only), then drop a torn tail and add the lineage note."""
+) -> tuple[RecordsScan, dict[str, dict[str, Any]]]:
+    """Check the resume (reading only), then drop a torn tail and add the lineage note.
+
+    Returns the scan and the latest record of each of the run's prompts. Telling the run's
+    records from others takes the content hash of every prompt: held here as one compact
+    ``key -> hash`` dict (``meta.json`` holds the same), never the prompts themselves.
+    """
     run_dir.lock()
     try:
         header, old = read_effective_config(run_dir)
@@ -260,7 +280,7 @@ def _prepare_resume(
             raise refuse(run_dir.path, blocking, drift=False)
         recorded = [
             Difference(path, "result", old_value, new_value)
-            for path, old_value, new_value in check_settings(meta, config, backend, kinds)
+            for path, old_value, new_value in check_settings(meta, config, resolved, kinds)
         ]
         if recorded:
             raise refuse(run_dir.path, recorded, drift=False, recorded=True)
@@ -285,15 +305,15 @@ def _prepare_resume(
     changes = [d for d in differences if d.label == "throughput"]
     note = lineage_note(changes, argv, " (--retry-failed)" if retry_failed else "")
     run_dir.write_config(render_effective_config(config, [*header, note]))
-    latest = run_records(scan, dataset.hashes())
+    latest = run_records(scan, dict(dataset.hashes()))
     again = sum(1 for r in latest.values() if r["status"] != "ok") if retry_failed else 0
-    to_run = len(dataset.items) - len(latest) + again
+    to_run = dataset.count - len(latest) + again
     shown = "; ".join(str(c) for c in changes) if changes else "no throughput change"
     say(
-        f"resuming run {run_dir.path}: {len(latest)} of {len(dataset.items)} prompts done, "
+        f"resuming run {run_dir.path}: {len(latest)} of {dataset.count} prompts done, "
         f"{to_run} to run ({shown})"
     )
-    return scan
+    return scan, latest
 
 
 def default_log(message: str) -> None:

@@ -180,7 +180,7 @@ class RunDirectory:
     ) -> None:
         try:
             (staging / CONFIG_FILE).write_text(config_text, encoding="utf-8")
-            _write_json(staging / META_FILE, meta)
+            _write_meta(staging / META_FILE, meta)
             (staging / RECORDS_FILE).touch()
             _fsync_dir(staging)
             if self.path.exists():
@@ -293,6 +293,26 @@ class RunDirectory:
             records.append(_parse_record(torn) or {})
             return RecordsScan(records, good_size + len(torn), unterminated=True)
         return RecordsScan(records, good_size, torn)
+
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """The complete records of ``records.jsonl``, read a line at a time (a torn last
+        line is left out; a damaged line raises :class:`RunDirError` as in
+        :meth:`scan_records`)."""
+        try:
+            handle = self.records_file.open("rb")
+        except OSError as exc:
+            raise RunDirError(f"cannot read {self.records_file}: {exc}") from exc
+        with handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.endswith(b"\n"):
+                    return  # torn: cut off when a run was killed
+                record = _parse_record(line)
+                if record is None:
+                    raise RunDirError(
+                        f"{self.records_file}:{number} is damaged (not a record); "
+                        "repair or remove that line, or start a new run"
+                    )
+                yield record
 
     # -- writing -----------------------------------------------------------------------
 
@@ -425,6 +445,28 @@ def _write_json(path: Path, data: Any) -> None:
         tmp.unlink()  # never written through: a link planted there is removed, not followed
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def _write_meta(path: Path, meta: dict[str, Any]) -> None:
+    """``meta.json``, whose ``dataset.hashes`` may be an iterator of ``(key, hash)`` pairs:
+    they are written as they come, so a large dataset's hashes are never all in memory."""
+    dataset = meta.get("dataset")
+    if not isinstance(dataset, dict) or "hashes" not in dataset:
+        _write_json(path, meta)
+        return
+    hashes = dataset["hashes"]
+    pairs = hashes.items() if isinstance(hashes, dict) else hashes
+    marker = "\u0000hashes\u0000"
+    text = json.dumps(
+        {**meta, "dataset": {**dataset, "hashes": marker}}, indent=2, ensure_ascii=False
+    )
+    head, tail = text.split(json.dumps(marker, ensure_ascii=False))
+    with path.open("w", encoding="utf-8") as out:
+        out.write(head + "{")
+        for index, (key, value) in enumerate(pairs):
+            pair = f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
+            out.write(f"{',' if index else ''}\n      {pair}")
+        out.write("\n    }" + tail + "\n")
 
 
 def _fsync_dir(path: Path) -> None:

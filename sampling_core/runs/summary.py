@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sampling_core.runs.integrity import foreign_records, run_records
+from sampling_core.runs.integrity import foreign_records
 from sampling_core.runs.store import RunDirectory
 
 __all__ = ["RunSummary", "summarize"]
@@ -106,20 +108,58 @@ class RunSummary:
         }
 
 
+def latest_records(run_dir: RunDirectory) -> Iterator[dict[str, Any]]:
+    """The last record of each key, reading the records file a line at a time.
+
+    A key has several records only when its prompt ran again. The first pass marks each
+    key's 64-bit digest in a bitmap (16 bits a record): keys that land on a marked bit
+    may repeat. The second pass notes the highest ``seq`` of each of those few keys; the
+    third yields every other record, and theirs only at that ``seq``. Memory stays a few
+    bytes a record, never the records.
+    """
+    size = max(1 << 20, 16 * (run_dir.records_file.stat().st_size // 64 + 1))
+    bitmap = bytearray(size // 8 + 1)
+    maybe: set[int] = set()
+    for record in run_dir.iter_records():
+        digest = _digest(record["key"])
+        index = digest % size
+        if bitmap[index >> 3] & (1 << (index & 7)):
+            maybe.add(digest)
+        bitmap[index >> 3] |= 1 << (index & 7)
+    del bitmap
+    last: dict[tuple[int, str], int] = {}
+    if maybe:
+        for record in run_dir.iter_records():
+            digest = _digest(record["key"])
+            if digest in maybe:
+                last[digest, record["key"]] = int(record.get("seq", 0))
+    for record in run_dir.iter_records():
+        if maybe:
+            digest = _digest(record["key"])
+            if digest in maybe and last[digest, record["key"]] != int(record.get("seq", 0)):
+                continue  # an earlier record of a prompt that ran again
+        yield record
+
+
+def _digest(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest())
+
+
 def summarize(path: str | Path) -> RunSummary:
     """The summary of the run in ``path`` (raises ``RunDirError`` if it is not a run)."""
     run_dir = RunDirectory(Path(path))
     run_dir.check_is_run(resuming=False)
     meta = run_dir.read_meta()
-    scan = run_dir.scan_records()
-    hashes = meta["dataset"]["hashes"]
-    latest = run_records(scan, hashes)
-    foreign = foreign_records(scan, hashes)
+    hashes = meta["dataset"][
+        "hashes"
+    ]  # key -> content hash: a record of another prompt is left out
     progress = run_dir.read_progress()
     summary = RunSummary(run_dir.path, total=int(meta.get("dataset", {}).get("count", 0)))
     histogram: Counter[int] = Counter()
     reasons: Counter[str] = Counter()
-    for record in latest.values():
+    for record in latest_records(run_dir):
+        if hashes.get(record["key"]) != record.get("content_hash"):
+            continue  # not one of this run's prompts as it was (counted below)
         status = record.get("status")
         if status == "ok":
             summary.ok += 1
@@ -141,5 +181,5 @@ def summarize(path: str | Path) -> RunSummary:
     summary.wall_time_s = sum(float(s.get("elapsed_s", 0.0)) for s in sessions)
     summary.attempts_histogram = dict(histogram)
     summary.top_reasons = reasons.most_common(5)
-    summary.foreign = len(foreign)
+    summary.foreign = sum(1 for _ in foreign_records(run_dir.iter_records(), hashes))
     return summary
