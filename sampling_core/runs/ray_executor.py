@@ -19,6 +19,7 @@ import socket
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 import anyio
@@ -202,12 +203,20 @@ class RayWorkers:
             else:
                 again.append((item, tries + 1))
 
-    def close(self) -> None:
-        """Stop the workers (and the cluster this process started)."""
+    def close(self, events_file: Path | None = None) -> None:
+        """Stop the workers (and the cluster this process started); the event lines they
+        still held are appended to ``events_file``."""
         ray = self.ray
         stopping = [handle.stop.remote() for handle in self.handles]
         if stopping:  # a dead worker has nothing left to release: wait for the others only
-            ray.wait(stopping, num_returns=len(stopping), timeout=10)
+            done, _ = ray.wait(stopping, num_returns=len(stopping), timeout=10)
+            lines = []
+            for ref in done:
+                with contextlib.suppress(Exception):
+                    lines.append(ray.get(ref))
+            if events_file is not None and any(lines):
+                with events_file.open("a", encoding="utf-8") as events:
+                    events.write("".join(lines))
         for handle in self.handles:
             ray.kill(handle, no_restart=True)
         self.handles = []

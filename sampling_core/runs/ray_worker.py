@@ -97,9 +97,13 @@ class PromptWorker:
                 group.start_soon(one, index, item)
         return records, self._events.take()
 
-    async def stop(self) -> None:
-        """Release the plugins and the backend, and remove the worker's temporary files."""
+    async def stop(self) -> str:
+        """Deliver the queued background events, release the plugins and the backend, and
+        remove the worker's temporary files; the event lines not yet taken."""
+        await self._parts.sampler.background.adrain()
         close_plugins(self._parts.sampler)
+        lines = self._events.take()
         if self._own_backend:
             await aclose_backend(self._backend)
         shutil.rmtree(self._dir, ignore_errors=True)
+        return lines

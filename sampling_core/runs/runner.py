@@ -168,10 +168,10 @@ async def run_batch(
     finally:
         if parts is not None:
             close_plugins(parts.sampler)
+        if cluster is not None:  # before the lock goes: the workers' last events are written
+            cluster.close(run_dir.events_file if run_dir.events_file.parent.is_dir() else None)
         run_dir.unlock()
-        if cluster is not None:
-            cluster.close()
-        elif own_backend and chosen_backend is not None:
+        if cluster is None and own_backend and chosen_backend is not None:
             await aclose_backend(chosen_backend)
     return summarize(run_dir.path)
 
