@@ -115,6 +115,36 @@ def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementa
     return tuple(reversed(ordered))
 
 
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """Which hooks do anything when fired (some plugin implements or monitors them).
+
+    The loop reads the flag before it fires a hook (``if hooks.firing.pre_call:``), so a
+    hook nobody implements costs one attribute read: no coroutine, no payload.
+    """
+
+    loop_start: bool
+    pre_call: bool
+    post_call: bool
+    error: bool
+    iteration: bool
+    repair: bool
+    loop_end: bool
+
+    @classmethod
+    def of(cls, fires: Mapping[HookName, bool]) -> Firing:
+        """The flags of a table's ``fires`` mapping."""
+        return cls(
+            loop_start=fires[H.SAMPLING_LOOP_START],
+            pre_call=fires[H.GENERATION_PRE_CALL],
+            post_call=fires[H.GENERATION_POST_CALL],
+            error=fires[H.GENERATION_ERROR],
+            iteration=fires[H.SAMPLING_ITERATION],
+            repair=fires[H.SAMPLING_REPAIR],
+            loop_end=fires[H.SAMPLING_LOOP_END],
+        )
+
+
 class HookTable:
     """Every hook's implementations in call order, the monitors, and the fault policy."""
 
@@ -122,6 +152,7 @@ class HookTable:
         "background",
         "delivery",
         "fires",
+        "firing",
         "inline",
         "monitors",
         "registered",
@@ -150,6 +181,7 @@ class HookTable:
         self.writable = {h: h.may_change_payload for h in HookName}
         # Whether firing a hook does anything at all; if not, no payload is built.
         self.fires = {h: bool(ordered[h] or self.monitors) for h in HookName}
+        self.firing = Firing.of(self.fires)
 
     def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
         """A table with ``extra`` implementations registered after these (pluggy's rule:
@@ -176,11 +208,12 @@ class HookTable:
 class CallHooks:
     """One call's hook channel: one awaitable method per hook (see the module docstring)."""
 
-    __slots__ = ("_delivery_lock", "_fires", "_id", "_strategy", "faults", "table")
+    __slots__ = ("_delivery_lock", "_fires", "_id", "_strategy", "faults", "firing", "table")
 
     def __init__(self, table: HookTable, sampling_id: str, strategy_name: str) -> None:
         self.table = table
         self.faults: list[PluginFault] = []
+        self.firing = table.firing
         self._fires = table.fires
         self._id = sampling_id
         self._strategy = strategy_name

@@ -41,7 +41,7 @@ from sampling_core.seeds import derive_seed
 from sampling_core.selection import Tally
 from sampling_core.strategies import Strategy
 from sampling_core.subsample_tasks import SubsampleTasks, one_of, subsample_tasks
-from sampling_core.suspension import run_noting_suspension
+from sampling_core.suspension import finish, first_step, note_yield, overdue
 from sampling_core.transport import RetryPolicy, is_transient
 
 logger = structlog.get_logger("samplehooks")
@@ -96,14 +96,18 @@ class SamplingCall:
                 raise self.tally.fatal
             result = self.tally.result(self.s, self.hooks.faults)
         except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                await self.hooks.loop_end(self.tally.end_fields(self.s, None, exc))
+            if self.hooks.firing.loop_end:
+                with anyio.CancelScope(shield=True):
+                    await self.hooks.loop_end(self.tally.end_fields(self.s, None, exc))
             raise
-        await self.hooks.loop_end(self.tally.end_fields(self.s, result, None))
+        if self.hooks.firing.loop_end:
+            await self.hooks.loop_end(self.tally.end_fields(self.s, result, None))
         return result
 
     async def _start(self) -> None:
         s = self.s
+        if not self.hooks.firing.loop_start:
+            return
         try:
             s.loop_budget, s.concurrency_budget = await self.hooks.loop_start(
                 {
@@ -155,7 +159,7 @@ class SamplingCall:
     # -- one subsample ------------------------------------------------------------------
 
     async def _subsample(self, index: int) -> None:
-        s, tally = self.s, self.tally
+        s, tally, firing = self.s, self.tally, self.hooks.firing
         failures: deque[Attempt] = deque(maxlen=s.strategy.keep_failures)
         messages = s.messages
         # In a task of its own, the subsample's context is dropped when it ends; run inline,
@@ -173,11 +177,15 @@ class SamplingCall:
                 if undo_attempt is None:
                     undo_attempt = (tokens, undo)
                 attempt = await self._attempt(info, messages)
+                if overdue():  # a schedule point: see sampling_core.suspension
+                    await anyio.lowlevel.checkpoint()
+                    note_yield(time.perf_counter())
                 if attempt is None or attempt.passed or tally.over or number == s.loop_budget:
                     return
                 failures.append(attempt)
                 messages = s.strategy.repair(s.messages, failures)
-                messages = await self.hooks.repair(info, attempt, messages)
+                if firing.repair:
+                    messages = await self.hooks.repair(info, attempt, messages)
         except StopSampling as stop:
             self._stop(stop)
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
@@ -209,18 +217,22 @@ class SamplingCall:
             validations = await validations  # an async check
         tally.in_flight -= 1
         attempt = tally.record(info, messages, generation, validations)
-        await self.hooks.iteration(info, attempt, lambda: self._shield(info.subsample_index))
+        if self.hooks.firing.iteration:
+            await self.hooks.iteration(info, attempt, lambda: self._shield(info.subsample_index))
         return attempt
 
     async def _generate(self, info: IterationInfo, messages: list[Message]) -> Generation:
         """The backend's answer, after ``generation_pre_call`` and transport retries."""
         s, hooks = self.s, self.hooks
+        firing = hooks.firing
         options = s.options
         if s.seed is not None:
             options = {**options, "seed": derive_seed(s.seed, info.subsample_index, info.attempt)}
         retry = 0
         while True:
-            call_messages, call_options = await hooks.pre_call(info, messages, options, retry)
+            call_messages, call_options = messages, options
+            if firing.pre_call:
+                call_messages, call_options = await hooks.pre_call(info, messages, options, retry)
             if retry == 0:  # in flight from here: a refused attempt never was
                 self.tally.in_flight += 1
             try:
@@ -236,32 +248,35 @@ class SamplingCall:
                     if will_retry
                     else None
                 )
-                await hooks.error(info, exc, will_retry, delay, retry)
+                if firing.error:
+                    await hooks.error(info, exc, will_retry, delay, retry)
                 if not will_retry:
                     self.tally.record_error(info, exc)
                     raise _BackendFailed from exc
                 retry += 1
                 await anyio.sleep(delay or 0.0)
                 continue
-            await hooks.post_call(info, generation, retry)
+            if firing.post_call:
+                await hooks.post_call(info, generation, retry)
             return generation
 
     async def _call_backend(self, request: GenerationRequest) -> Generation:
-        """One backend call; a call that never waited is followed by a checkpoint, so a
-        backend that answers without awaiting cannot starve other tasks or a timeout."""
+        """One backend call; one that suspended counts as the subsample's latest yield."""
         s = self.s
         began = time.perf_counter()
         if s.attempt_timeout is None:
-            reply, suspended = await run_noting_suspension(s.backend.generate(request))
+            pending = s.backend.generate(request)
         else:
-            reply, suspended = await run_noting_suspension(
-                generate_within(s.attempt_timeout, s.backend, request)
-            )
-        generation = as_generation(reply, time.perf_counter() - began)
+            pending = generate_within(s.attempt_timeout, s.backend, request)
+        done, reply = first_step(pending)
+        if not done:
+            reply = await finish(pending, reply)
+        ended = time.perf_counter()
+        if not done:
+            note_yield(ended)
+        generation = as_generation(reply, ended - began)
         # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
         self.tally.count_usage(generation.usage)
-        if not suspended:
-            await anyio.lowlevel.checkpoint()
         return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
