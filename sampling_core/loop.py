@@ -33,7 +33,7 @@ from hook_specs.errors import StopSampling
 from hook_specs.records import Attempt, Generation, IterationInfo, Message
 from sampling_core.backends.base import Backend, GenerationRequest, as_generation, generate_within
 from sampling_core.check_context import CheckContext
-from sampling_core.context import enter_attempt
+from sampling_core.context import enter_attempt, leave_attempt
 from sampling_core.dispatch import CallHooks
 from sampling_core.requirements import Requirement, validate_all
 from sampling_core.results import SamplingResult
@@ -41,7 +41,7 @@ from sampling_core.seeds import derive_seed
 from sampling_core.selection import Tally
 from sampling_core.strategies import Strategy
 from sampling_core.subsample_tasks import SubsampleTasks, one_of, subsample_tasks
-from sampling_core.suspension import finish, first_step, note_yield, overdue
+from sampling_core.suspension import finish, note_yield, overdue
 from sampling_core.transport import RetryPolicy, is_transient
 
 logger = structlog.get_logger("samplehooks")
@@ -83,6 +83,8 @@ class SamplingCall:
         self.hooks = hooks
         self.tally = Tally(settings.strategy, settings.selection, settings.early_exit)
         self.tasks: SubsampleTasks | None = None  # None while no subsample task runs
+        # decided once: a CheckContext is built only when a check asks for one
+        self.wants_context = any(r.wants_context for r in settings.requirements)
 
     # -- the call -----------------------------------------------------------------------
 
@@ -166,16 +168,16 @@ class SamplingCall:
         # it restores the caller's values when it ends.
         inline = self.tasks is None
         first = bind_contextvars(sampling_id=s.sampling_id, subsample_index=index)
-        undo_attempt = None
+        undo_attempt: tuple[Any, Any] | None = None  # what the first attempt replaced
         try:
             for number in range(1, s.loop_budget + 1):
                 if not tally.may_start(index, number):
                     return
                 info = IterationInfo(s.sampling_id, index, number, index * s.loop_budget + number)
                 tokens = bind_contextvars(attempt=number, iteration=info.iteration)
-                undo = enter_attempt(info)
+                token = enter_attempt(info)
                 if undo_attempt is None:
-                    undo_attempt = (tokens, undo)
+                    undo_attempt = (tokens, token)
                 attempt = await self._attempt(info, messages)
                 if overdue():  # a schedule point: see sampling_core.suspension
                     await anyio.lowlevel.checkpoint()
@@ -194,7 +196,7 @@ class SamplingCall:
             if inline:
                 if undo_attempt is not None:
                     reset_contextvars(**undo_attempt[0])
-                    undo_attempt[1]()
+                    leave_attempt(undo_attempt[1])
                 reset_contextvars(**first)
 
     # -- one attempt --------------------------------------------------------------------
@@ -208,7 +210,7 @@ class SamplingCall:
             tally.in_flight -= 1
             return None
         context = None
-        if any(r.wants_context for r in self.s.requirements):  # built only when a check asks
+        if self.wants_context:
             context = CheckContext(messages, self.s.row, info, self.s.options)
         validations = validate_all(
             self.s.requirements, generation.text, context, self.s.check_timeout
@@ -235,10 +237,27 @@ class SamplingCall:
                 call_messages, call_options = await hooks.pre_call(info, messages, options, retry)
             if retry == 0:  # in flight from here: a refused attempt never was
                 self.tally.in_flight += 1
+            request = GenerationRequest(call_messages, call_options, info)
+            began = time.perf_counter()
             try:
-                generation = await self._call_backend(
-                    GenerationRequest(call_messages, call_options, info)
+                # Awaited by hand to learn whether it suspended (see sampling_core.suspension).
+                pending = (
+                    s.backend.generate(request)
+                    if s.attempt_timeout is None
+                    else generate_within(s.attempt_timeout, s.backend, request)
                 )
+                try:
+                    step = pending.send(None)  # up to its first suspension, if any
+                except StopIteration as answered:  # answered without suspending
+                    reply = answered.value
+                    ended = time.perf_counter()
+                else:
+                    reply = await finish(pending, step)
+                    ended = time.perf_counter()
+                    note_yield(ended)
+                generation = as_generation(reply, ended - began)
+                # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
+                self.tally.count_usage(generation.usage)
             except StopSampling:
                 raise
             except Exception as exc:
@@ -259,25 +278,6 @@ class SamplingCall:
             if firing.post_call:
                 await hooks.post_call(info, generation, retry)
             return generation
-
-    async def _call_backend(self, request: GenerationRequest) -> Generation:
-        """One backend call; one that suspended counts as the subsample's latest yield."""
-        s = self.s
-        began = time.perf_counter()
-        if s.attempt_timeout is None:
-            pending = s.backend.generate(request)
-        else:
-            pending = generate_within(s.attempt_timeout, s.backend, request)
-        done, reply = first_step(pending)
-        if not done:
-            reply = await finish(pending, reply)
-        ended = time.perf_counter()
-        if not done:
-            note_yield(ended)
-        generation = as_generation(reply, ended - began)
-        # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
-        self.tally.count_usage(generation.usage)
-        return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
         if self.tasks is None:

@@ -90,8 +90,8 @@ class Tally:
 
     def may_start(self, index: int, number: int) -> bool:
         """Whether subsample ``index`` may start attempt ``number`` (and note that it does)."""
-        if self.over:
-            return False
+        if self.stopped or self.fatal is not None or (self.winner is not None and self.early_exit):
+            return False  # as self.over says, inlined: this runs before every attempt
         if self.early_exit and self.best_key is not None and (number, index) > self.best_key:
             return False  # selection="ordered": this subsample can no longer win
         self.current_attempt[index] = number

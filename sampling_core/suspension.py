@@ -7,9 +7,10 @@ thread, when it last knew it had yielded to the event loop, and adds a checkpoin
 more than :data:`SCHEDULE_INTERVAL_S` passed since (:func:`overdue`, :func:`note_yield`):
 fast attempts pay for one checkpoint per millisecond, not one per attempt.
 
-:func:`first_step` runs a coroutine up to its first suspension with the plain generator
-protocol (no event-loop internals); when it did suspend, :func:`finish` awaits the rest as
-``await`` would have. An answer that never suspended costs one ``send`` and no wrapper.
+The loop runs the backend's coroutine up to its first suspension with the plain generator
+protocol (``coro.send(None)``; no event-loop internals); when it did suspend,
+:func:`finish` awaits the rest as ``await`` would have. An answer that never suspended
+costs one ``send`` and no wrapper.
 """
 
 from __future__ import annotations
@@ -24,18 +25,11 @@ SCHEDULE_INTERVAL_S = 0.001
 """The longest the engine runs, as far as it can tell, without yielding."""
 
 
-def first_step(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
-    """Run ``coro`` to its first suspension: ``(True, its value)`` when it returned without
-    suspending, else ``(False, what it yielded)`` (hand that to :func:`finish`)."""
-    try:
-        return False, coro.send(None)
-    except StopIteration as done:
-        return True, done.value
-
-
 @types.coroutine
 def finish(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
-    """Await the rest of ``coro``, which suspended by yielding ``yielded``; its value."""
+    """Await the rest of ``coro``, which suspended by yielding ``yielded`` to the first
+    ``coro.send(None)``; returns its value. Cancellation and other exceptions thrown in
+    are passed on to ``coro``, closing it closes ``coro``."""
     while True:
         try:
             sent = yield yielded
