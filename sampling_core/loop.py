@@ -167,17 +167,25 @@ class SamplingCall:
         # In a task of its own, the subsample's context is dropped when it ends; run inline,
         # it restores the caller's values when it ends.
         inline = self.tasks is None
-        first = bind_contextvars(sampling_id=s.sampling_id, subsample_index=index)
-        undo_attempt: tuple[Any, Any] | None = None  # what the first attempt replaced
+        undo: tuple[Any, Any] | None = None  # what the first attempt's bindings replaced
         try:
             for number in range(1, s.loop_budget + 1):
                 if not tally.may_start(index, number):
                     return
                 info = IterationInfo(s.sampling_id, index, number, index * s.loop_budget + number)
-                tokens = bind_contextvars(attempt=number, iteration=info.iteration)
-                token = enter_attempt(info)
-                if undo_attempt is None:
-                    undo_attempt = (tokens, token)
+                if undo is None:  # the subsample's bindings and the first attempt's, at once
+                    undo = (
+                        bind_contextvars(
+                            sampling_id=s.sampling_id,
+                            subsample_index=index,
+                            attempt=number,
+                            iteration=info.iteration,
+                        ),
+                        enter_attempt(info),
+                    )
+                else:
+                    bind_contextvars(attempt=number, iteration=info.iteration)
+                    enter_attempt(info)
                 attempt = await self._attempt(info, messages)
                 if overdue():  # a schedule point: see sampling_core.suspension
                     await anyio.lowlevel.checkpoint()
@@ -193,11 +201,9 @@ class SamplingCall:
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
             self._fail(exc)
         finally:
-            if inline:
-                if undo_attempt is not None:
-                    reset_contextvars(**undo_attempt[0])
-                    leave_attempt(undo_attempt[1])
-                reset_contextvars(**first)
+            if inline and undo is not None:
+                reset_contextvars(**undo[0])
+                leave_attempt(undo[1])
 
     # -- one attempt --------------------------------------------------------------------
 

@@ -163,7 +163,9 @@ class Tally:
 
     def result(self, s: CallSettings, faults: list[PluginFault]) -> SamplingResult:
         """The call's result (raises the first backend error if nothing else happened)."""
-        attempts = sorted(self.attempts, key=_by_position)
+        attempts = self.attempts
+        if s.concurrency_budget > 1:  # one subsample completes its attempts in order
+            attempts = sorted(attempts, key=_by_position)
         if not attempts and self.errors and not self.stopped:
             raise self.errors[0].exception
         picked = self._pick(attempts)
