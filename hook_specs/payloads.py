@@ -192,6 +192,22 @@ class SamplingLoopStartPayload(HookPayload):
     )
 
 
+class SamplingValidatePayload(AttemptPayload):
+    """Payload of ``sampling_validate``: an attempt whose checks ran, before it is judged."""
+
+    hook: ClassVar[HookName] = HookName.SAMPLING_VALIDATE
+    writable: ClassVar[frozenset[str]] = frozenset({"results"})
+
+    text: str = Field(description="The generated text the checks saw.")
+    messages: list[Message] = Field(description="The messages the attempt sent (its prompt).")
+    generation: Generation = Field(description="What the backend returned.")
+    results: list[ValidationResult] = Field(
+        description="One verdict per requirement, in order. Writable: replace a verdict "
+        "(e.g. `dataclasses.replace(v, passed=True, reason=...)`) or append one; the "
+        "attempt passes when every result passes."
+    )
+
+
 class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):
     """Payload of ``sampling_iteration``."""
 
@@ -293,6 +309,7 @@ PAYLOAD_TYPES: dict[HookName, type[HookPayload]] = {
     cls.hook: cls
     for cls in (
         SamplingLoopStartPayload,
+        SamplingValidatePayload,
         SamplingIterationPayload,
         SamplingRepairPayload,
         SamplingLoopEndPayload,

@@ -46,7 +46,7 @@ from hook_specs.errors import StopSampling
 from hook_specs.markers import is_background
 from hook_specs.names import HookName
 from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
-from hook_specs.records import Attempt, Generation, IterationInfo, Message
+from hook_specs.records import Attempt, Generation, IterationInfo, Message, ValidationResult
 from sampling_core.budgets import check_budget
 from sampling_core.errors import PluginError
 
@@ -124,6 +124,7 @@ class Firing:
     """
 
     loop_start: bool
+    validate: bool
     pre_call: bool
     post_call: bool
     error: bool
@@ -136,6 +137,7 @@ class Firing:
         """The flags of a table's ``fires`` mapping."""
         return cls(
             loop_start=fires[H.SAMPLING_LOOP_START],
+            validate=fires[H.SAMPLING_VALIDATE],
             pre_call=fires[H.GENERATION_PRE_CALL],
             post_call=fires[H.GENERATION_POST_CALL],
             error=fires[H.GENERATION_ERROR],
@@ -285,6 +287,33 @@ class CallHooks:
             fields["retry_in_s"] = retry_in_s
             fields["retry"] = retry
             await self._fire(H.GENERATION_ERROR, fields)
+
+    async def validate(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        generation: Generation,
+        validations: tuple[ValidationResult, ...],
+    ) -> tuple[ValidationResult, ...]:
+        """Fire ``sampling_validate``; the verdicts the attempt is judged by."""
+        hook = H.SAMPLING_VALIDATE
+        if not self._fires[hook]:
+            return validations
+        fields = self._attempt_fields(info)
+        fields["text"] = generation.text
+        fields["messages"] = list(messages)
+        fields["generation"] = generation
+        fields["results"] = list(validations)
+        payload = await self._fire(hook, fields)
+        results = payload.results
+        if not isinstance(results, list) or not all(
+            isinstance(r, ValidationResult) for r in results
+        ):
+            writer = payload.written_by("results") or "a plugin"
+            raise PluginError(
+                writer, hook.value, "payload.results must be a list of ValidationResult"
+            )
+        return tuple(results)
 
     async def iteration(
         self,

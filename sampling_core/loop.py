@@ -5,7 +5,7 @@ subsamples, each in a task the call owns (see :mod:`sampling_core.subsample_task
 subsample runs in the caller's task); each makes up to ``loop_budget`` attempts. One
 attempt reads forward through :meth:`SamplingCall._attempt`:
 
-    generation_pre_call -> backend -> generation_post_call -> checks -> record
+    generation_pre_call -> backend -> generation_post_call -> checks -> sampling_validate -> record
             -> sampling_iteration -> (stop | repair: sampling_repair -> next attempt)
 
 Every hook is one ``await self.hooks.<hook>(...)`` on the call's hook channel
@@ -223,6 +223,8 @@ class SamplingCall:
         )
         if not isinstance(validations, tuple):
             validations = await validations  # an async check
+        if self.hooks.firing.validate:  # plugins may change the verdicts
+            validations = await self.hooks.validate(info, messages, generation, validations)
         tally.in_flight -= 1
         attempt = tally.record(info, messages, generation, validations)
         if self.hooks.firing.iteration:
