@@ -105,7 +105,8 @@ class HookImplementation:
         )
 
     def call(self, payload: HookPayload) -> Any:
-        """Call the implementation (what it returns may be awaitable)."""
+        """Call the implementation (what it returns may be awaitable). The channel inlines
+        this, on its hot path."""
         return self.function(payload) if self.takes_payload else self.function()
 
 
@@ -395,35 +396,39 @@ class CallHooks:
         }
 
     async def _fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
-        """Build ``hook``'s payload, deliver it, and return it (as plugins left it)."""
+        """Build ``hook``'s payload, deliver it, and return it (as plugins left it).
+
+        The implementations are called right here (one coroutine per hook fired); with
+        hook-call monitors, between every monitor's ``before`` and ``after``.
+        """
         table = self.table
         payload = BUILDERS[hook](fields)
-        if table.monitors:
-            await self._monitored(hook, payload)
-        else:
-            await self._call_all(hook, payload)
+        monitored = self._before(hook, payload) if table.monitors else None
+        try:
+            impls = table.inline[hook]
+            writable = table.writable[hook]
+            for impl in impls:
+                if writable:
+                    payload.track_writes(impl.plugin_name)
+                try:
+                    out = impl.function(payload) if impl.takes_payload else impl.function()
+                    if impl.is_async or (out is not None and inspect.isawaitable(out)):
+                        await self._awaited(out)
+                except Exception as exc:
+                    self._fault(hook, impl.plugin_name, exc, writable)
+            if writable and impls:  # a write made after the hook is nobody's
+                payload.track_writes(None)
+        except BaseException as exc:
+            if monitored is not None:
+                self._after(hook, monitored, pluggy.Result(None, exc))
+            raise
+        if monitored is not None:
+            self._after(hook, monitored, pluggy.Result([], None))
         queued = table.background[hook]
         if queued and table.delivery is not None:
             for impl in queued:
                 await table.delivery.put(hook, impl, payload)
         return payload
-
-    async def _call_all(self, hook: HookName, payload: HookPayload) -> None:
-        impls = self.table.inline[hook]
-        if not impls:
-            return
-        writable = self.table.writable[hook]
-        for impl in impls:
-            if writable:
-                payload.track_writes(impl.plugin_name)
-            try:
-                out = impl.call(payload)
-                if impl.is_async or (out is not None and inspect.isawaitable(out)):
-                    await self._awaited(out)
-            except Exception as exc:
-                self._fault(hook, impl.plugin_name, exc, writable)
-        if writable:  # a write made after the hook is nobody's
-            payload.track_writes(None)
 
     async def _awaited(self, pending: Any) -> None:
         timeout = self.table.timeout
@@ -435,23 +440,24 @@ class CallHooks:
         if scope.cancelled_caught:
             raise PluginTimeout(f"took longer than {timeout:g}s and was cancelled")
 
-    async def _monitored(self, hook: HookName, payload: HookPayload) -> None:
-        """:meth:`_call_all` between every monitor's ``before`` and ``after``."""
+    def _before(self, hook: HookName, payload: HookPayload) -> tuple[list[Any], dict[str, Any]]:
+        """Tell every monitor a hook call begins (pluggy's ``before``); what ``after`` takes."""
         # pluggy's order: the last one listed is called first.
         called = (*self.table.inline[hook], *self.table.background[hook])
         impls = [impl.source for impl in reversed(called)]
         kwargs = {"payload": payload}
         for before, _ in self.table.monitors:
             before(hook.value, impls, kwargs)
-        outcome: pluggy.Result[list[Any]]
-        try:
-            await self._call_all(hook, payload)
-        except BaseException as exc:
-            outcome = pluggy.Result(None, exc)
-            for _, after in self.table.monitors:
-                after(outcome, hook.value, impls, kwargs)
-            raise
-        outcome = pluggy.Result([], None)
+        return impls, kwargs
+
+    def _after(
+        self,
+        hook: HookName,
+        monitored: tuple[list[Any], dict[str, Any]],
+        outcome: pluggy.Result[list[Any]],
+    ) -> None:
+        """Tell every monitor how the hook call ended (pluggy's ``after``)."""
+        impls, kwargs = monitored
         for _, after in self.table.monitors:
             after(outcome, hook.value, impls, kwargs)
 
