@@ -152,6 +152,7 @@ class HookTable:
     """Every hook's implementations in call order, the monitors, and the fault policy."""
 
     __slots__ = (
+        "awaits_iteration",
         "background",
         "delivery",
         "fires",
@@ -185,6 +186,8 @@ class HookTable:
         # Whether firing a hook does anything at all; if not, no payload is built.
         self.fires = {h: bool(ordered[h] or self.monitors) for h in HookName}
         self.firing = Firing.of(self.fires)
+        # Whether a sampling_iteration implementation is async (its delivery is then locked).
+        self.awaits_iteration = any(impl.is_async for impl in self.inline[H.SAMPLING_ITERATION])
 
     def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
         """A table with ``extra`` implementations registered after these (pluggy's rule:
@@ -343,7 +346,7 @@ class CallHooks:
         fields["total_count"] = len(validations)
         fields["latency_s"] = attempt.generation.latency_s
         fields["usage"] = attempt.generation.usage
-        if not any(impl.is_async for impl in self.table.inline[hook]) and not (
+        if not self.table.awaits_iteration and not (
             self._delivery_lock is not None and self._delivery_lock.locked()
         ):
             await self._fire(hook, fields)
