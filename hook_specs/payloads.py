@@ -23,6 +23,12 @@ _RETRY_DOC = "0 for the first backend call of the attempt, n for its n-th transp
 
 StopReason = Literal["success", "budget_exhausted", "stopped_by_plugin", "error"]
 
+Purpose = Literal["sample", "judge"]
+_PURPOSE_DOC = (
+    '"sample" for the attempt\'s own generation; "judge" for a call a check made through the '
+    "engine (an LLM-as-judge requirement), which is not an attempt of its own."
+)
+
 
 class HookPayload(BaseModel):
     """Fields every payload carries."""
@@ -275,6 +281,7 @@ class GenerationPreCallPayload(AttemptPayload):
         description="Generation options (temperature, max_tokens, seed, stop, ...). Writable."
     )
     retry: int = Field(default=0, description=_RETRY_DOC)
+    purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
 
 
 class GenerationPostCallPayload(AttemptPayload, ObserveOnlyPayload):
@@ -285,6 +292,7 @@ class GenerationPostCallPayload(AttemptPayload, ObserveOnlyPayload):
     generation: Generation = Field(description="What the backend returned.")
     latency_s: float = Field(description="Backend latency, in seconds.")
     retry: int = Field(default=0, description=_RETRY_DOC)
+    purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
 
 
 class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
@@ -299,6 +307,7 @@ class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
         default=None, description="When `will_retry`: the wait before the retry, in seconds."
     )
     retry: int = Field(default=0, description=_RETRY_DOC)
+    purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
 
     @field_serializer("exception")
     def _exception_as_text(self, exc: BaseException) -> str:

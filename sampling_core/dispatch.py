@@ -253,7 +253,12 @@ class CallHooks:
         return payload.loop_budget, payload.concurrency_budget
 
     async def pre_call(
-        self, info: IterationInfo, messages: list[Message], options: dict[str, Any], retry: int
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        options: dict[str, Any],
+        retry: int,
+        purpose: str = "sample",
     ) -> tuple[list[Message], dict[str, Any]]:
         """Fire ``generation_pre_call``; the messages and options to send."""
         if not self._fires[H.GENERATION_PRE_CALL]:
@@ -262,16 +267,20 @@ class CallHooks:
         fields["messages"] = list(messages)
         fields["options"] = dict(options)
         fields["retry"] = retry
+        fields["purpose"] = purpose
         payload = await self._fire(H.GENERATION_PRE_CALL, fields)
         return payload.messages, payload.options
 
-    async def post_call(self, info: IterationInfo, generation: Generation, retry: int) -> None:
+    async def post_call(
+        self, info: IterationInfo, generation: Generation, retry: int, purpose: str = "sample"
+    ) -> None:
         """Fire ``generation_post_call``."""
         if self._fires[H.GENERATION_POST_CALL]:
             fields = self._attempt_fields(info)
             fields["generation"] = generation
             fields["latency_s"] = generation.latency_s
             fields["retry"] = retry
+            fields["purpose"] = purpose
             await self._fire(H.GENERATION_POST_CALL, fields)
 
     async def error(
@@ -281,6 +290,7 @@ class CallHooks:
         will_retry: bool,
         retry_in_s: float | None,
         retry: int,
+        purpose: str = "sample",
     ) -> None:
         """Fire ``generation_error``."""
         if self._fires[H.GENERATION_ERROR]:
@@ -290,6 +300,7 @@ class CallHooks:
             fields["will_retry"] = will_retry
             fields["retry_in_s"] = retry_in_s
             fields["retry"] = retry
+            fields["purpose"] = purpose
             await self._fire(H.GENERATION_ERROR, fields)
 
     async def validate(

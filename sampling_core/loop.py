@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -217,7 +218,9 @@ class SamplingCall:
             return None
         context = None
         if self.wants_context:
-            context = CheckContext(messages, self.s.row, info, self.s.options)
+            context = CheckContext(
+                messages, self.s.row, info, self.s.options, partial(self._judge_call, info)
+            )
         validations = validate_all(
             self.s.requirements, generation.text, context, self.s.check_timeout
         )
@@ -231,28 +234,53 @@ class SamplingCall:
             await self.hooks.iteration(info, attempt, lambda: self._shield(info.subsample_index))
         return attempt
 
-    async def _generate(self, info: IterationInfo, messages: list[Message]) -> Generation:
-        """The backend's answer, after ``generation_pre_call`` and transport retries."""
+    async def _judge_call(
+        self, info: IterationInfo, request: GenerationRequest, backend: Backend | None = None
+    ) -> Generation:
+        """A check's model call (``CheckContext.generate``), through the backend path."""
+        return await self._generate(
+            info, request.messages, backend or self.s.backend, "judge", dict(request.options)
+        )
+
+    async def _generate(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        backend: Backend | None = None,
+        purpose: str = "sample",
+        options: dict[str, Any] | None = None,
+    ) -> Generation:
+        """The backend's answer, after ``generation_pre_call`` and transport retries.
+
+        ``purpose="judge"``: a call a check makes for this attempt; it is no attempt of its
+        own (not in flight, not in ``result.errors``): a failure raises its exception.
+        """
         s, hooks = self.s, self.hooks
         firing = hooks.firing
-        options = s.options
-        if s.seed is not None:
-            options = {**options, "seed": derive_seed(s.seed, info.subsample_index, info.attempt)}
+        judging = purpose != "sample"
+        backend = backend or s.backend
+        if options is None:
+            options = s.options
+            if s.seed is not None:
+                seed = derive_seed(s.seed, info.subsample_index, info.attempt)
+                options = {**options, "seed": seed}
         retry = 0
         while True:
             call_messages, call_options = messages, options
             if firing.pre_call:
-                call_messages, call_options = await hooks.pre_call(info, messages, options, retry)
-            if retry == 0:  # in flight from here: a refused attempt never was
+                call_messages, call_options = await hooks.pre_call(
+                    info, messages, options, retry, purpose
+                )
+            if retry == 0 and not judging:  # in flight from here: a refused attempt never was
                 self.tally.in_flight += 1
             request = GenerationRequest(call_messages, call_options, info)
             began = time.perf_counter()
             try:
                 # Awaited by hand to learn whether it suspended (see sampling_core.suspension).
                 pending = (
-                    s.backend.generate(request)
+                    backend.generate(request)
                     if s.attempt_timeout is None
-                    else generate_within(s.attempt_timeout, s.backend, request)
+                    else generate_within(s.attempt_timeout, backend, request)
                 )
                 try:
                     step = pending.send(None)  # up to its first suspension, if any
@@ -276,15 +304,17 @@ class SamplingCall:
                     else None
                 )
                 if firing.error:
-                    await hooks.error(info, exc, will_retry, delay, retry)
+                    await hooks.error(info, exc, will_retry, delay, retry, purpose)
                 if not will_retry:
+                    if judging:
+                        raise
                     self.tally.record_error(info, exc)
                     raise _BackendFailed from exc
                 retry += 1
                 await anyio.sleep(delay or 0.0)
                 continue
             if firing.post_call:
-                await hooks.post_call(info, generation, retry)
+                await hooks.post_call(info, generation, retry, purpose)
             return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:

@@ -104,6 +104,7 @@ def _post_call_fields():
         generation=Generation("an answer", Usage(3, 4)),
         latency_s=0.5,
         retry=0,
+        purpose="sample",
     )
 
 
@@ -179,6 +180,7 @@ def _pre_call_fields():
         messages=[{"role": "user", "content": "q"}],
         options={},
         retry=0,
+        purpose="sample",
     )
 
 
