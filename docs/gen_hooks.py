@@ -133,10 +133,32 @@ EXAMPLES: dict[HookName, str] = {
                 kind = "retried" if payload.will_retry else "final"
                 self.errors[f"{payload.error_type} ({kind})"] += 1
     ''',
+    HookName.SAMPLING_VALIDATE: '''
+        import dataclasses
+
+        from hook_specs import SamplingValidatePayload, ValidationResult, hookimpl
+
+
+        class NoRefusals:
+            """Fail any answer that refuses, whatever the checks said, and say why."""
+
+            @hookimpl
+            def sampling_validate(self, payload: SamplingValidatePayload) -> None:
+                if payload.text.lower().startswith(("i cannot", "i can't")):
+                    payload.results = [
+                        dataclasses.replace(v, passed=False, reason="the model refused")
+                        for v in payload.results
+                    ] or [ValidationResult(False, "the model refused", None, "no refusal")]
+    ''',
 }
 
 # What to know when writing a field, beyond its description.
 WRITABLE_NOTES: dict[str, str] = {
+    "results": (
+        " The list is this payload's own; a `ValidationResult` is frozen: replace one"
+        " (`dataclasses.replace(v, passed=True, reason=...)`), append one, or assign a new list."
+        " Anything but a list of `ValidationResult` fails closed."
+    ),
     "loop_budget": "",
     "concurrency_budget": (
         " The engine checks both budgets after the last implementation ran: an `int` >= 1"

@@ -25,6 +25,7 @@ from hook_specs.payloads import (
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
     SamplingRepairPayload,
+    SamplingValidatePayload,
     StopReason,
 )
 from hook_specs.records import (
@@ -51,6 +52,7 @@ __all__ = [
     "Message",
     "ReadOnlyFieldError",
     "SamplingIterationPayload",
+    "SamplingValidatePayload",
     "SamplingLoopEndPayload",
     "SamplingLoopStartPayload",
     "SamplingRepairPayload",

@@ -15,6 +15,7 @@ class HookName(StrEnum):
     GENERATION_PRE_CALL = "generation_pre_call"
     GENERATION_POST_CALL = "generation_post_call"
     GENERATION_ERROR = "generation_error"
+    SAMPLING_VALIDATE = "sampling_validate"
     REGISTER_REQUIREMENTS = "register_requirements"
     REGISTER_BACKENDS = "register_backends"
     REGISTER_STRATEGIES = "register_strategies"

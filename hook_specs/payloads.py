@@ -23,6 +23,12 @@ _RETRY_DOC = "0 for the first backend call of the attempt, n for its n-th transp
 
 StopReason = Literal["success", "budget_exhausted", "stopped_by_plugin", "error"]
 
+Purpose = Literal["sample", "judge"]
+_PURPOSE_DOC = (
+    '"sample" for the attempt\'s own generation; "judge" for a call a check made through the '
+    "engine (an LLM-as-judge requirement), which is not an attempt of its own."
+)
+
 
 class HookPayload(BaseModel):
     """Fields every payload carries."""
@@ -192,6 +198,22 @@ class SamplingLoopStartPayload(HookPayload):
     )
 
 
+class SamplingValidatePayload(AttemptPayload):
+    """Payload of ``sampling_validate``: an attempt whose checks ran, before it is judged."""
+
+    hook: ClassVar[HookName] = HookName.SAMPLING_VALIDATE
+    writable: ClassVar[frozenset[str]] = frozenset({"results"})
+
+    text: str = Field(description="The generated text the checks saw.")
+    messages: list[Message] = Field(description="The messages the attempt sent (its prompt).")
+    generation: Generation = Field(description="What the backend returned.")
+    results: list[ValidationResult] = Field(
+        description="One verdict per requirement, in order. Writable: replace a verdict "
+        "(e.g. `dataclasses.replace(v, passed=True, reason=...)`) or append one; the "
+        "attempt passes when every result passes."
+    )
+
+
 class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):
     """Payload of ``sampling_iteration``."""
 
@@ -259,6 +281,7 @@ class GenerationPreCallPayload(AttemptPayload):
         description="Generation options (temperature, max_tokens, seed, stop, ...). Writable."
     )
     retry: int = Field(default=0, description=_RETRY_DOC)
+    purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
 
 
 class GenerationPostCallPayload(AttemptPayload, ObserveOnlyPayload):
@@ -269,6 +292,7 @@ class GenerationPostCallPayload(AttemptPayload, ObserveOnlyPayload):
     generation: Generation = Field(description="What the backend returned.")
     latency_s: float = Field(description="Backend latency, in seconds.")
     retry: int = Field(default=0, description=_RETRY_DOC)
+    purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
 
 
 class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
@@ -283,6 +307,7 @@ class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
         default=None, description="When `will_retry`: the wait before the retry, in seconds."
     )
     retry: int = Field(default=0, description=_RETRY_DOC)
+    purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
 
     @field_serializer("exception")
     def _exception_as_text(self, exc: BaseException) -> str:
@@ -293,6 +318,7 @@ PAYLOAD_TYPES: dict[HookName, type[HookPayload]] = {
     cls.hook: cls
     for cls in (
         SamplingLoopStartPayload,
+        SamplingValidatePayload,
         SamplingIterationPayload,
         SamplingRepairPayload,
         SamplingLoopEndPayload,

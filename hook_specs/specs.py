@@ -22,6 +22,7 @@ from hook_specs.payloads import (
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
     SamplingRepairPayload,
+    SamplingValidatePayload,
 )
 
 
@@ -33,6 +34,18 @@ def sampling_loop_start(payload: SamplingLoopStartPayload) -> None:
     engine validates both after every implementation ran and raises ``BudgetError`` naming
     the field, the value and the plugin that wrote it. Raising ``StopSampling`` here ends the
     call before any generation. A fault here fails closed as ``PluginError``.
+    """
+
+
+@hookspec
+def sampling_validate(payload: SamplingValidatePayload) -> None:
+    """After an attempt's checks ran, before it counts as passed or failed.
+
+    ``payload.results`` holds one ``ValidationResult`` per requirement; a plugin may
+    replace a verdict (flip it, with a reason) or append a result of its own. The attempt
+    passes when every result in the list passes (an empty list passes). A fault here, or a
+    list holding anything but ``ValidationResult`` objects, fails closed (``PluginError``).
+    Not fired, and no payload built, when no plugin implements it.
     """
 
 

@@ -7,7 +7,7 @@ signature, when the :class:`~sampling_core.requirements.Requirement` is built.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,13 +22,19 @@ class CheckContext:
 
     ``messages``: the attempt's request (what the model was asked); ``row``: the dataset line
     in a batch run (``sample(..., row=...)``), else ``None``; ``iteration``: the attempt's
-    :class:`IterationInfo`; ``options``: the backend call options of the attempt.
+    :class:`IterationInfo`; ``options``: the backend call options of the attempt;
+    ``generate``: inside ``sample()``, ``await context.generate(request, backend=None)``
+    makes a model call through the engine's backend path for this attempt (the generation
+    hooks fire with ``payload.purpose == "judge"``, transient failures are retried, the
+    tokens count in the call's ``usage``; ``backend`` defaults to the sampler's). ``None``
+    outside a call (a check run on its own).
     """
 
     messages: Sequence[Message] = ()
     row: Mapping[str, Any] | None = None
     iteration: IterationInfo | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    generate: Callable[..., Awaitable[Any]] | None = None
 
 
 def takes_context(check: Callable[..., Any]) -> bool:

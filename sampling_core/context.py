@@ -6,8 +6,7 @@ own attempt; hooks, backends and requirement checks called from it see the same 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from hook_specs.records import IterationInfo
 
@@ -19,7 +18,11 @@ def current_iteration() -> IterationInfo | None:
     return _current.get()
 
 
-def enter_attempt(info: IterationInfo) -> Callable[[], None]:
-    """Make ``info`` the current attempt; returns what restores the value before."""
-    token = _current.set(info)
-    return lambda: _current.reset(token)
+def enter_attempt(info: IterationInfo) -> Token[IterationInfo | None]:
+    """Make ``info`` the current attempt; returns the token :func:`leave_attempt` takes."""
+    return _current.set(info)
+
+
+def leave_attempt(token: Token[IterationInfo | None]) -> None:
+    """Restore the current attempt to what it was before ``enter_attempt`` gave ``token``."""
+    _current.reset(token)

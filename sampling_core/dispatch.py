@@ -46,7 +46,7 @@ from hook_specs.errors import StopSampling
 from hook_specs.markers import is_background
 from hook_specs.names import HookName
 from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
-from hook_specs.records import Attempt, Generation, IterationInfo, Message
+from hook_specs.records import Attempt, Generation, IterationInfo, Message, ValidationResult
 from sampling_core.budgets import check_budget
 from sampling_core.errors import PluginError
 
@@ -105,7 +105,8 @@ class HookImplementation:
         )
 
     def call(self, payload: HookPayload) -> Any:
-        """Call the implementation (what it returns may be awaitable)."""
+        """Call the implementation (what it returns may be awaitable). The channel inlines
+        this, on its hot path."""
         return self.function(payload) if self.takes_payload else self.function()
 
 
@@ -115,13 +116,47 @@ def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementa
     return tuple(reversed(ordered))
 
 
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """Which hooks do anything when fired (some plugin implements or monitors them).
+
+    The loop reads the flag before it fires a hook (``if hooks.firing.pre_call:``), so a
+    hook nobody implements costs one attribute read: no coroutine, no payload.
+    """
+
+    loop_start: bool
+    validate: bool
+    pre_call: bool
+    post_call: bool
+    error: bool
+    iteration: bool
+    repair: bool
+    loop_end: bool
+
+    @classmethod
+    def of(cls, fires: Mapping[HookName, bool]) -> Firing:
+        """The flags of a table's ``fires`` mapping."""
+        return cls(
+            loop_start=fires[H.SAMPLING_LOOP_START],
+            validate=fires[H.SAMPLING_VALIDATE],
+            pre_call=fires[H.GENERATION_PRE_CALL],
+            post_call=fires[H.GENERATION_POST_CALL],
+            error=fires[H.GENERATION_ERROR],
+            iteration=fires[H.SAMPLING_ITERATION],
+            repair=fires[H.SAMPLING_REPAIR],
+            loop_end=fires[H.SAMPLING_LOOP_END],
+        )
+
+
 class HookTable:
     """Every hook's implementations in call order, the monitors, and the fault policy."""
 
     __slots__ = (
+        "awaits_iteration",
         "background",
         "delivery",
         "fires",
+        "firing",
         "inline",
         "monitors",
         "registered",
@@ -150,6 +185,9 @@ class HookTable:
         self.writable = {h: h.may_change_payload for h in HookName}
         # Whether firing a hook does anything at all; if not, no payload is built.
         self.fires = {h: bool(ordered[h] or self.monitors) for h in HookName}
+        self.firing = Firing.of(self.fires)
+        # Whether a sampling_iteration implementation is async (its delivery is then locked).
+        self.awaits_iteration = any(impl.is_async for impl in self.inline[H.SAMPLING_ITERATION])
 
     def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
         """A table with ``extra`` implementations registered after these (pluggy's rule:
@@ -176,11 +214,12 @@ class HookTable:
 class CallHooks:
     """One call's hook channel: one awaitable method per hook (see the module docstring)."""
 
-    __slots__ = ("_delivery_lock", "_fires", "_id", "_strategy", "faults", "table")
+    __slots__ = ("_delivery_lock", "_fires", "_id", "_strategy", "faults", "firing", "table")
 
     def __init__(self, table: HookTable, sampling_id: str, strategy_name: str) -> None:
         self.table = table
         self.faults: list[PluginFault] = []
+        self.firing = table.firing
         self._fires = table.fires
         self._id = sampling_id
         self._strategy = strategy_name
@@ -214,7 +253,12 @@ class CallHooks:
         return payload.loop_budget, payload.concurrency_budget
 
     async def pre_call(
-        self, info: IterationInfo, messages: list[Message], options: dict[str, Any], retry: int
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        options: dict[str, Any],
+        retry: int,
+        purpose: str = "sample",
     ) -> tuple[list[Message], dict[str, Any]]:
         """Fire ``generation_pre_call``; the messages and options to send."""
         if not self._fires[H.GENERATION_PRE_CALL]:
@@ -223,16 +267,20 @@ class CallHooks:
         fields["messages"] = list(messages)
         fields["options"] = dict(options)
         fields["retry"] = retry
+        fields["purpose"] = purpose
         payload = await self._fire(H.GENERATION_PRE_CALL, fields)
         return payload.messages, payload.options
 
-    async def post_call(self, info: IterationInfo, generation: Generation, retry: int) -> None:
+    async def post_call(
+        self, info: IterationInfo, generation: Generation, retry: int, purpose: str = "sample"
+    ) -> None:
         """Fire ``generation_post_call``."""
         if self._fires[H.GENERATION_POST_CALL]:
             fields = self._attempt_fields(info)
             fields["generation"] = generation
             fields["latency_s"] = generation.latency_s
             fields["retry"] = retry
+            fields["purpose"] = purpose
             await self._fire(H.GENERATION_POST_CALL, fields)
 
     async def error(
@@ -242,6 +290,7 @@ class CallHooks:
         will_retry: bool,
         retry_in_s: float | None,
         retry: int,
+        purpose: str = "sample",
     ) -> None:
         """Fire ``generation_error``."""
         if self._fires[H.GENERATION_ERROR]:
@@ -251,7 +300,35 @@ class CallHooks:
             fields["will_retry"] = will_retry
             fields["retry_in_s"] = retry_in_s
             fields["retry"] = retry
+            fields["purpose"] = purpose
             await self._fire(H.GENERATION_ERROR, fields)
+
+    async def validate(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        generation: Generation,
+        validations: tuple[ValidationResult, ...],
+    ) -> tuple[ValidationResult, ...]:
+        """Fire ``sampling_validate``; the verdicts the attempt is judged by."""
+        hook = H.SAMPLING_VALIDATE
+        if not self._fires[hook]:
+            return validations
+        fields = self._attempt_fields(info)
+        fields["text"] = generation.text
+        fields["messages"] = list(messages)
+        fields["generation"] = generation
+        fields["results"] = list(validations)
+        payload = await self._fire(hook, fields)
+        results = payload.results
+        if not isinstance(results, list) or not all(
+            isinstance(r, ValidationResult) for r in results
+        ):
+            writer = payload.written_by("results") or "a plugin"
+            raise PluginError(
+                writer, hook.value, "payload.results must be a list of ValidationResult"
+            )
+        return tuple(results)
 
     async def iteration(
         self,
@@ -280,7 +357,7 @@ class CallHooks:
         fields["total_count"] = len(validations)
         fields["latency_s"] = attempt.generation.latency_s
         fields["usage"] = attempt.generation.usage
-        if not any(impl.is_async for impl in self.table.inline[hook]) and not (
+        if not self.table.awaits_iteration and not (
             self._delivery_lock is not None and self._delivery_lock.locked()
         ):
             await self._fire(hook, fields)
@@ -333,35 +410,39 @@ class CallHooks:
         }
 
     async def _fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
-        """Build ``hook``'s payload, deliver it, and return it (as plugins left it)."""
+        """Build ``hook``'s payload, deliver it, and return it (as plugins left it).
+
+        The implementations are called right here (one coroutine per hook fired); with
+        hook-call monitors, between every monitor's ``before`` and ``after``.
+        """
         table = self.table
         payload = BUILDERS[hook](fields)
-        if table.monitors:
-            await self._monitored(hook, payload)
-        else:
-            await self._call_all(hook, payload)
+        monitored = self._before(hook, payload) if table.monitors else None
+        try:
+            impls = table.inline[hook]
+            writable = table.writable[hook]
+            for impl in impls:
+                if writable:
+                    payload.track_writes(impl.plugin_name)
+                try:
+                    out = impl.function(payload) if impl.takes_payload else impl.function()
+                    if impl.is_async or (out is not None and inspect.isawaitable(out)):
+                        await self._awaited(out)
+                except Exception as exc:
+                    self._fault(hook, impl.plugin_name, exc, writable)
+            if writable and impls:  # a write made after the hook is nobody's
+                payload.track_writes(None)
+        except BaseException as exc:
+            if monitored is not None:
+                self._after(hook, monitored, pluggy.Result(None, exc))
+            raise
+        if monitored is not None:
+            self._after(hook, monitored, pluggy.Result([], None))
         queued = table.background[hook]
         if queued and table.delivery is not None:
             for impl in queued:
                 await table.delivery.put(hook, impl, payload)
         return payload
-
-    async def _call_all(self, hook: HookName, payload: HookPayload) -> None:
-        impls = self.table.inline[hook]
-        if not impls:
-            return
-        writable = self.table.writable[hook]
-        for impl in impls:
-            if writable:
-                payload.track_writes(impl.plugin_name)
-            try:
-                out = impl.call(payload)
-                if impl.is_async or (out is not None and inspect.isawaitable(out)):
-                    await self._awaited(out)
-            except Exception as exc:
-                self._fault(hook, impl.plugin_name, exc, writable)
-        if writable:  # a write made after the hook is nobody's
-            payload.track_writes(None)
 
     async def _awaited(self, pending: Any) -> None:
         timeout = self.table.timeout
@@ -373,23 +454,24 @@ class CallHooks:
         if scope.cancelled_caught:
             raise PluginTimeout(f"took longer than {timeout:g}s and was cancelled")
 
-    async def _monitored(self, hook: HookName, payload: HookPayload) -> None:
-        """:meth:`_call_all` between every monitor's ``before`` and ``after``."""
+    def _before(self, hook: HookName, payload: HookPayload) -> tuple[list[Any], dict[str, Any]]:
+        """Tell every monitor a hook call begins (pluggy's ``before``); what ``after`` takes."""
         # pluggy's order: the last one listed is called first.
         called = (*self.table.inline[hook], *self.table.background[hook])
         impls = [impl.source for impl in reversed(called)]
         kwargs = {"payload": payload}
         for before, _ in self.table.monitors:
             before(hook.value, impls, kwargs)
-        outcome: pluggy.Result[list[Any]]
-        try:
-            await self._call_all(hook, payload)
-        except BaseException as exc:
-            outcome = pluggy.Result(None, exc)
-            for _, after in self.table.monitors:
-                after(outcome, hook.value, impls, kwargs)
-            raise
-        outcome = pluggy.Result([], None)
+        return impls, kwargs
+
+    def _after(
+        self,
+        hook: HookName,
+        monitored: tuple[list[Any], dict[str, Any]],
+        outcome: pluggy.Result[list[Any]],
+    ) -> None:
+        """Tell every monitor how the hook call ended (pluggy's ``after``)."""
+        impls, kwargs = monitored
         for _, after in self.table.monitors:
             after(outcome, hook.value, impls, kwargs)
 

@@ -5,7 +5,7 @@ subsamples, each in a task the call owns (see :mod:`sampling_core.subsample_task
 subsample runs in the caller's task); each makes up to ``loop_budget`` attempts. One
 attempt reads forward through :meth:`SamplingCall._attempt`:
 
-    generation_pre_call -> backend -> generation_post_call -> checks -> record
+    generation_pre_call -> backend -> generation_post_call -> checks -> sampling_validate -> record
             -> sampling_iteration -> (stop | repair: sampling_repair -> next attempt)
 
 Every hook is one ``await self.hooks.<hook>(...)`` on the call's hook channel
@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -33,7 +34,7 @@ from hook_specs.errors import StopSampling
 from hook_specs.records import Attempt, Generation, IterationInfo, Message
 from sampling_core.backends.base import Backend, GenerationRequest, as_generation, generate_within
 from sampling_core.check_context import CheckContext
-from sampling_core.context import enter_attempt
+from sampling_core.context import enter_attempt, leave_attempt
 from sampling_core.dispatch import CallHooks
 from sampling_core.requirements import Requirement, validate_all
 from sampling_core.results import SamplingResult
@@ -41,7 +42,7 @@ from sampling_core.seeds import derive_seed
 from sampling_core.selection import Tally
 from sampling_core.strategies import Strategy
 from sampling_core.subsample_tasks import SubsampleTasks, one_of, subsample_tasks
-from sampling_core.suspension import run_noting_suspension
+from sampling_core.suspension import finish, note_yield, overdue
 from sampling_core.transport import RetryPolicy, is_transient
 
 logger = structlog.get_logger("samplehooks")
@@ -83,6 +84,8 @@ class SamplingCall:
         self.hooks = hooks
         self.tally = Tally(settings.strategy, settings.selection, settings.early_exit)
         self.tasks: SubsampleTasks | None = None  # None while no subsample task runs
+        # decided once: a CheckContext is built only when a check asks for one
+        self.wants_context = any(r.wants_context for r in settings.requirements)
 
     # -- the call -----------------------------------------------------------------------
 
@@ -96,14 +99,18 @@ class SamplingCall:
                 raise self.tally.fatal
             result = self.tally.result(self.s, self.hooks.faults)
         except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                await self.hooks.loop_end(self.tally.end_fields(self.s, None, exc))
+            if self.hooks.firing.loop_end:
+                with anyio.CancelScope(shield=True):
+                    await self.hooks.loop_end(self.tally.end_fields(self.s, None, exc))
             raise
-        await self.hooks.loop_end(self.tally.end_fields(self.s, result, None))
+        if self.hooks.firing.loop_end:
+            await self.hooks.loop_end(self.tally.end_fields(self.s, result, None))
         return result
 
     async def _start(self) -> None:
         s = self.s
+        if not self.hooks.firing.loop_start:
+            return
         try:
             s.loop_budget, s.concurrency_budget = await self.hooks.loop_start(
                 {
@@ -155,39 +162,49 @@ class SamplingCall:
     # -- one subsample ------------------------------------------------------------------
 
     async def _subsample(self, index: int) -> None:
-        s, tally = self.s, self.tally
+        s, tally, firing = self.s, self.tally, self.hooks.firing
         failures: deque[Attempt] = deque(maxlen=s.strategy.keep_failures)
         messages = s.messages
         # In a task of its own, the subsample's context is dropped when it ends; run inline,
         # it restores the caller's values when it ends.
         inline = self.tasks is None
-        first = bind_contextvars(sampling_id=s.sampling_id, subsample_index=index)
-        undo_attempt = None
+        undo: tuple[Any, Any] | None = None  # what the first attempt's bindings replaced
         try:
             for number in range(1, s.loop_budget + 1):
                 if not tally.may_start(index, number):
                     return
                 info = IterationInfo(s.sampling_id, index, number, index * s.loop_budget + number)
-                tokens = bind_contextvars(attempt=number, iteration=info.iteration)
-                undo = enter_attempt(info)
-                if undo_attempt is None:
-                    undo_attempt = (tokens, undo)
+                if undo is None:  # the subsample's bindings and the first attempt's, at once
+                    undo = (
+                        bind_contextvars(
+                            sampling_id=s.sampling_id,
+                            subsample_index=index,
+                            attempt=number,
+                            iteration=info.iteration,
+                        ),
+                        enter_attempt(info),
+                    )
+                else:
+                    bind_contextvars(attempt=number, iteration=info.iteration)
+                    enter_attempt(info)
                 attempt = await self._attempt(info, messages)
+                if overdue():  # a schedule point: see sampling_core.suspension
+                    await anyio.lowlevel.checkpoint()
+                    note_yield(time.perf_counter())
                 if attempt is None or attempt.passed or tally.over or number == s.loop_budget:
                     return
                 failures.append(attempt)
                 messages = s.strategy.repair(s.messages, failures)
-                messages = await self.hooks.repair(info, attempt, messages)
+                if firing.repair:
+                    messages = await self.hooks.repair(info, attempt, messages)
         except StopSampling as stop:
             self._stop(stop)
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
             self._fail(exc)
         finally:
-            if inline:
-                if undo_attempt is not None:
-                    reset_contextvars(**undo_attempt[0])
-                    undo_attempt[1]()
-                reset_contextvars(**first)
+            if inline and undo is not None:
+                reset_contextvars(**undo[0])
+                leave_attempt(undo[1])
 
     # -- one attempt --------------------------------------------------------------------
 
@@ -200,33 +217,83 @@ class SamplingCall:
             tally.in_flight -= 1
             return None
         context = None
-        if any(r.wants_context for r in self.s.requirements):  # built only when a check asks
-            context = CheckContext(messages, self.s.row, info, self.s.options)
+        if self.wants_context:
+            context = CheckContext(
+                messages, self.s.row, info, self.s.options, partial(self._judge_call, info)
+            )
         validations = validate_all(
             self.s.requirements, generation.text, context, self.s.check_timeout
         )
         if not isinstance(validations, tuple):
             validations = await validations  # an async check
+        if self.hooks.firing.validate:  # plugins may change the verdicts
+            validations = await self.hooks.validate(info, messages, generation, validations)
         tally.in_flight -= 1
         attempt = tally.record(info, messages, generation, validations)
-        await self.hooks.iteration(info, attempt, lambda: self._shield(info.subsample_index))
+        if self.hooks.firing.iteration:
+            await self.hooks.iteration(info, attempt, lambda: self._shield(info.subsample_index))
         return attempt
 
-    async def _generate(self, info: IterationInfo, messages: list[Message]) -> Generation:
-        """The backend's answer, after ``generation_pre_call`` and transport retries."""
+    async def _judge_call(
+        self, info: IterationInfo, request: GenerationRequest, backend: Backend | None = None
+    ) -> Generation:
+        """A check's model call (``CheckContext.generate``), through the backend path."""
+        return await self._generate(
+            info, request.messages, backend or self.s.backend, "judge", dict(request.options)
+        )
+
+    async def _generate(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        backend: Backend | None = None,
+        purpose: str = "sample",
+        options: dict[str, Any] | None = None,
+    ) -> Generation:
+        """The backend's answer, after ``generation_pre_call`` and transport retries.
+
+        ``purpose="judge"``: a call a check makes for this attempt; it is no attempt of its
+        own (not in flight, not in ``result.errors``): a failure raises its exception.
+        """
         s, hooks = self.s, self.hooks
-        options = s.options
-        if s.seed is not None:
-            options = {**options, "seed": derive_seed(s.seed, info.subsample_index, info.attempt)}
+        firing = hooks.firing
+        judging = purpose != "sample"
+        backend = backend or s.backend
+        if options is None:
+            options = s.options
+            if s.seed is not None:
+                seed = derive_seed(s.seed, info.subsample_index, info.attempt)
+                options = {**options, "seed": seed}
         retry = 0
         while True:
-            call_messages, call_options = await hooks.pre_call(info, messages, options, retry)
-            if retry == 0:  # in flight from here: a refused attempt never was
-                self.tally.in_flight += 1
-            try:
-                generation = await self._call_backend(
-                    GenerationRequest(call_messages, call_options, info)
+            call_messages, call_options = messages, options
+            if firing.pre_call:
+                call_messages, call_options = await hooks.pre_call(
+                    info, messages, options, retry, purpose
                 )
+            if retry == 0 and not judging:  # in flight from here: a refused attempt never was
+                self.tally.in_flight += 1
+            request = GenerationRequest(call_messages, call_options, info)
+            began = time.perf_counter()
+            try:
+                # Awaited by hand to learn whether it suspended (see sampling_core.suspension).
+                pending = (
+                    backend.generate(request)
+                    if s.attempt_timeout is None
+                    else generate_within(s.attempt_timeout, backend, request)
+                )
+                try:
+                    step = pending.send(None)  # up to its first suspension, if any
+                except StopIteration as answered:  # answered without suspending
+                    reply = answered.value
+                    ended = time.perf_counter()
+                else:
+                    reply = await finish(pending, step)
+                    ended = time.perf_counter()
+                    note_yield(ended)
+                generation = as_generation(reply, ended - began)
+                # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
+                self.tally.count_usage(generation.usage)
             except StopSampling:
                 raise
             except Exception as exc:
@@ -236,33 +303,19 @@ class SamplingCall:
                     if will_retry
                     else None
                 )
-                await hooks.error(info, exc, will_retry, delay, retry)
+                if firing.error:
+                    await hooks.error(info, exc, will_retry, delay, retry, purpose)
                 if not will_retry:
+                    if judging:
+                        raise
                     self.tally.record_error(info, exc)
                     raise _BackendFailed from exc
                 retry += 1
                 await anyio.sleep(delay or 0.0)
                 continue
-            await hooks.post_call(info, generation, retry)
+            if firing.post_call:
+                await hooks.post_call(info, generation, retry, purpose)
             return generation
-
-    async def _call_backend(self, request: GenerationRequest) -> Generation:
-        """One backend call; a call that never waited is followed by a checkpoint, so a
-        backend that answers without awaiting cannot starve other tasks or a timeout."""
-        s = self.s
-        began = time.perf_counter()
-        if s.attempt_timeout is None:
-            reply, suspended = await run_noting_suspension(s.backend.generate(request))
-        else:
-            reply, suspended = await run_noting_suspension(
-                generate_within(s.attempt_timeout, s.backend, request)
-            )
-        generation = as_generation(reply, time.perf_counter() - began)
-        # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
-        self.tally.count_usage(generation.usage)
-        if not suspended:
-            await anyio.lowlevel.checkpoint()
-        return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
         if self.tasks is None:

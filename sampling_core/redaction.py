@@ -133,6 +133,8 @@ def without_credentials(url: str) -> str:
 
 def clean_text(text: str) -> str:
     """``text`` with what cannot be encoded as UTF-8 (lone surrogates) replaced by U+FFFD."""
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -180,10 +180,15 @@ class Sampler:
             raise TypeError("no backend: give Sampler(backend) or sample(..., backend=...)")
         if not callable(getattr(chosen, "generate", None)):
             raise TypeError(f"backend {chosen!r} has no generate(request) method")
-        check_budget("loop_budget", loop_budget, self.max_loop_budget, "the caller")
-        check_budget(
-            "concurrency_budget", concurrency_budget, self.max_concurrency_budget, "the caller"
-        )
+        if not (type(loop_budget) is int and 1 <= loop_budget <= self.max_loop_budget):
+            check_budget("loop_budget", loop_budget, self.max_loop_budget, "the caller")
+        if not (
+            type(concurrency_budget) is int
+            and 1 <= concurrency_budget <= self.max_concurrency_budget
+        ):
+            check_budget(
+                "concurrency_budget", concurrency_budget, self.max_concurrency_budget, "the caller"
+            )
         if selection not in ("first", "ordered"):
             raise ValueError(f'selection must be "first" or "ordered", not {selection!r}')
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):

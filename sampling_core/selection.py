@@ -90,8 +90,8 @@ class Tally:
 
     def may_start(self, index: int, number: int) -> bool:
         """Whether subsample ``index`` may start attempt ``number`` (and note that it does)."""
-        if self.over:
-            return False
+        if self.stopped or self.fatal is not None or (self.winner is not None and self.early_exit):
+            return False  # as self.over says, inlined: this runs before every attempt
         if self.early_exit and self.best_key is not None and (number, index) > self.best_key:
             return False  # selection="ordered": this subsample can no longer win
         self.current_attempt[index] = number
@@ -163,7 +163,9 @@ class Tally:
 
     def result(self, s: CallSettings, faults: list[PluginFault]) -> SamplingResult:
         """The call's result (raises the first backend error if nothing else happened)."""
-        attempts = sorted(self.attempts, key=_by_position)
+        attempts = self.attempts
+        if s.concurrency_budget > 1:  # one subsample completes its attempts in order
+            attempts = sorted(attempts, key=_by_position)
         if not attempts and self.errors and not self.stopped:
             raise self.errors[0].exception
         picked = self._pick(attempts)

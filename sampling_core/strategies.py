@@ -59,7 +59,12 @@ class Strategy:
 
         Ties go to the first in (subsample_index, attempt) order.
         """
-        return max(attempts, key=lambda a: (a.passed, a.score), default=None)
+        best, best_rank = None, None
+        for attempt in attempts:
+            rank = (attempt.passed, attempt.score)
+            if best_rank is None or rank > best_rank:
+                best, best_rank = attempt, rank
+        return best
 
 
 class RejectionSampling(Strategy):

@@ -1,27 +1,35 @@
-"""Run a coroutine and tell whether it suspended (waited on its event loop) at all.
+"""Awaiting a backend's coroutine while noting whether it suspended, and the schedule point.
 
-The engine must reach a point where it can be cancelled, and let other tasks run, at least
-once per attempt. A backend that does real I/O suspends anyway; one that answers without
-awaiting (a cache, a fake) does not, and would let ``sample()`` ignore an outer timeout and
-starve other tasks. :func:`run_noting_suspension` drives the backend's coroutine as
-``await`` would (plain Python generator protocol, no event-loop internals) and reports
-whether it ever suspended, so the loop adds a checkpoint only when it did not.
+The engine must not run for long without letting other tasks run or an outer cancellation
+(``move_on_after`` around ``sample()``) land. A backend that does real I/O suspends anyway;
+one that answers without awaiting (a cache, a fake) does not. So the loop keeps, per
+thread, when it last knew it had yielded to the event loop, and adds a checkpoint once
+more than :data:`SCHEDULE_INTERVAL_S` passed since (:func:`overdue`, :func:`note_yield`):
+fast attempts pay for one checkpoint per millisecond, not one per attempt.
+
+The loop runs the backend's coroutine up to its first suspension with the plain generator
+protocol (``coro.send(None)``; no event-loop internals); when it did suspend,
+:func:`finish` awaits the rest as ``await`` would have. An answer that never suspended
+costs one ``send`` and no wrapper.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import types
 from collections.abc import Coroutine, Generator
 from typing import Any
 
+SCHEDULE_INTERVAL_S = 0.001
+"""The longest the engine runs, as far as it can tell, without yielding."""
+
 
 @types.coroutine
-def run_noting_suspension(coro: Coroutine[Any, Any, Any]) -> Generator[Any, Any, tuple[Any, bool]]:
-    """``await coro``, returning ``(its value, whether it suspended)``."""
-    try:
-        yielded = coro.send(None)
-    except StopIteration as done:
-        return done.value, False
+def finish(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+    """Await the rest of ``coro``, which suspended by yielding ``yielded`` to the first
+    ``coro.send(None)``; returns its value. Cancellation and other exceptions thrown in
+    are passed on to ``coro``, closing it closes ``coro``."""
     while True:
         try:
             sent = yield yielded
@@ -32,9 +40,31 @@ def run_noting_suspension(coro: Coroutine[Any, Any, Any]) -> Generator[Any, Any,
             try:
                 yielded = coro.throw(exc)
             except StopIteration as done:
-                return done.value, True
+                return done.value
         else:
             try:
                 yielded = coro.send(sent)
             except StopIteration as done:
-                return done.value, True
+                return done.value
+
+
+class _LastYield(threading.local):
+    at = 0.0  # perf_counter() when this thread's engine last knew it had yielded
+
+
+_last_yield = _LastYield()
+
+
+def note_yield(at: float) -> None:
+    """The engine, in this thread, is known to have yielded at ``at`` (``perf_counter``)."""
+    _last_yield.at = at
+
+
+def overdue() -> bool:
+    """Whether no yield was noted in this thread for longer than the interval.
+
+    One value per thread, not per task: any task running now got control after the
+    latest yield noted by any task, so the time since then never underestimates how long
+    the current task has run.
+    """
+    return time.perf_counter() - _last_yield.at > SCHEDULE_INTERVAL_S

@@ -14,6 +14,7 @@ SCENARIOS = {
     "early exit",
     "many calls",
     "hooks",
+    "background observer",
 }
 # Run the benchmarks with Mellea made unimportable, as on a machine without the bench extra.
 WITHOUT_MELLEA = (

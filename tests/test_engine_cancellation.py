@@ -26,6 +26,7 @@ async def test_first_success_cancels_in_flight_siblings(hook_recorder):
         index = request.iteration.subsample_index
         started.append(index)
         if index == 2:
+            await anyio.sleep(0.01)  # every sibling is in flight by then
             return "win"
         await anyio.sleep(30)  # cancelled long before this ends
         finished.append(index)
@@ -44,6 +45,24 @@ async def test_first_success_cancels_in_flight_siblings(hook_recorder):
     assert end.cancelled == 3 and end.iterations_used == 1
     assert len(hook_recorder.payloads(HookName.GENERATION_POST_CALL)) == 1
     assert alive_tasks() <= before
+
+
+async def test_no_attempt_starts_once_the_call_is_decided():
+    started = []
+
+    async def reply(request: GenerationRequest) -> str:
+        started.append(request.iteration.subsample_index)
+        if len(started) == 1:
+            return "win"  # at once: the call is decided before any sibling ran
+        await anyio.sleep(30)
+        return "late"
+
+    sampler = Sampler(ScriptedBackend(reply), load_entrypoints=False)
+    with anyio.fail_after(10):
+        result = await sampler.sample("q", requirements=[is_win], concurrency_budget=4)
+    assert result.success and result.text == "win"
+    assert len(started) == 1  # no sibling called the backend after that
+    assert result.cancelled == 0 and result.iterations_used == 1
 
 
 async def test_nothing_finishes_after_sample_returns():

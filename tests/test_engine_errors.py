@@ -231,6 +231,7 @@ async def test_stop_sampling_in_loop_end_is_a_plugin_error(hook_recorder):
 async def test_stop_sampling_cancels_in_flight_attempts():
     async def reply(request: GenerationRequest) -> str:
         if request.iteration.subsample_index == 0:
+            await anyio.sleep(0.01)  # its siblings are in flight by then
             return "no"
         await anyio.sleep(30)
         return "late"

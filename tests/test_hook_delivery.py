@@ -75,10 +75,12 @@ async def test_monitoring_sees_every_hook_with_its_outcome_and_can_be_undone():
         "sampling_loop_start",
         "generation_pre_call",
         "generation_post_call",
+        "sampling_validate",
         "sampling_iteration",
         "sampling_repair",
         "generation_pre_call",
         "generation_post_call",
+        "sampling_validate",
         "sampling_iteration",
         "sampling_loop_end",
     ]

@@ -38,11 +38,13 @@ def test_hook_name_values_are_function_names():
         "generation_pre_call",
         "generation_post_call",
         "generation_error",
+        "sampling_validate",
     }
     assert [h for h in HookName if h.may_change_payload] == [
         HookName.SAMPLING_LOOP_START,
         HookName.SAMPLING_REPAIR,
         HookName.GENERATION_PRE_CALL,
+        HookName.SAMPLING_VALIDATE,
     ]
 
 
@@ -102,6 +104,7 @@ def _post_call_fields():
         generation=Generation("an answer", Usage(3, 4)),
         latency_s=0.5,
         retry=0,
+        purpose="sample",
     )
 
 
@@ -177,6 +180,7 @@ def _pre_call_fields():
         messages=[{"role": "user", "content": "q"}],
         options={},
         retry=0,
+        purpose="sample",
     )
 
 

@@ -94,12 +94,12 @@ def as_generation(reply: Any, latency: float) -> Generation:
     usage = reply.usage
     if not isinstance(usage, Usage):
         raise BadReply(f"backend returned usage of type {type(usage).__name__}, not Usage")
-    inputs, outputs = _count(usage.input_tokens, "input"), _count(usage.output_tokens, "output")
-    if (inputs, outputs) != (usage.input_tokens, usage.output_tokens) or type(
-        usage.input_tokens
-    ) is not int:
-        reply.usage = Usage(inputs, outputs)
-    reply.latency_s = _latency(reply.latency_s, latency)
+    inputs, outputs = usage.input_tokens, usage.output_tokens
+    if not (type(inputs) is int and type(outputs) is int and inputs >= 0 and outputs >= 0):
+        reply.usage = Usage(_count(inputs, "input"), _count(outputs, "output"), usage.cost_usd)
+    reported = reply.latency_s
+    if not (type(reported) is float and 0.0 < reported < math.inf):  # else: kept as it is
+        reply.latency_s = _latency(reported, latency)
     return reply
 
 
