@@ -63,6 +63,7 @@ def test_without_events_the_timelines_come_from_the_records(tmp_path: Path) -> N
 async def test_events_show_the_attempts_an_early_exit_cancelled(tmp_path: Path) -> None:
     async def reply(request) -> str:
         if request.iteration.subsample_index == 0:
+            await anyio.sleep(0.01)  # the siblings are in flight when it passes
             return "ok"
         await anyio.sleep(60)  # cancelled by subsample 0's pass
         return "never"
