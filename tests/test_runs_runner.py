@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 from runs_helpers import records, write_config, write_dataset
 
-from hook_specs import hookimpl
+from hook_specs import background, hookimpl
 from sampling_core import ScriptedBackend
 from sampling_core.runs import run_batch, summarize
 from sampling_core.runs import store as store_module
@@ -54,6 +55,28 @@ async def test_plugins_see_every_prompt_and_the_recorder_writes_into_the_run(
     assert watcher.ends == [True] * 5
     events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").open()]
     assert sum(e["hook"] == "sampling_loop_end" for e in events) == 5
+
+
+class SlowBackgroundWatcher:
+    """A @background observer slower than the run: its events are still all delivered."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @background
+    @hookimpl
+    def sampling_loop_end(self, payload) -> None:
+        time.sleep(0.02)
+        self.seen.append(payload.sampling_id)
+
+
+async def test_a_run_delivers_every_background_event_before_it_returns(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 6)
+    config = write_config(tmp_path / "a.yaml", dataset)
+    watcher = SlowBackgroundWatcher()
+    await run_batch(config, tmp_path / "out", plugins=[watcher])
+    ids = {r["sampling_id"] for r in records(tmp_path / "out")}
+    assert len(ids) == 6 and sorted(watcher.seen) == sorted(ids)
 
 
 async def test_a_bad_plugin_name_is_refused_before_anything_is_written(tmp_path: Path) -> None:

@@ -167,6 +167,8 @@ async def run_batch(
             await batch.run(run_locally(parts))
     finally:
         if parts is not None:
+            with anyio.CancelScope(shield=True):  # every @background event, before the end
+                await parts.sampler.background.adrain()
             close_plugins(parts.sampler)
         if cluster is not None:  # before the lock goes: the workers' last events are written
             cluster.close(run_dir.events_file if run_dir.events_file.parent.is_dir() else None)
