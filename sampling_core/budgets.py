@@ -6,6 +6,10 @@ from sampling_core.errors import BudgetError
 
 DEFAULT_MAX_LOOP_BUDGET = 1_000
 DEFAULT_MAX_CONCURRENCY_BUDGET = 4_096
+DEFAULT_MAX_ATTEMPTS_PER_CALL = 100_000
+"""``loop_budget x concurrency_budget`` at most: a call keeps every completed attempt (text,
+verdicts, messages) for its result, so this bounds one call's memory (about 1 KB an
+attempt with short answers: ~100 MB at the cap)."""
 
 
 def check_budget(field: str, value: object, cap: int, source: str) -> int:
@@ -22,3 +26,16 @@ def check_budget(field: str, value: object, cap: int, source: str) -> int:
             field, value, source, f"exceeds the sampler's cap of {cap} (max_{field} on Sampler)"
         )
     return value
+
+
+def check_attempts(loop_budget: int, concurrency_budget: int, cap: int, source: str) -> None:
+    """Raise :class:`BudgetError` when ``loop_budget x concurrency_budget`` exceeds ``cap``."""
+    if loop_budget * concurrency_budget > cap:
+        raise BudgetError(
+            "concurrency_budget",
+            concurrency_budget,
+            source,
+            f"loop_budget x concurrency_budget = {loop_budget} x {concurrency_budget} = "
+            f"{loop_budget * concurrency_budget} attempts exceeds the sampler's cap of {cap} "
+            "(max_attempts_per_call on Sampler): a call keeps every attempt it makes",
+        )

@@ -47,7 +47,7 @@ from hook_specs.markers import is_background
 from hook_specs.names import HookName
 from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
 from hook_specs.records import Attempt, Generation, IterationInfo, Message, ValidationResult
-from sampling_core.budgets import check_budget
+from sampling_core.budgets import check_attempts, check_budget
 from sampling_core.errors import PluginError
 
 if TYPE_CHECKING:
@@ -232,7 +232,11 @@ class CallHooks:
     # -- one method per hook, in the order they fire -----------------------------------
 
     async def loop_start(
-        self, fields: dict[str, Any], max_loop_budget: int, max_concurrency_budget: int
+        self,
+        fields: dict[str, Any],
+        max_loop_budget: int,
+        max_concurrency_budget: int,
+        max_attempts: int,
     ) -> tuple[int, int]:
         """Fire ``sampling_loop_start``; the budgets to run with (checked if changed)."""
         loop_budget, concurrency_budget = fields["loop_budget"], fields["concurrency_budget"]
@@ -250,6 +254,13 @@ class CallHooks:
                 writer = payload.written_by(field)
                 source = f"plugin {writer!r}" if writer else "the caller"
                 check_budget(field, getattr(payload, field), cap, source)
+            writer = payload.written_by("concurrency_budget") or payload.written_by("loop_budget")
+            check_attempts(
+                payload.loop_budget,
+                payload.concurrency_budget,
+                max_attempts,
+                f"plugin {writer!r}" if writer else "the caller",
+            )
         return payload.loop_budget, payload.concurrency_budget
 
     async def pre_call(

@@ -67,6 +67,7 @@ class CallSettings:
     attempt_timeout: float | None
     max_loop_budget: int
     max_concurrency_budget: int
+    max_attempts_per_call: int
     early_exit: bool = True
     check_timeout: float | None = None
     row: Mapping[str, Any] | None = None  # the dataset line checks see (CheckContext.row)
@@ -125,6 +126,7 @@ class SamplingCall:
                 },
                 s.max_loop_budget,
                 s.max_concurrency_budget,
+                s.max_attempts_per_call,
             )
         except StopSampling as stop:
             self._stop(stop)

@@ -16,8 +16,10 @@ from sampling_core.backends.base import Backend, aclose_backend
 from sampling_core.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
 from sampling_core.background import BackgroundDelivery
 from sampling_core.budgets import (
+    DEFAULT_MAX_ATTEMPTS_PER_CALL,
     DEFAULT_MAX_CONCURRENCY_BUDGET,
     DEFAULT_MAX_LOOP_BUDGET,
+    check_attempts,
     check_budget,
 )
 from sampling_core.dispatch import PluginFault
@@ -51,8 +53,11 @@ class Sampler:
     of transient backend failures; they never consume ``loop_budget``. ``attempt_timeout``
     bounds each backend call (a timeout is transient: retried under ``retry``).
     ``plugin_timeout`` bounds each async hook implementation; one that overruns is
-    cancelled and treated like a plugin that raised. ``background_queue_size`` bounds the
-    queue of ``@background`` observers' events (when full, sampling waits for room).
+    cancelled and treated like a plugin that raised. ``max_loop_budget``,
+    ``max_concurrency_budget`` and ``max_attempts_per_call`` (their product, default
+    :data:`~sampling_core.budgets.DEFAULT_MAX_ATTEMPTS_PER_CALL`) cap what a call may ask
+    for, so one call's memory is bounded. ``background_queue_size`` bounds the queue of
+    ``@background`` observers' events (when full, sampling waits for room).
 
     Registration is live: ``sampler.plugins.register(obj)`` / ``.unregister(name_or_obj)``
     (or registration on ``sampler.plugins.manager``) take effect from the next call. Use
@@ -76,6 +81,7 @@ class Sampler:
         check_timeout: float | None = DEFAULT_CHECK_TIMEOUT_S,
         max_loop_budget: int = DEFAULT_MAX_LOOP_BUDGET,
         max_concurrency_budget: int = DEFAULT_MAX_CONCURRENCY_BUDGET,
+        max_attempts_per_call: int = DEFAULT_MAX_ATTEMPTS_PER_CALL,
         background_queue_size: int = DEFAULT_BACKGROUND_QUEUE,
     ) -> None:
         if backend is not None and not callable(getattr(backend, "generate", None)):
@@ -92,6 +98,9 @@ class Sampler:
         self.max_loop_budget = check_budget("max_loop_budget", max_loop_budget, 10**9, "the caller")
         self.max_concurrency_budget = check_budget(
             "max_concurrency_budget", max_concurrency_budget, 10**9, "the caller"
+        )
+        self.max_attempts_per_call = check_budget(
+            "max_attempts_per_call", max_attempts_per_call, 10**12, "the caller"
         )
         self.settings = PluginSettings.from_env()
         self.background = BackgroundDelivery(background_queue_size)
@@ -189,6 +198,10 @@ class Sampler:
             check_budget(
                 "concurrency_budget", concurrency_budget, self.max_concurrency_budget, "the caller"
             )
+        if loop_budget * concurrency_budget > self.max_attempts_per_call:
+            check_attempts(
+                loop_budget, concurrency_budget, self.max_attempts_per_call, "the caller"
+            )
         if selection not in ("first", "ordered"):
             raise ValueError(f'selection must be "first" or "ordered", not {selection!r}')
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -220,6 +233,7 @@ class Sampler:
                 attempt_timeout=self.attempt_timeout,
                 max_loop_budget=self.max_loop_budget,
                 max_concurrency_budget=self.max_concurrency_budget,
+                max_attempts_per_call=self.max_attempts_per_call,
                 early_exit=bool(early_exit),
                 check_timeout=self.check_timeout,
                 row=row,

@@ -141,3 +141,39 @@ async def test_a_plugin_sees_the_previous_plugins_change():
     result = await sampler.sample("q", requirements=[never])
     assert seen == [2]
     assert backend.calls == 3 and result.concurrency_budget == 3
+
+
+async def test_the_attempts_a_call_may_make_are_capped_as_a_product():
+    backend = ScriptedBackend(["x"])
+    sampler = Sampler(backend, load_entrypoints=False, max_attempts_per_call=12)
+    with pytest.raises(BudgetError) as caught:
+        await sampler.sample("q", loop_budget=5, concurrency_budget=3)
+    assert str(caught.value) == (
+        "concurrency_budget=3 set by the caller is invalid: loop_budget x concurrency_budget "
+        "= 5 x 3 = 15 attempts exceeds the sampler's cap of 12 (max_attempts_per_call on "
+        "Sampler): a call keeps every attempt it makes"
+    )
+    assert backend.calls == 0
+    at_the_cap = await sampler.sample("q", loop_budget=4, concurrency_budget=3)
+    assert at_the_cap.success
+
+
+async def test_the_default_cap_refuses_a_call_whose_attempts_would_not_fit_in_memory():
+    backend = ScriptedBackend(["x"])
+    sampler = Sampler(backend, load_entrypoints=False)  # both budgets within their own caps
+    with pytest.raises(BudgetError, match="max_attempts_per_call"):
+        await sampler.sample("q", loop_budget=1_000, concurrency_budget=4_096)
+    assert backend.calls == 0
+
+
+async def test_a_plugin_raising_the_budgets_past_the_attempt_cap_is_named():
+    class Greedy:
+        @hookimpl
+        def sampling_loop_start(self, payload):
+            payload.concurrency_budget = 50
+
+    backend = ScriptedBackend(["x"])
+    sampler = Sampler(backend, plugins=[Greedy()], load_entrypoints=False, max_attempts_per_call=20)
+    with pytest.raises(BudgetError, match=r"plugin 'Greedy'.*= 2 x 50 = 100 attempts"):
+        await sampler.sample("q", loop_budget=2, concurrency_budget=1)
+    assert backend.calls == 0

@@ -31,7 +31,9 @@ def never(text: str) -> bool:
 @pytest.mark.parametrize("concurrency", [1, 4])
 async def test_an_outer_timeout_ends_a_call_whose_backend_never_awaits(concurrency):
     backend = Instant()
-    sampler = Sampler(backend, load_entrypoints=False, max_loop_budget=10**7)
+    sampler = Sampler(
+        backend, load_entrypoints=False, max_loop_budget=10**7, max_attempts_per_call=10**8
+    )
     with anyio.move_on_after(0.05) as scope:
         await sampler.sample(
             "q", requirements=[never], loop_budget=10**6, concurrency_budget=concurrency
@@ -51,7 +53,9 @@ async def test_a_loop_of_one_attempt_calls_that_never_await_is_cancellable():
 
 async def test_other_tasks_run_while_a_call_of_instant_attempts_runs():
     backend = Instant()
-    sampler = Sampler(backend, load_entrypoints=False, max_loop_budget=10**6)
+    sampler = Sampler(
+        backend, load_entrypoints=False, max_loop_budget=10**6, max_attempts_per_call=10**8
+    )
     ticks = 0
     call_done = False
 

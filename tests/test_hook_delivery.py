@@ -280,7 +280,9 @@ async def test_a_backend_that_never_awaits_still_honours_an_outer_timeout():
         async def generate(self, request):
             return "no"
 
-    sampler = Sampler(Instant(), load_entrypoints=False, max_loop_budget=10**8)
+    sampler = Sampler(
+        Instant(), load_entrypoints=False, max_loop_budget=10**8, max_attempts_per_call=10**8
+    )
     with anyio.move_on_after(0.2) as scope:
         await sampler.sample("q", requirements=[never], loop_budget=10**8, concurrency_budget=1)
     assert scope.cancelled_caught
