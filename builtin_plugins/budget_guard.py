@@ -52,7 +52,7 @@ _SETTINGS = (
     "max_usd_total",
 )
 _DOLLARS = ("max_usd_per_call", "max_usd_total")
-_ALIASES = {"max_tokens": "max_tokens_per_call"}
+_ALIASES = {"max_tokens": "max_tokens_per_call", "max_usd": "max_usd_per_call"}
 
 
 @dataclass(slots=True)
@@ -86,7 +86,8 @@ class BudgetGuard:
 
     Every ceiling is optional (``None``: no ceiling); left out, each is read from
     ``SAMPLEHOOKS_BUDGET_GUARD``. ``max_tokens`` is another name for ``max_tokens_per_call``
-    (the tokens one ``sample()`` call may spend). ``totals`` holds the process-wide counts
+    (the tokens one ``sample()`` call may spend) and ``max_usd`` for ``max_usd_per_call``
+    (the dollars one call may spend). ``totals`` holds the process-wide counts
     (default :data:`PROCESS_TOTALS`).
     """
 
@@ -102,6 +103,7 @@ class BudgetGuard:
         max_usd_total: float | None = None,
         *,
         max_tokens: int | None = None,
+        max_usd: float | None = None,
         totals: Totals | None = None,
         environ: dict[str, str] | None = None,
     ) -> None:
@@ -113,6 +115,13 @@ class BudgetGuard:
                     f"give one, not both ({max_tokens} and {max_tokens_per_call})"
                 )
             max_tokens_per_call = max_tokens
+        if max_usd is not None:
+            if max_usd_per_call is not None and max_usd_per_call != max_usd:
+                raise ValueError(
+                    "BudgetGuard: max_usd is another name for max_usd_per_call; "
+                    f"give one, not both ({max_usd} and {max_usd_per_call})"
+                )
+            max_usd_per_call = max_usd
         self.max_loop_budget = _setting("max_loop_budget", max_loop_budget, env)
         self.max_concurrency_budget = _setting(
             "max_concurrency_budget", max_concurrency_budget, env
@@ -132,6 +141,11 @@ class BudgetGuard:
     def max_tokens(self) -> int | None:
         """The per-call token ceiling (``max_tokens_per_call``)."""
         return self.max_tokens_per_call
+
+    @property
+    def max_usd(self) -> float | None:
+        """The per-call dollar ceiling (``max_usd_per_call``)."""
+        return self.max_usd_per_call
 
     def __repr__(self) -> str:
         settings = ", ".join(

@@ -228,3 +228,16 @@ def test_a_bad_budget_guard_option_names_the_plugin_and_the_option(sampler, scri
         with pytest.raises(PluginError, match=says) as caught:
             sampler(scripted_backend(["x"]), plugins=[("budget_guard", options)])
         assert "budget_guard" in str(caught.value)
+
+
+def test_max_usd_is_the_per_call_dollar_ceiling(sampler, scripted_backend, monkeypatch):
+    """DESIGN section 11: ``budget_guard`` takes ``max_usd`` (per call, like ``max_tokens``)."""
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    backend = scripted_backend(priced_reply(0.04))
+    s = sampler(backend, plugins=[("budget_guard", {"max_usd": 0.10})])
+    result = s.sample_sync("q", requirements=[never], loop_budget=9)
+    assert result.stop_reason == "stopped_by_plugin" and backend.calls == 3
+    assert BudgetGuard(max_usd=0.5).max_usd_per_call == 0.5
+    assert BudgetGuard(environ={ENV_VAR: "max_usd=0.25"}).max_usd == 0.25
+    with pytest.raises(ValueError, match="another name for max_usd_per_call"):
+        BudgetGuard(max_usd=0.5, max_usd_per_call=0.6)
