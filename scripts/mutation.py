@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -31,9 +32,10 @@ MODULES: dict[str, list[str]] = {
     "sampling_core/budgets.py": ["tests/test_engine_budgets.py"],
     "sampling_core/requirements.py": ["tests/test_requirements.py"],
     "builtin_plugins/ordering.py": ["tests/test_plugin_ordering.py"],
-    "sampling_core/backends/openai_compat.py:_scrub": [
+    "sampling_core/redaction.py": [
         "tests/test_reliability_secrets.py",
         "tests/test_reliability_secrets_headers.py",
+        "tests/test_reliability_secret_routes.py",
     ],
     "sampling_core/loop.py": [
         "tests/test_engine_cancellation.py",
@@ -56,7 +58,8 @@ STABLE = [
     "sampling_core/budgets.py",
     "sampling_core/requirements.py",
     "builtin_plugins/ordering.py",
-    "sampling_core/backends/openai_compat.py:_scrub",
+    "sampling_core/redaction.py",
+    "sampling_core/runs/resume.py",
 ]
 COUNTED = ("killed", "survived", "timeout", "suspicious", "no tests", "skipped", "segfault")
 
@@ -137,6 +140,7 @@ def run_module(target: str, tests: list[str], children: int) -> dict[str, object
         **{kind: n for kind, n in counts.items() if n},
         "score": round(counts["killed"] / total, 3) if total else None,
         "seconds": round(seconds),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         "survivors": survivors,
     }
 
@@ -156,12 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no test subset for {unknown}; add it to MODULES in scripts/mutation.py")
     reports = [run_module(m, MODULES[m], args.children) for m in chosen]
-    print("| module | mutants | killed | survived | timeout | score | seconds |")
-    print("|---|---|---|---|---|---|---|")
+    print("| module | mutants | killed | survived | no tests | timeout | score | seconds | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in reports:
         print(
             f"| `{r['module']}` | {r['mutants']} | {r.get('killed', 0)} | "
-            f"{r.get('survived', 0)} | {r.get('timeout', 0)} | {r['score']} | {r['seconds']} |"
+            f"{r.get('survived', 0)} | {r.get('no tests', 0)} | {r.get('timeout', 0)} | "
+            f"{r['score']} | {r['seconds']} | {r['load']} |"
         )
     for r in reports:
         for name, diff in r["survivors"].items():
