@@ -30,9 +30,15 @@ ROOT = Path(__file__).resolve().parent.parent
 # Module (or module:function) -> the tests that exercise it.
 MODULES: dict[str, list[str]] = {
     "sampling_core/budgets.py": ["tests/test_engine_budgets.py"],
-    "sampling_core/requirements.py": ["tests/test_requirements.py"],
+    "sampling_core/requirements.py": [
+        "tests/test_requirements.py",
+        "tests/test_requirements_exact.py",
+        "tests/test_reliability_hangs.py",
+        "tests/test_engine_errors.py",
+    ],
     "builtin_plugins/ordering.py": ["tests/test_plugin_ordering.py"],
     "sampling_core/redaction.py": [
+        "tests/test_redaction.py",
         "tests/test_reliability_secrets.py",
         "tests/test_reliability_secrets_headers.py",
         "tests/test_reliability_secret_routes.py",
@@ -43,15 +49,35 @@ MODULES: dict[str, list[str]] = {
         "tests/test_engine_iterations.py",
         "tests/test_engine_strategies.py",
         "tests/test_engine_budgets.py",
+        "tests/test_engine_timeouts.py",
+        "tests/test_hook_delivery.py",
+    ],
+    "sampling_core/selection.py": [
+        "tests/test_engine_strategies.py",
+        "tests/test_engine_cancellation.py",
+        "tests/test_engine_errors.py",
+        "tests/test_engine_iterations.py",
+        "tests/test_engine_budgets.py",
+        "tests/test_hooks_contract.py",
     ],
     "sampling_core/dispatch.py": [
         "tests/test_plugins_dispatch.py",
         "tests/test_hooks_contract.py",
+        "tests/test_hook_delivery.py",
+        "tests/test_reliability_plugin_isolation.py",
+        "tests/test_reliability_base_exceptions.py",
     ],
-    "sampling_core/runs/resume.py": ["tests/test_runs_resume.py", "tests/test_runs_cli.py"],
+    "sampling_core/runs/resume.py": [
+        "tests/test_runs_resume.py",
+        "tests/test_runs_cli.py",
+        "tests/test_runs_crash.py",
+        "tests/test_reliability_run_integrity.py",
+    ],
     "sampling_core/runs/store.py": [
         "tests/test_runs_store.py",
         "tests/test_reliability_run_dir.py",
+        "tests/test_reliability_run_integrity.py",
+        "tests/test_runs_crash.py",
     ],
 }
 STABLE = [
