@@ -93,7 +93,7 @@ def test_counts_say_the_count_and_the_limit_and_score_the_distance() -> None:
 def test_is_json_allows_a_fence_and_says_what_json_said() -> None:
     check = is_json()
     assert check.description == "is valid JSON"
-    for good in ('{"a": 1}', '  ```json\n[1, 2]\n```  ', "```\n3\n```"):
+    for good in ('{"a": 1}', "  ```json\n[1, 2]\n```  ", "```\n3\n```"):
         assert verdict(check, good) == ValidationResult(True, None, None, "is valid JSON"), good
     with pytest.raises(ValueError) as raised:
         json.loads("{a: 1}")
@@ -130,7 +130,8 @@ def test_parses_as_names_each_failing_field_up_to_five() -> None:
     assert verdict(point, '{"x": 1, "y": 2, "inner": {}}').reason == (
         "The answer must be JSON matching Point: inner.z: Field required."
     )
-    assert verdict(point, "[1]").reason.startswith("The answer must be JSON matching Point: (root): ")
+    root = verdict(point, "[1]").reason
+    assert root.startswith("The answer must be JSON matching Point: (root): ")
     assert verdict(point, '```\n{"x": 1, "y": 2}\n```') == ValidationResult(
         True, None, None, "is JSON matching Point"
     )
