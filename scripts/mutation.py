@@ -68,10 +68,11 @@ MODULES: dict[str, list[str]] = {
         "tests/test_reliability_base_exceptions.py",
     ],
     "sampling_core/runs/resume.py": [
+        "tests/test_runs_resume_units.py",
         "tests/test_runs_resume.py",
         "tests/test_runs_cli.py",
-        "tests/test_runs_crash.py",
         "tests/test_reliability_run_integrity.py",
+        "tests/test_reliability_run_dir.py",
     ],
     "sampling_core/runs/store.py": [
         "tests/test_runs_store.py",

@@ -1,0 +1,135 @@
+"""The resume module's pieces, exactly as a user reads them: the refusal, the header lines,
+dataset drift (changed, removed, added, reordered prompts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sampling_core.runs.resume import (
+    LINEAGE_MARK,
+    Difference,
+    check_dataset,
+    lineage_note,
+    one_line,
+    provenance_header,
+    refuse,
+)
+from sampling_core.runs.store import RecordsScan
+
+RUN = Path("/runs/r1")
+
+
+def test_a_difference_shows_old_and_new_as_json() -> None:
+    change = Difference("sampling.temperature", "result", 0.2, {"a": [1, "é"]})
+    assert str(change) == 'sampling.temperature: 0.2 -> {"a": [1, "é"]}'
+    assert str(Difference("x", "result", None, "s")) == 'x: null -> "s"'
+
+
+def test_a_refusal_lists_the_differences_and_the_ways_out() -> None:
+    changes = [Difference("sampling.temperature", "result", 0.2, 0.7)]
+    refused = refuse(RUN, changes, drift=False)
+    assert str(refused) == "\n".join(
+        [
+            f"refusing to resume {RUN}: these settings change results, and differ from the "
+            "run's (old -> new):",
+            "  sampling.temperature: 0.2 -> 0.7",
+            "Ways out:",
+            "  - resume with the run's own settings: samplehooks run "
+            f"{RUN / 'effective_config.yaml'} --out {RUN} --resume; or",
+            "  - start a new run with these settings: samplehooks run CONFIG --out NEW_DIR",
+            f"Nothing was written to {RUN}.",
+        ]
+    )
+    assert refused.differences == [("sampling.temperature", "0.2", "0.7")]
+
+    drift = refuse(RUN, [Difference("dataset[k]", "result", "h1", None)], drift=True)
+    assert str(drift).splitlines()[:4] == [
+        f"refusing to resume {RUN}: the dataset changed since the run started (dataset drift; "
+        "old -> new content hash):",
+        '  dataset[k]: "h1" -> null',
+        "Ways out:",
+        "  - restore the dataset the run started with, then resume; or",
+    ]
+    recorded = refuse(RUN, changes, drift=False, recorded=True)
+    assert str(recorded).splitlines()[0] == (
+        f"refusing to resume {RUN}: these settings change results, and differ from those "
+        "recorded in its meta.json when it started (old -> new):"
+    )
+    assert str(recorded).splitlines()[3] == (
+        "  - resume with the settings the run started with (the same server, model and "
+        "config: $OPENAI_BASE_URL and the effective config as they were); or"
+    )
+
+
+def test_a_refusal_shows_twenty_differences_then_counts_the_rest() -> None:
+    many = [Difference(f"p{n}", "result", n, n + 1) for n in range(23)]
+    lines = str(refuse(RUN, many, drift=False)).splitlines()
+    assert lines[1] == "  p0: 0 -> 1" and lines[20] == "  p19: 19 -> 20"
+    assert lines[21] == "  ... and 3 more" and lines[22] == "Ways out:"
+    assert len(refuse(RUN, many, drift=False).differences) == 23
+    exactly = str(refuse(RUN, many[:20], drift=False)).splitlines()
+    assert exactly[20] == "  p19: 19 -> 20" and exactly[21] == "Ways out:"
+
+
+def test_header_lines_stay_one_line_each() -> None:
+    assert one_line("a\nb\rc\u2028d\x85e") == "a\\nb\\rc\\u2028d\\x85e"
+    assert one_line("plain é") == "plain é"
+    header = provenance_header("1.2.3", ["samplehooks", "run", "a b.yaml"], None)
+    assert header[:3] == [
+        "# samplehooks run: the resolved settings of this run (defaults included).",
+        "# Resume with: samplehooks run CONFIG --out THIS_DIR --resume",
+        "# samplehooks version: 1.2.3",
+    ]
+    assert header[3].startswith("# created (UTC): 20")
+    assert header[4:] == [
+        "# argv: samplehooks run 'a b.yaml'",
+        "# source: (Python API)",
+        LINEAGE_MARK,
+    ]
+    odd = Path("cfg\n.yaml")
+    source = provenance_header("1", ["x"], odd)[5]
+    assert source == "# source: " + one_line(str(odd.resolve()))
+    assert "\n" not in source
+
+    note = lineage_note([], ["run", "c\n.yaml"], " (extra)")
+    assert note.startswith("#   20") and note.endswith(
+        " resumed (run 'c\\n.yaml'): no change (extra)"
+    )
+    changed = lineage_note(
+        [Difference("a", "throughput", 1, 2), Difference("b", "throughput", "x", "y\nz")], ["run"]
+    )
+    assert changed.endswith(' resumed (run): a: 1 -> 2; b: "x" -> "y\\nz"')
+
+
+class Data:
+    """What ``check_dataset`` reads of a dataset: its fingerprint and content hashes."""
+
+    def __init__(self, fingerprint: str, hashes: dict[str, str]) -> None:
+        self.fingerprint = fingerprint
+        self._hashes = hashes
+
+    def hashes(self) -> dict[str, str]:
+        return dict(self._hashes)
+
+
+def drift(meta: dict[str, Any], data: Data, records: list[dict[str, Any]] | None = None):
+    return check_dataset(meta, data, RecordsScan(records or [], 0))  # type: ignore[arg-type]
+
+
+def test_dataset_drift_names_each_changed_removed_or_added_prompt() -> None:
+    meta = {"dataset": {"fingerprint": "F1", "hashes": {"a": "ha", "b": "hb", "c": "hc"}}}
+    assert drift(meta, Data("F1", {"a": "other"})) == []  # same fingerprint: no drift
+    assert drift(meta, Data("F2", {"a": "ha", "b": "HB", "d": "hd"})) == [
+        Difference("dataset[b]", "result", "hb", "HB"),
+        Difference("dataset[d]", "result", None, "hd"),
+        Difference("dataset[c]", "result", "hc", None),
+    ]
+    reordered = Data("F2", {"c": "hc", "b": "hb", "a": "ha"})
+    assert drift(meta, reordered) == [Difference("dataset (order)", "result", "F1", "F2")]
+    # a finished prompt's own recorded hash is the authority over meta.json's
+    finished = [{"key": "a", "content_hash": "HA"}, {"key": "b"}]
+    assert drift(meta, Data("F2", {"a": "HA", "b": "hb", "c": "hc"}), finished) == [
+        Difference("dataset (order)", "result", "F1", "F2")
+    ]
+    assert drift({}, Data("F2", {"a": "ha"})) == [Difference("dataset[a]", "result", None, "ha")]
