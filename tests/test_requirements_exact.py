@@ -8,6 +8,7 @@ import inspect
 import json
 import re
 import time
+from collections.abc import Awaitable
 
 import anyio
 import pytest
@@ -97,7 +98,16 @@ def test_is_json_allows_a_fence_and_says_what_json_said() -> None:
         assert verdict(check, good) == ValidationResult(True, None, None, "is valid JSON"), good
     with pytest.raises(ValueError) as raised:
         json.loads("{a: 1}")
-    assert verdict(check, "{a: 1}").reason == f"The answer must be valid JSON ({raised.value})."
+    assert verdict(check, "{a: 1}") == ValidationResult(
+        False, f"The answer must be valid JSON ({raised.value}).", None, "is valid JSON"
+    )
+    fenced = [
+        "``` json\n[1]\n```",  # an info string after a space
+        '```json\n{\n  "a": 1\n}\n```',  # several lines inside the fence
+        '```json\n{"code": "```x```"}\n```',  # a fence inside the JSON
+    ]
+    for good in fenced:
+        assert verdict(check, good).passed, good
     assert not verdict(check, "```[1]```").passed  # a fence opens a line
     assert verdict(check, "```json\n[1, 2]\n``` a note after the fence").passed
 
@@ -124,9 +134,14 @@ class Six(BaseModel):
 def test_parses_as_names_each_failing_field_up_to_five() -> None:
     point = parses_as(Point)
     assert point.description == "is JSON matching Point"
-    assert verdict(point, '{"x": 1}').reason == (
-        "The answer must be JSON matching Point: y: Field required."
+    assert verdict(point, '{"x": 1}') == ValidationResult(
+        False,
+        "The answer must be JSON matching Point: y: Field required.",
+        None,
+        "is JSON matching Point",
     )
+    empty = verdict(point, "```{}```").reason  # no line after the fence: nothing to parse
+    assert empty.startswith("The answer must be JSON matching Point: (root): Invalid JSON: EOF")
     assert verdict(point, '{"x": 1, "y": 2, "inner": {}}').reason == (
         "The answer must be JSON matching Point: inner.z: Field required."
     )
@@ -162,9 +177,23 @@ async def test_llm_judge_asks_exactly_and_quotes_the_verdict() -> None:
         }
     ]
     assert asked[0].options == {"temperature": 0}
-    assert (await judge.validate("table")).reason == (
-        "A judge answered 'Is it a colour?' with: NO, a table is not."
+    assert await judge.validate("table") == ValidationResult(
+        False,
+        "A judge answered 'Is it a colour?' with: NO, a table is not.",
+        None,
+        "judge: Is it a colour?",
     )
+
+
+class TextBackend:
+    """A backend that answers with a bare string instead of a Generation."""
+
+    async def generate(self, request) -> str:
+        return "yes."
+
+
+async def test_llm_judge_reads_a_bare_string_reply() -> None:
+    assert (await llm_judge(TextBackend(), "q?").validate("a")).passed  # type: ignore[arg-type]
 
 
 async def test_a_requirement_labels_every_verdict_with_its_description() -> None:
@@ -192,7 +221,7 @@ async def test_a_requirement_labels_every_verdict_with_its_description() -> None
     )
 
     seen = []
-    with_context = Requirement("ctx", lambda t, context: seen.append(context) or True)
+    with_context = Requirement("ctx", lambda t, context: seen.append(context) or t == "x")
     row_context = CheckContext(row={"a": 1})
     assert (await with_context.validate("x", row_context)).passed
     assert with_context.validate_now("x") == ValidationResult(True, None, None, "ctx")
@@ -260,6 +289,26 @@ async def test_validate_all_runs_every_check_in_order() -> None:
         ValidationResult(False, "the check raised KeyError: 'k'", None, "late boom"),
         ValidationResult(False, None, None, "<lambda>"),
     )
+    calls = []
+
+    def counted(text: str) -> Awaitable[bool]:
+        """counted"""
+        calls.append(text)  # a check may do work before it hands back an awaitable
+        return late(text)
+
+    def row_says(text: str, context: CheckContext) -> bool:
+        """row says"""
+        return context.row == {"answer": text}
+
+    row = CheckContext(row={"answer": "x"})
+    checks = as_requirements([row_says, counted, contains("x"), row_says])
+    assert await validate_all(checks, "x", row) == (
+        ValidationResult(True, None, None, "row says"),
+        ValidationResult(True, None, None, "counted"),
+        ValidationResult(True, None, None, "contains 'x'"),
+        ValidationResult(True, None, None, "row says"),
+    )
+    assert calls == ["x"]
     for checks in ([stop, late], [late, stop], [late, late_stop]):
         with pytest.raises(StopSampling, match="enough"):
             outcome = validate_all(as_requirements(checks), "x")
