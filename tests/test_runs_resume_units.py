@@ -4,12 +4,18 @@ dataset drift (changed, removed, added, reordered prompts)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import pytest
+from pydantic import BaseModel
+
+from sampling_core.kinds import LOCATION, THROUGHPUT, Kind, KindRegistry
+from sampling_core.runs.config import RunConfig
 from sampling_core.runs.resume import (
     LINEAGE_MARK,
     Difference,
     check_dataset,
+    compare_configs,
     lineage_note,
     one_line,
     provenance_header,
@@ -133,3 +139,59 @@ def test_dataset_drift_names_each_changed_removed_or_added_prompt() -> None:
         Difference("dataset (order)", "result", "F1", "F2")
     ]
     assert drift({}, Data("F2", {"a": "ha"})) == [Difference("dataset[a]", "result", None, "ha")]
+
+
+class JudgeOptions(BaseModel):
+    workers: Annotated[int, THROUGHPUT] = 1
+    cache: Annotated[str, LOCATION] = ""
+    strictness: int = 0
+
+
+def judged_kinds() -> KindRegistry:
+    kinds = KindRegistry()
+    kinds.kinds["requirement"]["judged"] = Kind(
+        "requirement", "judged", lambda value, **options: None, "tests", JudgeOptions
+    )
+    return kinds
+
+
+def config(**changes: Any) -> RunConfig:
+    data: dict[str, Any] = {
+        "dataset": {"path": "prompts.jsonl"},
+        "backend": {"kind": "scripted", "replies": ["a"]},
+        "requirements": [{"judged": "q", "workers": 1, "cache": "a", "strictness": 0}],
+    }
+    data.update(changes)
+    return RunConfig.model_validate(data)
+
+
+def test_compare_configs_labels_plugins_requirement_options_and_skips_locations() -> None:
+    kinds = judged_kinds()
+    assert compare_configs(config(), config(dataset={"path": "moved.jsonl"}), kinds) == []
+    new = config(
+        requirements=[{"judged": "q", "workers": 4, "cache": "b", "strictness": 0}],
+        plugins=["progress"],
+    )
+    assert compare_configs(config(), new, kinds) == [
+        Difference("requirements[0].workers", "throughput", 1, 4),
+        Difference("plugins", "throughput", [], ["progress"]),
+    ]
+    stricter = config(requirements=[{"judged": "q", "workers": 1, "cache": "a", "strictness": 2}])
+    assert compare_configs(config(), stricter, kinds) == [
+        Difference("requirements[0].strictness", "result", 0, 2)
+    ]
+    unknown = compare_configs(config(), new)  # unknown kinds: every option counts
+    assert [(d.path, d.label) for d in unknown] == [
+        ("requirements[0].cache", "result"),
+        ("requirements[0].workers", "result"),
+        ("plugins", "throughput"),
+    ]
+
+
+def test_a_config_field_without_a_resume_label_is_a_bug_caught_at_once() -> None:
+    class Unlabelled(BaseModel):
+        extra: int = 0
+
+    with pytest.raises(TypeError) as raised:
+        compare_configs(Unlabelled(), Unlabelled())  # type: ignore[arg-type]
+    assert str(raised.value) == "config field extra has no resume label"
