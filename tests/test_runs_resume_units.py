@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from sampling_core.kinds import LOCATION, THROUGHPUT, Kind, KindRegistry
 from sampling_core.runs.config import RunConfig
@@ -195,3 +195,27 @@ def test_a_config_field_without_a_resume_label_is_a_bug_caught_at_once() -> None
     with pytest.raises(TypeError) as raised:
         compare_configs(Unlabelled(), Unlabelled())  # type: ignore[arg-type]
     assert str(raised.value) == "config field extra has no resume label"
+
+
+class FakeBackendOptions(BaseModel):
+    replies: list[str] = Field(default_factory=list)
+    workers: Annotated[int, THROUGHPUT] = 1
+    cache: Annotated[str, LOCATION] = ""
+
+
+def test_backend_options_are_compared_resolved_and_by_their_kinds_label() -> None:
+    kinds = KindRegistry()
+    kinds.kinds["backend"]["fake"] = Kind(
+        "backend", "fake", lambda **options: None, "tests", FakeBackendOptions
+    )
+    old = config(backend={"kind": "fake", "replies": [], "cache": "a"})
+    same = config(backend={"kind": "fake", "cache": "b"})  # replies: the factory's default
+    assert compare_configs(old, same, kinds) == []
+    faster = config(backend={"kind": "fake", "workers": 3, "replies": ["x"]})
+    assert compare_configs(old, faster, kinds) == [
+        Difference("backend.replies", "result", [], ["x"]),
+        Difference("backend.workers", "throughput", 1, 3),
+    ]
+    # an option of an unknown kind that only one side sets is a difference too
+    added = config(backend={"kind": "scripted", "replies": ["a"], "latency": 0.5})
+    assert compare_configs(config(), added) == [Difference("backend.latency", "result", None, 0.5)]
