@@ -4,7 +4,7 @@ Each module is mutated with its own subset of the tests (``MODULES`` below), in 
 copy of the working tree, so a run stays minutes and the checkout is never touched. The
 shared settings are ``[tool.mutmut]`` in ``pyproject.toml``; this script sets
 ``only_mutate`` and the test selection per module. With no argument it runs ``STABLE``.
-A module may be narrowed to some functions: ``sampling_core/backends/openai_compat.py:_scrub``.
+A module may be narrowed to some functions: ``sampling_core/redaction.py:_scrub,scrub_data``.
 
 Prints, per module, the mutants, how many were killed, survived or timed out, the score
 (killed / mutants) and the time taken, then the diff of every survivor. Needs ``mutmut``
