@@ -219,3 +219,26 @@ def test_backend_options_are_compared_resolved_and_by_their_kinds_label() -> Non
     # an option of an unknown kind that only one side sets is a difference too
     added = config(backend={"kind": "scripted", "replies": ["a"], "latency": 0.5})
     assert compare_configs(config(), added) == [Difference("backend.latency", "result", None, 0.5)]
+
+
+def test_requirement_and_plugin_changes_show_both_sides() -> None:
+    other = config(requirements=[{"max_words": 5}])
+    assert compare_configs(config(), other) == [
+        Difference(
+            "requirements",
+            "result",
+            [{"judged": "q", "workers": 1, "cache": "a", "strictness": 0}],
+            [{"max_words": 5}],
+        )
+    ]
+    added = config(requirements=[{"judged": "q", "workers": 1, "cache": "a", "level": 2}])
+    assert compare_configs(config(), added, judged_kinds()) == [
+        Difference("requirements[0].level", "result", None, 2),
+        Difference("requirements[0].strictness", "result", 0, None),
+    ]
+    plugged = config(plugins=["progress", "tracing"])
+    assert compare_configs(plugged, config(plugins=["tracing", "progress"])) == []
+    assert compare_configs(plugged, config(plugins=["tracing"])) == [
+        Difference("plugins", "throughput", ["progress", "tracing"], ["tracing"])
+    ]
+    assert compare_configs(plugged, config(plugins=["tracing", "ordering"]))[0].label == "result"
