@@ -4,7 +4,7 @@ Each module is mutated with its own subset of the tests (``MODULES`` below), in 
 copy of the working tree, so a run stays minutes and the checkout is never touched. The
 shared settings are ``[tool.mutmut]`` in ``pyproject.toml``; this script sets
 ``only_mutate`` and the test selection per module. With no argument it runs ``STABLE``.
-A module may be narrowed to some functions: ``sampling_core/backends/openai_compat.py:_scrub``.
+A module may be narrowed to some functions: ``sampling_core/redaction.py:_scrub,scrub_data``.
 
 Prints, per module, the mutants, how many were killed, survived or timed out, the score
 (killed / mutants) and the time taken, then the diff of every survivor. Needs ``mutmut``
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -29,11 +30,18 @@ ROOT = Path(__file__).resolve().parent.parent
 # Module (or module:function) -> the tests that exercise it.
 MODULES: dict[str, list[str]] = {
     "sampling_core/budgets.py": ["tests/test_engine_budgets.py"],
-    "sampling_core/requirements.py": ["tests/test_requirements.py"],
+    "sampling_core/requirements.py": [
+        "tests/test_requirements.py",
+        "tests/test_requirements_exact.py",
+        "tests/test_reliability_hangs.py",
+        "tests/test_engine_errors.py",
+    ],
     "builtin_plugins/ordering.py": ["tests/test_plugin_ordering.py"],
-    "sampling_core/backends/openai_compat.py:_scrub": [
+    "sampling_core/redaction.py": [
+        "tests/test_redaction.py",
         "tests/test_reliability_secrets.py",
         "tests/test_reliability_secrets_headers.py",
+        "tests/test_reliability_secret_routes.py",
     ],
     "sampling_core/loop.py": [
         "tests/test_engine_cancellation.py",
@@ -41,22 +49,44 @@ MODULES: dict[str, list[str]] = {
         "tests/test_engine_iterations.py",
         "tests/test_engine_strategies.py",
         "tests/test_engine_budgets.py",
+        "tests/test_engine_timeouts.py",
+        "tests/test_hook_delivery.py",
+    ],
+    "sampling_core/selection.py": [
+        "tests/test_engine_strategies.py",
+        "tests/test_engine_cancellation.py",
+        "tests/test_engine_errors.py",
+        "tests/test_engine_iterations.py",
+        "tests/test_engine_budgets.py",
+        "tests/test_hooks_contract.py",
     ],
     "sampling_core/dispatch.py": [
         "tests/test_plugins_dispatch.py",
         "tests/test_hooks_contract.py",
+        "tests/test_hook_delivery.py",
+        "tests/test_reliability_plugin_isolation.py",
+        "tests/test_reliability_base_exceptions.py",
     ],
-    "sampling_core/runs/resume.py": ["tests/test_runs_resume.py", "tests/test_runs_cli.py"],
+    "sampling_core/runs/resume.py": [
+        "tests/test_runs_resume_units.py",
+        "tests/test_runs_resume.py",
+        "tests/test_runs_cli.py",
+        "tests/test_reliability_run_integrity.py",
+        "tests/test_reliability_run_dir.py",
+    ],
     "sampling_core/runs/store.py": [
         "tests/test_runs_store.py",
         "tests/test_reliability_run_dir.py",
+        "tests/test_reliability_run_integrity.py",
+        "tests/test_runs_crash.py",
     ],
 }
 STABLE = [
     "sampling_core/budgets.py",
     "sampling_core/requirements.py",
     "builtin_plugins/ordering.py",
-    "sampling_core/backends/openai_compat.py:_scrub",
+    "sampling_core/redaction.py",
+    "sampling_core/runs/resume.py",
 ]
 COUNTED = ("killed", "survived", "timeout", "suspicious", "no tests", "skipped", "segfault")
 
@@ -137,6 +167,7 @@ def run_module(target: str, tests: list[str], children: int) -> dict[str, object
         **{kind: n for kind, n in counts.items() if n},
         "score": round(counts["killed"] / total, 3) if total else None,
         "seconds": round(seconds),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         "survivors": survivors,
     }
 
@@ -156,12 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no test subset for {unknown}; add it to MODULES in scripts/mutation.py")
     reports = [run_module(m, MODULES[m], args.children) for m in chosen]
-    print("| module | mutants | killed | survived | timeout | score | seconds |")
-    print("|---|---|---|---|---|---|---|")
+    print("| module | mutants | killed | survived | no tests | timeout | score | seconds | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in reports:
         print(
             f"| `{r['module']}` | {r['mutants']} | {r.get('killed', 0)} | "
-            f"{r.get('survived', 0)} | {r.get('timeout', 0)} | {r['score']} | {r['seconds']} |"
+            f"{r.get('survived', 0)} | {r.get('no tests', 0)} | {r.get('timeout', 0)} | "
+            f"{r['score']} | {r['seconds']} | {r['load']} |"
         )
     for r in reports:
         for name, diff in r["survivors"].items():

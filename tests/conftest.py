@@ -36,3 +36,19 @@ def provider(exporter: InMemorySpanExporter) -> TracerProvider:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider
+
+
+@pytest.fixture
+def fresh_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test starts with no secret known to the scrubbing (restored afterwards).
+
+    Secrets are remembered for the life of the process, so without this a test's secret may
+    already be known from an earlier test (or, under mutmut, from the run the mutants are
+    forked from) and a broken ``register_secret`` would go unnoticed.
+    """
+    from sampling_core import redaction
+
+    monkeypatch.setattr(redaction, "_registered", set())
+    monkeypatch.setattr(redaction, "_environment", frozenset())
+    monkeypatch.setattr(redaction, "_pieces", frozenset())
+    monkeypatch.setattr(redaction, "_whole", ())

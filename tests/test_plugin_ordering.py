@@ -262,3 +262,53 @@ def test_memory_is_bounded():
         checker.sampling_loop_start(start(f"open{n}"))
     assert [v.kind for v in checker.report("open0").violations] == ["missing_end"]
     assert len(checker.reports()) == 3 + 2
+
+
+def test_the_documented_defaults_and_the_strict_variable(monkeypatch):
+    monkeypatch.delenv("SAMPLEHOOKS_ORDERING_STRICT", raising=False)
+    checker = OrderingChecker()
+    assert (checker.strict, checker.keep, checker.max_open) == (False, 256, 10_000)
+    assert checker.allow_concurrent_inversions is True and checker.name == "ordering"
+    for value in ("1", "True", "YES", "on"):
+        monkeypatch.setenv("SAMPLEHOOKS_ORDERING_STRICT", value)
+        assert OrderingChecker().strict is True, value
+    monkeypatch.setenv("SAMPLEHOOKS_ORDERING_STRICT", "0")
+    assert OrderingChecker().strict is False
+    assert OrderingChecker(strict=False).strict is False  # an explicit value wins
+
+
+def test_keep_and_max_open_must_be_at_least_one():
+    message = "OrderingChecker: keep and max_open must be >= 1"
+    for bad in ({"keep": 0}, {"max_open": 0}):
+        with pytest.raises(ValueError) as raised:
+            OrderingChecker(**bad)
+        assert str(raised.value) == message
+    smallest = OrderingChecker(keep=1, max_open=1)
+    assert (smallest.keep, smallest.max_open) == (1, 1)
+
+
+def test_an_open_call_has_a_report_and_a_strict_end_names_its_hook():
+    checker = OrderingChecker(strict=True)
+    checker.sampling_loop_start(start())
+    checker.sampling_iteration(iteration(0, 1, 1))
+    assert checker.report("c1").iterations == [1] and not checker.report("c1").ended
+    with pytest.raises(OrderingViolation) as raised:
+        checker.sampling_loop_end(end(2))
+    assert raised.value.hook == "sampling_loop_end" and raised.value.plugin_name == "ordering"
+    assert str(raised.value) == (
+        "plugin 'ordering' failed in sampling_loop_end: "
+        "iterations_used=2 but 1 sampling_iteration event(s) arrived"
+    )
+
+
+def test_inversion_count_and_duplicates_in_the_middle_of_what_was_seen():
+    checker = OrderingChecker()
+    checker.sampling_loop_start(start())
+    # iterations 1, 3, 2, 3: the 2 is below one iteration (3) of the two seen; then 3 again
+    for index, attempt, seq in [(0, 1, 1), (0, 3, 2), (0, 2, 3), (0, 3, 4)]:
+        checker.sampling_iteration(iteration(index, attempt, seq))
+    checker.sampling_loop_end(end(4))
+    report = checker.report("c1")
+    assert report.iterations == [1, 3, 2, 3]
+    assert report.inversions == [(3, 2)] and report.inversion_count == 1
+    assert report.duplicates == [3]

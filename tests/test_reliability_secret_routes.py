@@ -19,6 +19,7 @@ from sampling_core.backends import OpenAIBackend
 from sampling_core.backends.openai_compat import BackendError
 from sampling_core.redaction import MIN_PIECE, register_secret, scrub, scrub_data
 
+pytestmark = pytest.mark.usefixtures("fresh_secrets")
 KEY = "sk-route-SECRETKEY-9876543210abcdef"
 ENV = "SAMPLEHOOKS_TEST_ROUTE_KEY"
 FAST = RetryPolicy(max_retries=0, base_delay=0.0)

@@ -30,7 +30,7 @@ from sampling_core import Requirement, RetryPolicy, Sampler
 from sampling_core.backends import OpenAIBackend
 from sampling_core.runs import run_batch_sync
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_secrets")]
 
 KEY = "sk-test-PLANTED-0123456789"
 ENV = "SAMPLEHOOKS_TEST_OPENAI_KEY"

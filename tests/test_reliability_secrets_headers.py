@@ -15,7 +15,7 @@ from _servers.scripted_http import Reply, ScriptedHTTPServer
 from sampling_core import RetryPolicy, Sampler
 from sampling_core.backends import OpenAIBackend
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.usefixtures("fresh_secrets")]
 
 TOKEN = "tok-PLANTED-0123456789"
 HEADERS = [

@@ -1,0 +1,244 @@
+"""The resume module's pieces, exactly as a user reads them: the refusal, the header lines,
+dataset drift (changed, removed, added, reordered prompts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel, Field
+
+from sampling_core.kinds import LOCATION, THROUGHPUT, Kind, KindRegistry
+from sampling_core.runs.config import RunConfig
+from sampling_core.runs.resume import (
+    LINEAGE_MARK,
+    Difference,
+    check_dataset,
+    compare_configs,
+    lineage_note,
+    one_line,
+    provenance_header,
+    refuse,
+)
+from sampling_core.runs.store import RecordsScan
+
+RUN = Path("/runs/r1")
+
+
+def test_a_difference_shows_old_and_new_as_json() -> None:
+    change = Difference("sampling.temperature", "result", 0.2, {"a": [1, "é"]})
+    assert str(change) == 'sampling.temperature: 0.2 -> {"a": [1, "é"]}'
+    assert str(Difference("x", "result", None, "s")) == 'x: null -> "s"'
+
+
+def test_a_refusal_lists_the_differences_and_the_ways_out() -> None:
+    changes = [Difference("sampling.temperature", "result", 0.2, 0.7)]
+    refused = refuse(RUN, changes, drift=False)
+    assert str(refused) == "\n".join(
+        [
+            f"refusing to resume {RUN}: these settings change results, and differ from the "
+            "run's (old -> new):",
+            "  sampling.temperature: 0.2 -> 0.7",
+            "Ways out:",
+            "  - resume with the run's own settings: samplehooks run "
+            f"{RUN / 'effective_config.yaml'} --out {RUN} --resume; or",
+            "  - start a new run with these settings: samplehooks run CONFIG --out NEW_DIR",
+            f"Nothing was written to {RUN}.",
+        ]
+    )
+    assert refused.differences == [("sampling.temperature", "0.2", "0.7")]
+
+    drift = refuse(RUN, [Difference("dataset[k]", "result", "h1", None)], drift=True)
+    assert str(drift).splitlines()[:4] == [
+        f"refusing to resume {RUN}: the dataset changed since the run started (dataset drift; "
+        "old -> new content hash):",
+        '  dataset[k]: "h1" -> null',
+        "Ways out:",
+        "  - restore the dataset the run started with, then resume; or",
+    ]
+    recorded = refuse(RUN, changes, drift=False, recorded=True)
+    assert str(recorded).splitlines()[0] == (
+        f"refusing to resume {RUN}: these settings change results, and differ from those "
+        "recorded in its meta.json when it started (old -> new):"
+    )
+    assert str(recorded).splitlines()[3] == (
+        "  - resume with the settings the run started with (the same server, model and "
+        "config: $OPENAI_BASE_URL and the effective config as they were); or"
+    )
+
+
+def test_a_refusal_shows_twenty_differences_then_counts_the_rest() -> None:
+    many = [Difference(f"p{n}", "result", n, n + 1) for n in range(23)]
+    lines = str(refuse(RUN, many, drift=False)).splitlines()
+    assert lines[1] == "  p0: 0 -> 1" and lines[20] == "  p19: 19 -> 20"
+    assert lines[21] == "  ... and 3 more" and lines[22] == "Ways out:"
+    assert len(refuse(RUN, many, drift=False).differences) == 23
+    exactly = str(refuse(RUN, many[:20], drift=False)).splitlines()
+    assert exactly[20] == "  p19: 19 -> 20" and exactly[21] == "Ways out:"
+
+
+def test_header_lines_stay_one_line_each() -> None:
+    assert one_line("a\nb\rc\u2028d\x85e") == "a\\nb\\rc\\u2028d\\x85e"
+    assert one_line("plain é") == "plain é"
+    header = provenance_header("1.2.3", ["samplehooks", "run", "a b.yaml"], None)
+    assert header[:3] == [
+        "# samplehooks run: the resolved settings of this run (defaults included).",
+        "# Resume with: samplehooks run CONFIG --out THIS_DIR --resume",
+        "# samplehooks version: 1.2.3",
+    ]
+    assert header[3].startswith("# created (UTC): 20")
+    assert header[4:] == [
+        "# argv: samplehooks run 'a b.yaml'",
+        "# source: (Python API)",
+        LINEAGE_MARK,
+    ]
+    odd = Path("cfg\n.yaml")
+    source = provenance_header("1", ["x"], odd)[5]
+    assert source == "# source: " + one_line(str(odd.resolve()))
+    assert "\n" not in source
+
+    note = lineage_note([], ["run", "c\n.yaml"], " (extra)")
+    assert note.startswith("#   20") and note.endswith(
+        " resumed (run 'c\\n.yaml'): no change (extra)"
+    )
+    changed = lineage_note(
+        [Difference("a", "throughput", 1, 2), Difference("b", "throughput", "x", "y\nz")], ["run"]
+    )
+    assert changed.endswith(' resumed (run): a: 1 -> 2; b: "x" -> "y\\nz"')
+
+
+class Data:
+    """What ``check_dataset`` reads of a dataset: its fingerprint and content hashes."""
+
+    def __init__(self, fingerprint: str, hashes: dict[str, str]) -> None:
+        self.fingerprint = fingerprint
+        self._hashes = hashes
+
+    def hashes(self) -> dict[str, str]:
+        return dict(self._hashes)
+
+
+def drift(meta: dict[str, Any], data: Data, records: list[dict[str, Any]] | None = None):
+    return check_dataset(meta, data, RecordsScan(records or [], 0))  # type: ignore[arg-type]
+
+
+def test_dataset_drift_names_each_changed_removed_or_added_prompt() -> None:
+    meta = {"dataset": {"fingerprint": "F1", "hashes": {"a": "ha", "b": "hb", "c": "hc"}}}
+    assert drift(meta, Data("F1", {"a": "other"})) == []  # same fingerprint: no drift
+    assert drift(meta, Data("F2", {"a": "ha", "b": "HB", "d": "hd"})) == [
+        Difference("dataset[b]", "result", "hb", "HB"),
+        Difference("dataset[d]", "result", None, "hd"),
+        Difference("dataset[c]", "result", "hc", None),
+    ]
+    reordered = Data("F2", {"c": "hc", "b": "hb", "a": "ha"})
+    assert drift(meta, reordered) == [Difference("dataset (order)", "result", "F1", "F2")]
+    # a finished prompt's own recorded hash is the authority over meta.json's
+    finished = [{"key": "a", "content_hash": "HA"}, {"key": "b"}]
+    assert drift(meta, Data("F2", {"a": "HA", "b": "hb", "c": "hc"}), finished) == [
+        Difference("dataset (order)", "result", "F1", "F2")
+    ]
+    assert drift({}, Data("F2", {"a": "ha"})) == [Difference("dataset[a]", "result", None, "ha")]
+
+
+class JudgeOptions(BaseModel):
+    workers: Annotated[int, THROUGHPUT] = 1
+    cache: Annotated[str, LOCATION] = ""
+    strictness: int = 0
+
+
+def judged_kinds() -> KindRegistry:
+    kinds = KindRegistry()
+    kinds.kinds["requirement"]["judged"] = Kind(
+        "requirement", "judged", lambda value, **options: None, "tests", JudgeOptions
+    )
+    return kinds
+
+
+def config(**changes: Any) -> RunConfig:
+    data: dict[str, Any] = {
+        "dataset": {"path": "prompts.jsonl"},
+        "backend": {"kind": "scripted", "replies": ["a"]},
+        "requirements": [{"judged": "q", "workers": 1, "cache": "a", "strictness": 0}],
+    }
+    data.update(changes)
+    return RunConfig.model_validate(data)
+
+
+def test_compare_configs_labels_plugins_requirement_options_and_skips_locations() -> None:
+    kinds = judged_kinds()
+    assert compare_configs(config(), config(dataset={"path": "moved.jsonl"}), kinds) == []
+    new = config(
+        requirements=[{"judged": "q", "workers": 4, "cache": "b", "strictness": 0}],
+        plugins=["progress"],
+    )
+    assert compare_configs(config(), new, kinds) == [
+        Difference("requirements[0].workers", "throughput", 1, 4),
+        Difference("plugins", "throughput", [], ["progress"]),
+    ]
+    stricter = config(requirements=[{"judged": "q", "workers": 1, "cache": "a", "strictness": 2}])
+    assert compare_configs(config(), stricter, kinds) == [
+        Difference("requirements[0].strictness", "result", 0, 2)
+    ]
+    unknown = compare_configs(config(), new)  # unknown kinds: every option counts
+    assert [(d.path, d.label) for d in unknown] == [
+        ("requirements[0].cache", "result"),
+        ("requirements[0].workers", "result"),
+        ("plugins", "throughput"),
+    ]
+
+
+def test_a_config_field_without_a_resume_label_is_a_bug_caught_at_once() -> None:
+    class Unlabelled(BaseModel):
+        extra: int = 0
+
+    with pytest.raises(TypeError) as raised:
+        compare_configs(Unlabelled(), Unlabelled())  # type: ignore[arg-type]
+    assert str(raised.value) == "config field extra has no resume label"
+
+
+class FakeBackendOptions(BaseModel):
+    replies: list[str] = Field(default_factory=list)
+    workers: Annotated[int, THROUGHPUT] = 1
+    cache: Annotated[str, LOCATION] = ""
+
+
+def test_backend_options_are_compared_resolved_and_by_their_kinds_label() -> None:
+    kinds = KindRegistry()
+    kinds.kinds["backend"]["fake"] = Kind(
+        "backend", "fake", lambda **options: None, "tests", FakeBackendOptions
+    )
+    old = config(backend={"kind": "fake", "replies": [], "cache": "a"})
+    same = config(backend={"kind": "fake", "cache": "b"})  # replies: the factory's default
+    assert compare_configs(old, same, kinds) == []
+    faster = config(backend={"kind": "fake", "workers": 3, "replies": ["x"]})
+    assert compare_configs(old, faster, kinds) == [
+        Difference("backend.replies", "result", [], ["x"]),
+        Difference("backend.workers", "throughput", 1, 3),
+    ]
+    # an option of an unknown kind that only one side sets is a difference too
+    added = config(backend={"kind": "scripted", "replies": ["a"], "latency": 0.5})
+    assert compare_configs(config(), added) == [Difference("backend.latency", "result", None, 0.5)]
+
+
+def test_requirement_and_plugin_changes_show_both_sides() -> None:
+    other = config(requirements=[{"max_words": 5}])
+    assert compare_configs(config(), other) == [
+        Difference(
+            "requirements",
+            "result",
+            [{"judged": "q", "workers": 1, "cache": "a", "strictness": 0}],
+            [{"max_words": 5}],
+        )
+    ]
+    added = config(requirements=[{"judged": "q", "workers": 1, "cache": "a", "level": 2}])
+    assert compare_configs(config(), added, judged_kinds()) == [
+        Difference("requirements[0].level", "result", None, 2),
+        Difference("requirements[0].strictness", "result", 0, None),
+    ]
+    plugged = config(plugins=["progress", "tracing"])
+    assert compare_configs(plugged, config(plugins=["tracing", "progress"])) == []
+    assert compare_configs(plugged, config(plugins=["tracing"])) == [
+        Difference("plugins", "throughput", ["progress", "tracing"], ["tracing"])
+    ]
+    assert compare_configs(plugged, config(plugins=["tracing", "ordering"]))[0].label == "result"
