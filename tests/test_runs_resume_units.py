@@ -242,3 +242,10 @@ def test_requirement_and_plugin_changes_show_both_sides() -> None:
         Difference("plugins", "throughput", ["progress", "tracing"], ["tracing"])
     ]
     assert compare_configs(plugged, config(plugins=["tracing", "ordering"]))[0].label == "result"
+
+
+def test_fields_after_a_location_field_are_still_compared() -> None:
+    moved = config(dataset={"path": "moved.jsonl", "prompt_field": "question"})
+    assert compare_configs(config(), moved) == [
+        Difference("dataset.prompt_field", "result", "prompt", "question")
+    ]
