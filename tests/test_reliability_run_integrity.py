@@ -43,8 +43,7 @@ def test_records_that_are_not_of_the_run_are_never_counted(tmp_path: Path, damag
     }[damage]
     if damage == "both":  # p3 there has this run's hash? then it is this run's: make it differ
         foreign = [
-            {**r, "content_hash": "sha256:" + "1" * 32} if r["key"] == "p3" else r
-            for r in foreign
+            {**r, "content_hash": "sha256:" + "1" * 32} if r["key"] == "p3" else r for r in foreign
         ]
     lines = "".join(json.dumps(r) + "\n" for r in [*keep, *foreign])
     (run / "records.jsonl").write_text(lines)
