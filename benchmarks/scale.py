@@ -8,7 +8,8 @@ prompts done: records are all about the same size) and the process's RSS. It rep
 - prompts per second over the whole session, and over its first and last 10% (a run that
   slows as it grows shows a last/first ratio under 1);
 - the driver's peak RSS, and its growth over the RSS just before the run started (Ray's
-  own driver libraries, loaded by ``ray.init``, are part of that growth: compare rows).
+  own driver libraries, loaded by ``ray.init``, are part of that growth: compare rows),
+  through the end of the run: the summary and the report ``samplehooks run`` prints.
 
 Both executors keep the same number of prompts in flight (local: ``max_concurrent_prompts``
 = workers x calls per worker). The ``--million`` row is a 1,000,000-prompt Ray run on the
@@ -77,6 +78,7 @@ def write_dataset(path: Path, count: int) -> Path:
 def measure(executor: str, latency_ms: float, dataset: Path, count: int, out: Path) -> ScaleRow:
     """Run the whole dataset once, in this process, watching the records file and the RSS."""
     from sampling_core.runs import RunConfig, run_batch_sync
+    from sampling_core.runs.report import build_report
 
     config = RunConfig.model_validate(
         {
@@ -118,6 +120,7 @@ def measure(executor: str, latency_ms: float, dataset: Path, count: int, out: Pa
     started = time.perf_counter()
     try:
         run_batch_sync(config, out, log=lambda message: None)
+        build_report(out).render()  # what `samplehooks run` prints at the end
     finally:
         stop.set()
         watcher.join()

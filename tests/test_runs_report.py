@@ -146,3 +146,21 @@ def test_report_on_what_is_not_a_run_is_one_line(tmp_path: Path) -> None:
         assert result.exit_code == 2
         assert result.stderr.startswith("samplehooks: error: ")
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+
+
+def test_without_rows_the_report_keeps_totals_and_only_the_first_prompts_not_ok(
+    tmp_path: Path,
+) -> None:
+    dataset = write_dataset(tmp_path / "data.jsonl", 30)
+    config = write_config(
+        tmp_path / "run.yaml", dataset, backend={"kind": "scripted", "replies": MIXED[::-1]}
+    )
+    run_batch_sync(config, tmp_path / "out")
+    full = build_report(tmp_path / "out", rows=True, top=100)
+    light = build_report(tmp_path / "out", top=3)
+    assert len(full.rows) == 30 and light.rows == [] and light.as_dict()["prompts"] == []
+    not_ok = sorted((r for r in full.rows if r.status != "ok"), key=lambda r: r.key)
+    assert light.failed_count == full.failed_count == len(not_ok) > 3
+    assert [r.key for r in light.failed_rows()] == [r.key for r in not_ok[:3]]
+    assert light.as_dict()["totals"] == full.as_dict()["totals"]
+    assert light.render(top=3) == full.render(top=3)

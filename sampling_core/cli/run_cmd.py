@@ -154,7 +154,7 @@ def report_command(
     """Print the report of a run (finished or not): success, attempts, tokens, cost, pass@k,
     and the prompts that failed with their reasons."""
     try:
-        report = build_report(run_dir)
+        report = build_report(run_dir, rows=as_json, top=top)
     except RunError as exc:
         _fail(str(exc))
     if as_json:

@@ -27,6 +27,7 @@ from sampling_core.kinds import Area, Kind, KindError, KindRegistry
 from sampling_core.runs.classification import label_of, nested_model
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import RunDirError
+from sampling_core.runs.meta_hashes import RunHashes
 from sampling_core.runs.store import RecordsScan, RunDirectory
 
 __all__ = [
@@ -42,19 +43,26 @@ SETTINGS_KEY = "settings"
 
 
 def foreign_records(
-    records: RecordsScan | Iterable[dict[str, Any]], hashes: Mapping[str, str]
+    records: RecordsScan | Iterable[dict[str, Any]], hashes: Mapping[str, str] | RunHashes
 ) -> list[tuple[int, str]]:
     """``(line, why)`` of each record that is not one of this run's prompts as it was
-    (``records``: a scan, or the records as they are read)."""
+    (``records``: a scan, or the records as they are read; ``hashes``: key -> content hash,
+    or the compact :class:`~sampling_core.runs.meta_hashes.RunHashes`)."""
     out = []
     rows = records.records if isinstance(records, RecordsScan) else records
     for line, record in enumerate(rows, start=1):
         key = record["key"]
         if key not in hashes:
             out.append((line, f"key {key!r} is not in the run's dataset"))
-        elif record.get("content_hash") != hashes[key]:
+        elif not _same_hash(hashes, key, record.get("content_hash")):
             out.append((line, f"key {key!r} has another prompt's content hash"))
     return out
+
+
+def _same_hash(hashes: Mapping[str, str] | RunHashes, key: str, value: Any) -> bool:
+    if isinstance(hashes, RunHashes):
+        return hashes.matches(key, value)
+    return hashes.get(key) == value
 
 
 def run_records(scan: RecordsScan, hashes: Mapping[str, str]) -> dict[str, dict[str, Any]]:

@@ -119,12 +119,22 @@ def prompt_row(record: dict[str, Any]) -> PromptRow:
 
 @dataclass(slots=True)
 class RunReport:
-    """The summary of a run, its prompts' rows and, when the run measured it, pass@k."""
+    """The summary of a run, its cost, pass@k when the run measured it, the first prompts
+    not ok, and each prompt's row when asked for (``build_report(rows=True)``)."""
 
     summary: RunSummary
     rows: list[PromptRow]
     config: dict[str, Any] = field(default_factory=dict)
     pass_at_k: list[PassAtK] = field(default_factory=list)
+    prompts: int = 0
+    """Prompts with a record (each counted once, at its latest record)."""
+    priced: int = 0
+    """Prompts whose cost is known."""
+    priced_cost: float = 0.0
+    failed: list[PromptRow] = field(default_factory=list)
+    """The first prompts not ok (errors first, then by key), as many as asked for."""
+    failed_count: int = 0
+    """Prompts not ok in all."""
 
     @property
     def early_exit(self) -> bool:
@@ -135,22 +145,39 @@ class RunReport:
     @property
     def cost_usd(self) -> float | None:
         """The priced prompts' total cost (``None`` when no prompt was priced)."""
-        costs = [r.cost_usd for r in self.rows if r.cost_usd is not None]
-        return sum(costs) if costs else None
+        return self.priced_cost if self.priced else None
 
     @property
     def unpriced(self) -> int:
         """Prompts whose cost is unknown (model without a known price, or an old record)."""
-        return sum(1 for r in self.rows if r.cost_usd is None)
+        return self.prompts - self.priced
 
     def failed_rows(self) -> list[PromptRow]:
-        """The prompts not ok, errors first, then by key."""
-        return sorted(
-            (r for r in self.rows if r.status != "ok"), key=lambda r: (r.status != "error", r.key)
-        )
+        """The first prompts not ok that the report kept, errors first, then by key."""
+        return list(self.failed)
+
+    def add(self, row: PromptRow, *, keep_row: bool, top: int) -> None:
+        """Count one prompt's row (what :func:`build_report` does for each latest record)."""
+        self.prompts += 1
+        if row.cost_usd is not None:
+            self.priced += 1
+            self.priced_cost += row.cost_usd
+        if row.status != "ok":
+            self.failed_count += 1
+            if top > 0:
+                self.failed.append(row)
+                if len(self.failed) >= 2 * top:  # bounded: keep the first `top` only
+                    self._trim(top)
+        if keep_row:
+            self.rows.append(row)
+
+    def _trim(self, top: int) -> None:
+        self.failed.sort(key=lambda r: (r.status != "error", r.key))
+        del self.failed[top:]
 
     def as_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data: ``totals``, ``pass_at_k`` (or ``None``), ``prompts``."""
+        """The report as JSON-ready data: ``totals``, ``pass_at_k`` (or ``None``), ``prompts``
+        (the rows the report was built with: none unless asked for)."""
         totals = self.summary.as_dict()
         totals["cost_usd"] = self.cost_usd
         totals["unpriced_prompts"] = self.unpriced
@@ -163,12 +190,13 @@ class RunReport:
         }
 
     def render(self, *, top: int = 10) -> str:
-        """The summary, the cost, pass@k and the first ``top`` prompts not ok, as text."""
+        """The summary, the cost, pass@k and the first ``top`` prompts not ok, as text
+        (at most as many as :func:`build_report` kept)."""
         lines = [self.summary.render()]
         if self.cost_usd is not None:
             note = f" ({self.unpriced} prompts unpriced)" if self.unpriced else ""
             lines.append(f"Cost: ${self.cost_usd:.4f}{note}")
-        elif self.rows:
+        elif self.prompts:
             lines.append("Cost: unknown (no price for this model; see docs/looking-at-runs.md)")
         if self.pass_at_k:
             lines.append("pass@k (unbiased estimator, 95% bootstrap interval over prompts):")
@@ -177,10 +205,10 @@ class RunReport:
                 f"  over {p.prompts} prompts"
                 for p in self.pass_at_k
             ]
-        failed = self.failed_rows()
-        if failed:
-            lines.append(f"Prompts not ok ({len(failed)}; the first {min(top, len(failed))}):")
-            for row in failed[:top]:
+        shown = self.failed[:top]
+        if self.failed_count:
+            lines.append(f"Prompts not ok ({self.failed_count}; the first {len(shown)}):")
+            for row in shown:
                 why = ", ".join(row.unmet) if row.status == "failed" and row.unmet else row.reason
                 lines.append(f"  {row.status:<7}{row.key}: {str(why or '')[:120]}")
         return "\n".join(lines)
@@ -194,14 +222,27 @@ def _read_config(run_dir: RunDirectory) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def build_report(path: str | Path) -> RunReport:
-    """The report of the run in ``path`` (raises ``RunDirError`` when it is not a run)."""
-    summary = summarize(path)
+def build_report(path: str | Path, *, rows: bool = False, top: int = 10) -> RunReport:
+    """The report of the run in ``path`` (raises ``RunDirError`` when it is not a run).
+
+    One streaming pass over the records (with the summary's): memory holds the totals, the
+    first ``top`` prompts not ok and, for a run that measured pass@k, two small numbers a
+    prompt; each prompt's :class:`PromptRow` only with ``rows`` (``report --json``, the view).
+    """
     run_dir = RunDirectory(Path(path))
-    latest = run_dir.scan_records().latest()
-    rows = [prompt_row(record) for record in latest.values()]
-    report = RunReport(summary, rows, _read_config(run_dir))
-    if not report.early_exit:
-        counts = [r.samples for r in rows if r.samples is not None]
+    report = RunReport(RunSummary(run_dir.path, total=0), [], _read_config(run_dir))
+    counts: list[tuple[int, int]] = []
+    shared: dict[tuple[int, int], tuple[int, int]] = {}  # one tuple per distinct (n, c)
+    measure = not report.early_exit
+
+    def visit(record: dict[str, Any]) -> None:
+        row = prompt_row(record)
+        report.add(row, keep_row=rows, top=top)
+        if measure and row.samples is not None:
+            counts.append(shared.setdefault(row.samples, row.samples))
+
+    report.summary = summarize(path, visit)
+    report._trim(top)
+    if measure:
         report.pass_at_k = pass_at_k_table(counts)
     return report

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sampling_core.runs.integrity import foreign_records
+from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.store import RunDirectory
 
 __all__ = ["RunSummary", "summarize"]
@@ -145,20 +146,25 @@ def _digest(key: str) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest())
 
 
-def summarize(path: str | Path) -> RunSummary:
-    """The summary of the run in ``path`` (raises ``RunDirError`` if it is not a run)."""
+def summarize(
+    path: str | Path, visit: Callable[[dict[str, Any]], None] | None = None
+) -> RunSummary:
+    """The summary of the run in ``path`` (raises ``RunDirError`` if it is not a run).
+
+    One streaming pass over the records: memory stays a few bytes a prompt. ``visit`` is
+    called with the latest record of each key (the run's or not) as it goes by.
+    """
     run_dir = RunDirectory(Path(path))
     run_dir.check_is_run(resuming=False)
-    meta = run_dir.read_meta()
-    hashes = meta["dataset"][
-        "hashes"
-    ]  # key -> content hash: a record of another prompt is left out
+    meta, hashes = read_run_meta(run_dir)  # a record of another prompt is left out
     progress = run_dir.read_progress()
     summary = RunSummary(run_dir.path, total=int(meta.get("dataset", {}).get("count", 0)))
     histogram: Counter[int] = Counter()
     reasons: Counter[str] = Counter()
     for record in latest_records(run_dir):
-        if hashes.get(record["key"]) != record.get("content_hash"):
+        if visit is not None:
+            visit(record)
+        if not hashes.matches(record["key"], record.get("content_hash")):
             continue  # not one of this run's prompts as it was (counted below)
         status = record.get("status")
         if status == "ok":

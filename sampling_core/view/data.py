@@ -35,7 +35,7 @@ def _budgets(report: RunReport) -> dict[str, Any]:
 
 def run_data(path: str | Path) -> dict[str, Any]:
     """Everything the page shows of the run in ``path`` (raises ``RunDirError`` if not a run)."""
-    report = build_report(path)
+    report = build_report(path, rows=True)
     run_dir = RunDirectory(Path(path))
     latest = run_dir.scan_records().latest()
     notes: list[str] = []

@@ -1,0 +1,87 @@
+"""meta.json read a chunk at a time: the same content as json.loads, the hashes as digests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sampling_core.runs import meta_hashes
+from sampling_core.runs.errors import RunDirError
+from sampling_core.runs.meta_hashes import RunHashes, read_meta_compact, read_run_meta
+from sampling_core.runs.store import RunDirectory, _write_meta
+
+PAIRS = [(f"line:{i}", f"sha256:{i:032x}") for i in range(1, 300)] + [
+    ('ké"y\\ \u2028 {}', "sha256:odd"),
+    ("\U0001f600", "sha256:emoji"),
+]
+
+
+def _meta(tmp_path, *, streamed: bool = True):
+    meta = {
+        "format": 1,
+        "created": "2025-01-01T00:00:00Z",
+        "dataset": {
+            "path": "d.jsonl",
+            "count": len(PAIRS),
+            "fingerprint": "sha256:f",
+            "hashes": iter(PAIRS) if streamed else dict(PAIRS),
+        },
+        "settings": {"values": {"a.b": [1, 2.5, None, {"x": "}"}]}, "fingerprint": "s"},
+        "big_number": 12345678901234567890,
+    }
+    path = tmp_path / "meta.json"
+    _write_meta(path, meta)
+    return path
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 16])
+def test_same_content_as_json_loads_at_any_chunk_size(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(meta_hashes, "_CHUNK", chunk)
+    monkeypatch.setattr(meta_hashes, "_SORTED_RUN", 10)  # several sorted runs merged
+    path = _meta(tmp_path)
+    whole = json.loads(path.read_text(encoding="utf-8"))
+    data, hashes = read_meta_compact(path)
+    assert whole["dataset"].pop("hashes") == dict(PAIRS)
+    assert data["dataset"].pop("hashes") == {}
+    assert data == whole
+    assert hashes is not None and len(hashes) == len(PAIRS)
+    for key, value in PAIRS:
+        assert key in hashes and hashes.matches(key, value)
+        assert not hashes.matches(key, value + "0")
+    assert "line:0" not in hashes and not hashes.matches("line:0", "sha256:0")
+    assert list(hashes._keys.values) == sorted(hashes._keys.values)
+
+
+def test_a_plain_json_dump_reads_too(tmp_path):
+    path = tmp_path / "meta.json"
+    meta = {
+        "format": 1,
+        "dataset": {"count": 2, "fingerprint": "f", "hashes": {"a": "1", "b": "2"}},
+    }
+    path.write_text(json.dumps(meta), encoding="utf-8")
+    data, hashes = read_meta_compact(path)
+    assert data["dataset"] == {"count": 2, "fingerprint": "f", "hashes": {}}
+    assert hashes is not None and hashes.matches("a", "1") and not hashes.matches("a", "2")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"format": 1, "dataset": {"count": 1, "fingerprint": "f", "hashes": {"a": 3}}}',
+        '{"format": 1, "dataset": {"count": 1, "fingerprint": "f", "hashes": {"a": "1"}}',
+        '{"format": 1, "dataset": {"count": 1, "fingerprint": "f", "hashes": {"a": "1"}}} x',
+        '{"format": 1, "dataset": {"count": 1, "fingerprint": "f"}}',
+        "[1, 2]",
+        "",
+    ],
+)
+def test_damaged_meta_is_refused(tmp_path, text):
+    (tmp_path / "meta.json").write_text(text, encoding="utf-8")
+    with pytest.raises(RunDirError):
+        read_run_meta(RunDirectory(tmp_path))
+
+
+def test_run_hashes_of_pairs():
+    hashes = RunHashes.of(iter(PAIRS))
+    assert all(hashes.matches(k, v) for k, v in PAIRS) and 1 not in hashes
