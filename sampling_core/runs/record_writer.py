@@ -1,0 +1,90 @@
+"""Appending records to ``records.jsonl`` in whole lines, and holding interrupts meanwhile."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sampling_core.redaction import one_json_line, refresh_environment, scrub_data
+from sampling_core.runs.caps import cap_record
+
+__all__ = ["RecordWriter", "interrupts_deferred"]
+
+
+class RecordWriter:
+    """Appends records as whole lines; flushes every ``flush_every`` records and on demand.
+
+    Waiting lines are kept in memory and handed to the OS together, in one ``write`` of
+    whole lines, so the file only ever ends in the middle of a line if the process dies
+    inside that call; a resume then drops the torn tail.
+    """
+
+    def __init__(self, path: Path, *, flush_every: int, fsync: bool) -> None:
+        refresh_environment()
+        flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        self._fd: int | None = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
+        self._waiting: list[bytes] = []
+        self.flush_every = flush_every
+        self.fsync = fsync
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record; flush when ``flush_every`` records are waiting."""
+        line = one_json_line(scrub_data(cap_record(record)))
+        self._waiting.append(line.encode("utf-8"))
+        if len(self._waiting) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write waiting records to the file (and to the disk, with ``fsync``)."""
+        if self._waiting and self._fd is not None:
+            # Ctrl-C / SIGTERM wait until the waiting records are written whole: an
+            # interrupt between clearing the buffer and the write would lose them.
+            with interrupts_deferred():
+                view = memoryview(b"".join(self._waiting))
+                try:
+                    while view:
+                        view = view[os.write(self._fd, view) :]
+                finally:  # what a failed write left unwritten is kept, and only that
+                    self._waiting[:] = [bytes(view)] if view else []
+                if self.fsync:
+                    os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Flush and close."""
+        if self._fd is not None:
+            try:
+                self.flush()
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back until the block is done, then act on them.
+
+    Python runs signal handlers in the main thread between bytecodes, wherever it is; for
+    the block, the handlers only take note, and the ones noted run once it is over.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda n, f: noted.append(n)) for signum in held}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(noted):
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
