@@ -18,8 +18,8 @@ behind that call live:
 * handing ``@background`` implementations' events to the sampler's
   :class:`~sampling_core.background.BackgroundDelivery`.
 
-A :class:`HookTable` is what a registry compiles its plugins into (cached until a plugin
-is registered or unregistered); it never changes once made.
+A :class:`~sampling_core.hook_table.HookTable` is what a registry compiles its plugins into
+(cached until a plugin is registered or unregistered); it never changes once made.
 
 **Adding a hook.** (1) a ``HookName`` member and a spec in ``hook_specs/specs.py``; (2) its
 payload class in ``hook_specs/payloads.py`` (subclass ``ObserveOnlyPayload`` if plugins may
@@ -33,9 +33,8 @@ the loop. Fault policy, monitoring, background delivery and the fast path come w
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -43,172 +42,29 @@ import pluggy
 import structlog
 
 from hook_specs.errors import StopSampling
-from hook_specs.markers import is_background
 from hook_specs.names import HookName
 from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
 from hook_specs.records import Attempt, Generation, IterationInfo, Message, ValidationResult
 from sampling_core.budgets import check_attempts, check_budget
 from sampling_core.errors import PluginError
+from sampling_core.hook_table import (  # noqa: F401  (re-exported: the names the engine uses)
+    Firing,
+    HookImplementation,
+    HookTable,
+    Monitor,
+    PluginFault,
+    PluginTimeout,
+    call_order,
+)
 
 if TYPE_CHECKING:
-    from sampling_core.background import BackgroundDelivery
+    pass
 
 logger = structlog.get_logger("samplehooks")
 
 H = HookName
-Monitor = tuple[Callable[..., None], Callable[..., None]]
-"""A ``(before, after)`` pair given to ``add_hookcall_monitoring``."""
-
 BUILDERS = {hook: cls.builder() for hook, cls in PAYLOAD_TYPES.items()}
 """Each hook's payload builder, made once: the only place the engine builds payloads."""
-
-
-@dataclass(frozen=True, slots=True)
-class PluginFault:
-    """A plugin's exception, isolated in an observe-only hook."""
-
-    plugin_name: str
-    hook: str
-    exception: BaseException
-
-    def __str__(self) -> str:
-        return f"{self.plugin_name}, {self.hook}: {self.exception}"
-
-
-class PluginTimeout(TimeoutError):
-    """An async hook implementation ran longer than the dispatcher's timeout."""
-
-
-@dataclass(frozen=True, slots=True)
-class HookImplementation:
-    """One plugin's implementation of one hook, ready to call."""
-
-    plugin_name: str
-    function: Callable[..., Any]
-    takes_payload: bool
-    is_async: bool
-    order: int  # 0 trylast, 1 plain, 2 tryfirst: pluggy's grouping
-    background: bool = False
-    source: Any = None  # the pluggy HookImpl, handed to hook-call monitors
-
-    @classmethod
-    def from_pluggy(cls, impl: pluggy.HookImpl) -> HookImplementation:
-        """Wrap a ``pluggy.HookImpl``."""
-        return cls(
-            plugin_name=impl.plugin_name,
-            function=impl.function,
-            takes_payload="payload" in impl.argnames,
-            is_async=inspect.iscoroutinefunction(impl.function),
-            order=2 if impl.tryfirst else 0 if impl.trylast else 1,
-            background=is_background(impl.function),
-            source=impl,
-        )
-
-    def call(self, payload: HookPayload) -> Any:
-        """Call the implementation (what it returns may be awaitable). The channel inlines
-        this, on its hot path."""
-        return self.function(payload) if self.takes_payload else self.function()
-
-
-def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
-    """pluggy's call order for implementations given in registration order."""
-    ordered = sorted(registered, key=lambda impl: impl.order)  # stable
-    return tuple(reversed(ordered))
-
-
-@dataclass(frozen=True, slots=True)
-class Firing:
-    """Which hooks do anything when fired (some plugin implements or monitors them).
-
-    The loop reads the flag before it fires a hook (``if hooks.firing.pre_call:``), so a
-    hook nobody implements costs one attribute read: no coroutine, no payload.
-    """
-
-    loop_start: bool
-    validate: bool
-    pre_call: bool
-    post_call: bool
-    error: bool
-    iteration: bool
-    repair: bool
-    loop_end: bool
-
-    @classmethod
-    def of(cls, fires: Mapping[HookName, bool]) -> Firing:
-        """The flags of a table's ``fires`` mapping."""
-        return cls(
-            loop_start=fires[H.SAMPLING_LOOP_START],
-            validate=fires[H.SAMPLING_VALIDATE],
-            pre_call=fires[H.GENERATION_PRE_CALL],
-            post_call=fires[H.GENERATION_POST_CALL],
-            error=fires[H.GENERATION_ERROR],
-            iteration=fires[H.SAMPLING_ITERATION],
-            repair=fires[H.SAMPLING_REPAIR],
-            loop_end=fires[H.SAMPLING_LOOP_END],
-        )
-
-
-class HookTable:
-    """Every hook's implementations in call order, the monitors, and the fault policy."""
-
-    __slots__ = (
-        "awaits_iteration",
-        "background",
-        "delivery",
-        "fires",
-        "firing",
-        "inline",
-        "monitors",
-        "registered",
-        "strict",
-        "timeout",
-        "writable",
-    )
-
-    def __init__(
-        self,
-        registered: Mapping[HookName, Iterable[HookImplementation]],
-        *,
-        strict: bool = False,
-        timeout: float | None = None,
-        monitors: Sequence[Monitor] = (),
-        delivery: BackgroundDelivery | None = None,
-    ) -> None:
-        self.registered = {hook: tuple(registered.get(hook, ())) for hook in HookName}
-        self.strict = strict
-        self.timeout = timeout
-        self.monitors = tuple(monitors)
-        self.delivery = delivery
-        ordered = {hook: call_order(impls) for hook, impls in self.registered.items()}
-        self.inline = {h: tuple(i for i in ordered[h] if not i.background) for h in HookName}
-        self.background = {h: tuple(i for i in ordered[h] if i.background) for h in HookName}
-        self.writable = {h: h.may_change_payload for h in HookName}
-        # Whether firing a hook does anything at all; if not, no payload is built.
-        self.fires = {h: bool(ordered[h] or self.monitors) for h in HookName}
-        self.firing = Firing.of(self.fires)
-        # Whether a sampling_iteration implementation is async (its delivery is then locked).
-        self.awaits_iteration = any(impl.is_async for impl in self.inline[H.SAMPLING_ITERATION])
-
-    def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
-        """A table with ``extra`` implementations registered after these (pluggy's rule:
-        a later ``trylast`` one goes before the earlier ones, so it is called after them)."""
-        combined = {}
-        for hook in HookName.per_call():
-            more = tuple(extra.get(hook, ()))
-            late = tuple(impl for impl in more if impl.order == 0)
-            rest = tuple(impl for impl in more if impl.order != 0)
-            combined[hook] = late + self.registered[hook] + rest
-        return HookTable(
-            combined,
-            strict=self.strict,
-            timeout=self.timeout,
-            monitors=self.monitors,
-            delivery=self.delivery,
-        )
-
-    def for_call(self, sampling_id: str, strategy_name: str) -> CallHooks:
-        """The hook channel of one ``sample()`` call."""
-        return CallHooks(self, sampling_id, strategy_name)
 
 
 class CallHooks:
