@@ -254,26 +254,20 @@ class BudgetGuard:
                 f"budget_guard: a dollar ceiling is set but the price of model {model!r} is "
                 "unknown, so its cost cannot be capped (use a token ceiling instead)"
             )
-        if self.max_usd_total is not None and process_usd > self.max_usd_total:
-            raise StopSampling(
-                f"budget_guard: ${process_usd:.6f} spent in total, over "
-                f"max_usd_total={self.max_usd_total}"
-            )
-        if self.max_usd_per_call is not None and call_usd > self.max_usd_per_call:
-            raise StopSampling(
-                f"budget_guard: ${call_usd:.6f} spent by this call, over "
-                f"max_usd_per_call={self.max_usd_per_call}"
-            )
-        if self.max_tokens_total is not None and process_tokens > self.max_tokens_total:
-            raise StopSampling(
-                f"budget_guard: {process_tokens} tokens spent in total, over "
-                f"max_tokens_total={self.max_tokens_total}"
-            )
-        if self.max_tokens_per_call is not None and call_tokens > self.max_tokens_per_call:
-            raise StopSampling(
-                f"budget_guard: {call_tokens} tokens spent by this call, over "
-                f"max_tokens_per_call={self.max_tokens_per_call}"
-            )
+        ceilings = (
+            ("max_usd_total", self.max_usd_total, process_usd, "${:.6f} spent in total"),
+            ("max_usd_per_call", self.max_usd_per_call, call_usd, "${:.6f} spent by this call"),
+            ("max_tokens_total", self.max_tokens_total, process_tokens, "{} tokens spent in total"),
+            (
+                "max_tokens_per_call",
+                self.max_tokens_per_call,
+                call_tokens,
+                "{} tokens spent by this call",
+            ),
+        )
+        for name, ceiling, spent, shown in ceilings:
+            if ceiling is not None and spent > ceiling:
+                raise StopSampling(f"budget_guard: {shown.format(spent)}, over {name}={ceiling}")
 
 
 def _is_int(value: Any) -> bool:
