@@ -43,17 +43,19 @@ import structlog
 
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName
-from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
+from hook_specs.payloads import HookPayload
 from hook_specs.records import Attempt, Generation, IterationInfo, Message, ValidationResult
 from sampling_core.budgets import check_attempts, check_budget
 from sampling_core.errors import PluginError
 from sampling_core.hook_table import (  # noqa: F401  (re-exported: the names the engine uses)
+    BUILDERS,
     Firing,
     HookImplementation,
     HookTable,
     Monitor,
     PluginFault,
     PluginTimeout,
+    Route,
     call_order,
 )
 
@@ -63,27 +65,25 @@ if TYPE_CHECKING:
 logger = structlog.get_logger("samplehooks")
 
 H = HookName
-BUILDERS = {hook: cls.builder() for hook, cls in PAYLOAD_TYPES.items()}
-"""Each hook's payload builder, made once: the only place the engine builds payloads."""
 
 
 class CallHooks:
     """One call's hook channel: one awaitable method per hook (see the module docstring)."""
 
-    __slots__ = ("_delivery_lock", "_fires", "_id", "_strategy", "faults", "firing", "table")
+    __slots__ = ("_delivery_lock", "_id", "_routes", "_strategy", "faults", "firing", "table")
 
     def __init__(self, table: HookTable, sampling_id: str, strategy_name: str) -> None:
         self.table = table
         self.faults: list[PluginFault] = []
         self.firing = table.firing
-        self._fires = table.fires
+        self._routes = table.routes
         self._id = sampling_id
         self._strategy = strategy_name
         self._delivery_lock: anyio.Lock | None = None
 
     def fires(self, hook: HookName) -> bool:
         """Whether firing ``hook`` does anything (some plugin implements or monitors it)."""
-        return self._fires[hook]
+        return self.table.fires[hook]
 
     # -- one method per hook, in the order they fire -----------------------------------
 
@@ -96,9 +96,10 @@ class CallHooks:
     ) -> tuple[int, int]:
         """Fire ``sampling_loop_start``; the budgets to run with (checked if changed)."""
         loop_budget, concurrency_budget = fields["loop_budget"], fields["concurrency_budget"]
-        if not self._fires[H.SAMPLING_LOOP_START]:
+        if not self.firing.loop_start:
             return loop_budget, concurrency_budget
-        payload = await self._fire(H.SAMPLING_LOOP_START, self._call_fields(fields))
+        fields["sampling_id"], fields["strategy_name"] = self._id, self._strategy
+        payload = await self._fire(self._routes.loop_start, fields)
         if (
             payload.loop_budget is not loop_budget
             or payload.concurrency_budget is not concurrency_budget
@@ -128,27 +129,45 @@ class CallHooks:
         purpose: str = "sample",
     ) -> tuple[list[Message], dict[str, Any]]:
         """Fire ``generation_pre_call``; the messages and options to send."""
-        if not self._fires[H.GENERATION_PRE_CALL]:
+        if not self.firing.pre_call:
             return messages, options
-        fields = self._attempt_fields(info)
-        fields["messages"] = list(messages)
-        fields["options"] = dict(options)
-        fields["retry"] = retry
-        fields["purpose"] = purpose
-        payload = await self._fire(H.GENERATION_PRE_CALL, fields)
+        payload = await self._fire(
+            self._routes.pre_call,
+            {
+                "sampling_id": self._id,
+                "strategy_name": self._strategy,
+                "subsample_index": info.subsample_index,
+                "attempt": info.attempt,
+                "iteration": info.iteration,
+                "sequence": None,
+                "messages": list(messages),
+                "options": dict(options),
+                "retry": retry,
+                "purpose": purpose,
+            },
+        )
         return payload.messages, payload.options
 
     async def post_call(
         self, info: IterationInfo, generation: Generation, retry: int, purpose: str = "sample"
     ) -> None:
         """Fire ``generation_post_call``."""
-        if self._fires[H.GENERATION_POST_CALL]:
-            fields = self._attempt_fields(info)
-            fields["generation"] = generation
-            fields["latency_s"] = generation.latency_s
-            fields["retry"] = retry
-            fields["purpose"] = purpose
-            await self._fire(H.GENERATION_POST_CALL, fields)
+        if self.firing.post_call:
+            await self._fire(
+                self._routes.post_call,
+                {
+                    "sampling_id": self._id,
+                    "strategy_name": self._strategy,
+                    "subsample_index": info.subsample_index,
+                    "attempt": info.attempt,
+                    "iteration": info.iteration,
+                    "sequence": None,
+                    "generation": generation,
+                    "latency_s": generation.latency_s,
+                    "retry": retry,
+                    "purpose": purpose,
+                },
+            )
 
     async def error(
         self,
@@ -160,15 +179,24 @@ class CallHooks:
         purpose: str = "sample",
     ) -> None:
         """Fire ``generation_error``."""
-        if self._fires[H.GENERATION_ERROR]:
-            fields = self._attempt_fields(info)
-            fields["exception"] = exc
-            fields["error_type"] = type(exc).__name__
-            fields["will_retry"] = will_retry
-            fields["retry_in_s"] = retry_in_s
-            fields["retry"] = retry
-            fields["purpose"] = purpose
-            await self._fire(H.GENERATION_ERROR, fields)
+        if self.firing.error:
+            await self._fire(
+                self._routes.error,
+                {
+                    "sampling_id": self._id,
+                    "strategy_name": self._strategy,
+                    "subsample_index": info.subsample_index,
+                    "attempt": info.attempt,
+                    "iteration": info.iteration,
+                    "sequence": None,
+                    "exception": exc,
+                    "error_type": type(exc).__name__,
+                    "will_retry": will_retry,
+                    "retry_in_s": retry_in_s,
+                    "retry": retry,
+                    "purpose": purpose,
+                },
+            )
 
     async def validate(
         self,
@@ -178,22 +206,32 @@ class CallHooks:
         validations: tuple[ValidationResult, ...],
     ) -> tuple[ValidationResult, ...]:
         """Fire ``sampling_validate``; the verdicts the attempt is judged by."""
-        hook = H.SAMPLING_VALIDATE
-        if not self._fires[hook]:
+        if not self.firing.validate:
             return validations
-        fields = self._attempt_fields(info)
-        fields["text"] = generation.text
-        fields["messages"] = list(messages)
-        fields["generation"] = generation
-        fields["results"] = list(validations)
-        payload = await self._fire(hook, fields)
+        payload = await self._fire(
+            self._routes.validate,
+            {
+                "sampling_id": self._id,
+                "strategy_name": self._strategy,
+                "subsample_index": info.subsample_index,
+                "attempt": info.attempt,
+                "iteration": info.iteration,
+                "sequence": None,
+                "text": generation.text,
+                "messages": list(messages),
+                "generation": generation,
+                "results": list(validations),
+            },
+        )
         results = payload.results
         if not isinstance(results, list) or not all(
             isinstance(r, ValidationResult) for r in results
         ):
             writer = payload.written_by("results") or "a plugin"
             raise PluginError(
-                writer, hook.value, "payload.results must be a list of ValidationResult"
+                writer,
+                H.SAMPLING_VALIDATE.value,
+                "payload.results must be a list of ValidationResult",
             )
         return tuple(results)
 
@@ -210,94 +248,118 @@ class CallHooks:
         short. When no implementation is async nothing is awaited, so nothing can come
         between two events and there is nothing to shield.
         """
-        hook = H.SAMPLING_ITERATION
-        if not self._fires[hook]:
+        if not self.firing.iteration:
             return
         validations = attempt.validations
-        fields = self._attempt_fields(info)
-        fields["sequence"] = attempt.sequence
-        fields["generation"] = attempt.generation
-        fields["text"] = attempt.text
-        fields["validations"] = list(validations)
-        fields["passed"] = attempt.passed
-        fields["valid_count"] = attempt.valid_count
-        fields["total_count"] = len(validations)
-        fields["latency_s"] = attempt.generation.latency_s
-        fields["usage"] = attempt.generation.usage
-        if not self.table.awaits_iteration and not (
-            self._delivery_lock is not None and self._delivery_lock.locked()
-        ):
-            await self._fire(hook, fields)
-            return
-        if self._delivery_lock is None:
-            self._delivery_lock = anyio.Lock(fast_acquire=True)
-        with shield():
-            async with self._delivery_lock:
-                await self._fire(hook, fields)
-
-    async def repair(
-        self, info: IterationInfo, failed: Attempt, messages: list[Message]
-    ) -> list[Message]:
-        """Fire ``sampling_repair``; the next attempt's messages."""
-        hook = H.SAMPLING_REPAIR
-        if not self._fires[hook]:
-            return messages
-        fields = self._attempt_fields(info)
-        fields["sequence"] = failed.sequence
-        fields["text"] = failed.text
-        fields["validations"] = list(failed.validations)
-        fields["failure_reasons"] = failed.failure_reasons
-        fields["next_attempt"] = failed.attempt + 1
-        fields["messages"] = list(messages)
-        payload = await self._fire(hook, fields)
-        repaired = payload.messages
-        if not isinstance(repaired, list):
-            writer = payload.written_by("messages") or "a plugin"
-            raise PluginError(writer, hook.value, "payload.messages must be a list of messages")
-        return repaired
-
-    async def loop_end(self, fields: dict[str, Any]) -> None:
-        """Fire ``sampling_loop_end`` (faults, ``StopSampling`` included, are isolated)."""
-        if self._fires[H.SAMPLING_LOOP_END]:
-            await self._fire(H.SAMPLING_LOOP_END, self._call_fields(fields))
-
-    # -- behind every hook ---------------------------------------------------------------
-
-    def _call_fields(self, fields: dict[str, Any]) -> dict[str, Any]:
-        return {"sampling_id": self._id, "strategy_name": self._strategy, **fields}
-
-    def _attempt_fields(self, info: IterationInfo) -> dict[str, Any]:
-        return {
+        generation = attempt.generation
+        fields = {
             "sampling_id": self._id,
             "strategy_name": self._strategy,
             "subsample_index": info.subsample_index,
             "attempt": info.attempt,
             "iteration": info.iteration,
-            "sequence": None,
+            "sequence": attempt.sequence,
+            "generation": generation,
+            "text": attempt.text,
+            "validations": list(validations),
+            "passed": attempt.passed,
+            "valid_count": attempt.valid_count,
+            "total_count": len(validations),
+            "latency_s": generation.latency_s,
+            "usage": generation.usage,
         }
+        route = self._routes.iteration
+        if not self.table.awaits_iteration and not (
+            self._delivery_lock is not None and self._delivery_lock.locked()
+        ):
+            await self._fire(route, fields)
+            return
+        if self._delivery_lock is None:
+            self._delivery_lock = anyio.Lock(fast_acquire=True)
+        with shield():
+            async with self._delivery_lock:
+                await self._fire(route, fields)
 
-    async def _fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
-        """Build ``hook``'s payload, deliver it, and return it (as plugins left it).
+    async def repair(
+        self, info: IterationInfo, failed: Attempt, messages: list[Message]
+    ) -> list[Message]:
+        """Fire ``sampling_repair``; the next attempt's messages."""
+        if not self.firing.repair:
+            return messages
+        payload = await self._fire(
+            self._routes.repair,
+            {
+                "sampling_id": self._id,
+                "strategy_name": self._strategy,
+                "subsample_index": info.subsample_index,
+                "attempt": info.attempt,
+                "iteration": info.iteration,
+                "sequence": failed.sequence,
+                "text": failed.text,
+                "validations": list(failed.validations),
+                "failure_reasons": failed.failure_reasons,
+                "next_attempt": failed.attempt + 1,
+                "messages": list(messages),
+            },
+        )
+        repaired = payload.messages
+        if not isinstance(repaired, list):
+            writer = payload.written_by("messages") or "a plugin"
+            raise PluginError(
+                writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
+            )
+        return repaired
 
-        The implementations are called right here (one coroutine per hook fired); with
-        hook-call monitors, between every monitor's ``before`` and ``after``.
+    async def loop_end(self, fields: dict[str, Any]) -> None:
+        """Fire ``sampling_loop_end`` (faults, ``StopSampling`` included, are isolated)."""
+        if self.firing.loop_end:
+            fields["sampling_id"], fields["strategy_name"] = self._id, self._strategy
+            await self._fire(self._routes.loop_end, fields)
+
+    # -- behind every hook ---------------------------------------------------------------
+
+    async def _fire(self, route: Route, fields: dict[str, Any]) -> Any:
+        """Build the hook's payload, deliver it, and return it (as plugins left it).
+
+        When the route is direct (every implementation a plain function, no monitor, no
+        background observer) they are called right here, in a loop nothing can suspend.
         """
-        table = self.table
-        payload = BUILDERS[hook](fields)
-        monitored = self._before(hook, payload) if table.monitors else None
+        payload = route.build(fields)
+        if not route.direct:
+            await self._deliver(route, payload)
+            return payload
+        writable = route.writable
+        for impl in route.inline:
+            if writable:
+                payload.track_writes(impl.plugin_name)
+            try:
+                out = impl.function(payload) if impl.takes_payload else impl.function()
+                if out is not None and inspect.isawaitable(out):
+                    raise _not_awaited(out)
+            except Exception as exc:
+                self._fault(route.hook, impl.plugin_name, exc, writable)
+        if writable:  # a write made after the hook is nobody's
+            payload.track_writes(None)
+        return payload
+
+    async def _deliver(self, route: Route, payload: HookPayload) -> None:
+        """Deliver to every implementation, awaiting async ones, with monitors around the
+        inline ones and background ones queued after them."""
+        hook, table, writable = route.hook, self.table, route.writable
+        monitored = self._before(route, payload) if table.monitors else None
         try:
-            impls = table.inline[hook]
-            writable = table.writable[hook]
-            for impl in impls:
+            for impl in route.inline:
                 if writable:
                     payload.track_writes(impl.plugin_name)
                 try:
                     out = impl.function(payload) if impl.takes_payload else impl.function()
-                    if impl.is_async or (out is not None and inspect.isawaitable(out)):
+                    if impl.is_async:
                         await self._awaited(out)
+                    elif out is not None and inspect.isawaitable(out):
+                        raise _not_awaited(out)
                 except Exception as exc:
                     self._fault(hook, impl.plugin_name, exc, writable)
-            if writable and impls:  # a write made after the hook is nobody's
+            if writable and route.inline:
                 payload.track_writes(None)
         except BaseException as exc:
             if monitored is not None:
@@ -305,11 +367,9 @@ class CallHooks:
             raise
         if monitored is not None:
             self._after(hook, monitored, pluggy.Result([], None))
-        queued = table.background[hook]
-        if queued and table.delivery is not None:
-            for impl in queued:
+        if route.background and table.delivery is not None:
+            for impl in route.background:
                 await table.delivery.put(hook, impl, payload)
-        return payload
 
     async def _awaited(self, pending: Any) -> None:
         timeout = self.table.timeout
@@ -321,14 +381,13 @@ class CallHooks:
         if scope.cancelled_caught:
             raise PluginTimeout(f"took longer than {timeout:g}s and was cancelled")
 
-    def _before(self, hook: HookName, payload: HookPayload) -> tuple[list[Any], dict[str, Any]]:
+    def _before(self, route: Route, payload: HookPayload) -> tuple[list[Any], dict[str, Any]]:
         """Tell every monitor a hook call begins (pluggy's ``before``); what ``after`` takes."""
         # pluggy's order: the last one listed is called first.
-        called = (*self.table.inline[hook], *self.table.background[hook])
-        impls = [impl.source for impl in reversed(called)]
+        impls = [impl.source for impl in reversed((*route.inline, *route.background))]
         kwargs = {"payload": payload}
         for before, _ in self.table.monitors:
-            before(hook.value, impls, kwargs)
+            before(route.hook.value, impls, kwargs)
         return impls, kwargs
 
     def _after(
@@ -355,6 +414,17 @@ class CallHooks:
             raise PluginError(plugin_name, hook.value, describe(exc)) from exc
         self.faults.append(PluginFault(plugin_name, hook.value, exc))
         log_fault(plugin_name, hook.value, exc)
+
+
+def _not_awaited(pending: Any) -> TypeError:
+    """The fault of a plain function that returned an awaitable (it is closed, not run)."""
+    close = getattr(pending, "close", None)
+    if close is not None:
+        close()
+    return TypeError(
+        f"returned {type(pending).__name__} from a plain function; an implementation "
+        "whose work must be awaited is declared `async def`"
+    )
 
 
 def log_fault(plugin_name: str, hook: str, exc: BaseException) -> None:

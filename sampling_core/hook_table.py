@@ -15,7 +15,7 @@ import pluggy
 
 from hook_specs.markers import is_background
 from hook_specs.names import HookName
-from hook_specs.payloads import HookPayload
+from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
 
 if TYPE_CHECKING:
     from sampling_core.background import BackgroundDelivery
@@ -61,7 +61,7 @@ class HookImplementation:
             plugin_name=impl.plugin_name,
             function=impl.function,
             takes_payload="payload" in impl.argnames,
-            is_async=inspect.iscoroutinefunction(impl.function),
+            is_async=is_async_function(impl.function),
             order=2 if impl.tryfirst else 0 if impl.trylast else 1,
             background=is_background(impl.function),
             source=impl,
@@ -71,6 +71,42 @@ class HookImplementation:
         """Call the implementation (what it returns may be awaitable). The channel inlines
         this, on its hot path."""
         return self.function(payload) if self.takes_payload else self.function()
+
+
+BUILDERS = {hook: cls.builder() for hook, cls in PAYLOAD_TYPES.items()}
+"""Each hook's payload builder, made once: the only place the engine builds payloads
+(a table's routes take theirs from here when the table is made)."""
+
+_ROUTED = {
+    "loop_start": H.SAMPLING_LOOP_START,
+    "validate": H.SAMPLING_VALIDATE,
+    "pre_call": H.GENERATION_PRE_CALL,
+    "post_call": H.GENERATION_POST_CALL,
+    "error": H.GENERATION_ERROR,
+    "iteration": H.SAMPLING_ITERATION,
+    "repair": H.SAMPLING_REPAIR,
+    "loop_end": H.SAMPLING_LOOP_END,
+}
+"""The attribute of :class:`Routes` (and of :class:`Firing`) that holds each per-call hook."""
+
+
+def is_async_function(function: Callable[..., Any]) -> bool:
+    """Whether calling ``function`` gives something to await: an ``async def``, also behind
+    a ``functools.wraps`` decorator, or an object whose ``__call__`` is ``async def``.
+
+    Decided once, when the implementation is registered; a plain function that returns an
+    awaitable all the same is a fault of its plugin (the awaitable is closed, not run).
+    """
+    if inspect.iscoroutinefunction(function):
+        return True
+    try:
+        inner = inspect.unwrap(function)
+    except ValueError:  # a cycle of __wrapped__
+        inner = function
+    if inner is not function and inspect.iscoroutinefunction(inner):
+        return True
+    call = getattr(function, "__call__", None)  # noqa: B004 (an object's own __call__)
+    return not inspect.isfunction(function) and inspect.iscoroutinefunction(call)
 
 
 def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
@@ -111,6 +147,37 @@ class Firing:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How one hook is delivered with one table, worked out once when the table is made.
+
+    ``direct`` holds when nothing can suspend the delivery: every inline implementation is
+    a plain function, no monitor watches and no background observer waits. The channel then
+    calls the implementations in a plain loop (see ``CallHooks._call``).
+    """
+
+    hook: HookName
+    build: Callable[[dict[str, Any]], Any]  # the payload class's builder
+    inline: tuple[HookImplementation, ...]  # in call order
+    background: tuple[HookImplementation, ...]
+    writable: bool
+    direct: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """Every per-call hook's :class:`Route`, one attribute per hook (read on the hot path)."""
+
+    loop_start: Route
+    validate: Route
+    pre_call: Route
+    post_call: Route
+    error: Route
+    iteration: Route
+    repair: Route
+    loop_end: Route
+
+
 class HookTable:
     """Every hook's implementations in call order, the monitors, and the fault policy."""
 
@@ -123,6 +190,7 @@ class HookTable:
         "inline",
         "monitors",
         "registered",
+        "routes",
         "strict",
         "timeout",
         "writable",
@@ -151,6 +219,18 @@ class HookTable:
         self.firing = Firing.of(self.fires)
         # Whether a sampling_iteration implementation is async (its delivery is then locked).
         self.awaits_iteration = any(impl.is_async for impl in self.inline[H.SAMPLING_ITERATION])
+        self.routes = Routes(**{attr: self._route(hook) for attr, hook in _ROUTED.items()})
+
+    def _route(self, hook: HookName) -> Route:
+        inline = self.inline[hook]
+        return Route(
+            hook=hook,
+            build=BUILDERS[hook],
+            inline=inline,
+            background=self.background[hook],
+            writable=self.writable[hook],
+            direct=not (self.monitors or self.background[hook] or any(i.is_async for i in inline)),
+        )
 
     def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
         """A table with ``extra`` implementations registered after these (pluggy's rule:
