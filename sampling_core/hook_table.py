@@ -19,7 +19,6 @@ from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
 
 if TYPE_CHECKING:
     from sampling_core.background import BackgroundDelivery
-    from sampling_core.dispatch import CallHooks
 
 H = HookName
 Monitor = tuple[Callable[..., None], Callable[..., None]]
@@ -248,9 +247,3 @@ class HookTable:
             monitors=self.monitors,
             delivery=self.delivery,
         )
-
-    def for_call(self, sampling_id: str, strategy_name: str) -> CallHooks:
-        """The hook channel of one ``sample()`` call."""
-        from sampling_core.dispatch import CallHooks  # the channel imports this module
-
-        return CallHooks(self, sampling_id, strategy_name)

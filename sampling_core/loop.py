@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 import structlog
-from structlog.contextvars import bind_contextvars, reset_contextvars
+from structlog.contextvars import bind_contextvars
 
 from hook_specs.errors import StopSampling
 from hook_specs.records import Attempt, Generation, IterationInfo, Message
@@ -205,7 +205,8 @@ class SamplingCall:
             self._fail(exc)
         finally:
             if inline and undo is not None:
-                reset_contextvars(**undo[0])
+                for token in undo[0].values():  # the contextvars tokens structlog returned
+                    token.var.reset(token)
                 leave_attempt(undo[1])
 
     # -- one attempt --------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
@@ -22,7 +23,7 @@ from sampling_core.budgets import (
     check_attempts,
     check_budget,
 )
-from sampling_core.dispatch import PluginFault
+from sampling_core.dispatch import CallHooks, PluginFault
 from sampling_core.loop import CallSettings, SamplingCall
 from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
 from sampling_core.requirements import (
@@ -215,7 +216,7 @@ class Sampler:
         if format is not None:
             checks = (*checks, parses_as(format))
         table = self.plugins.with_call_plugins(plugins) if plugins else self.plugins.hooks()
-        sampling_id = os.urandom(8).hex()
+        sampling_id = new_sampling_id()
         call = SamplingCall(
             CallSettings(
                 sampling_id=sampling_id,
@@ -238,7 +239,7 @@ class Sampler:
                 check_timeout=self.check_timeout,
                 row=row,
             ),
-            table.for_call(sampling_id, strategy.name),
+            CallHooks(table, sampling_id, strategy.name),
         )
         return await call.run()
 
@@ -251,6 +252,16 @@ class Sampler:
             return _run_sync(partial(self.sample, prompt, **kwargs))
         finally:
             self.background.drain()
+
+
+_ids = random.Random()  # seeded from os.urandom; never the caller's global random state
+if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's ids
+    os.register_at_fork(after_in_child=_ids.seed)
+
+
+def new_sampling_id() -> str:
+    """A new call's ``sampling_id``: 16 random hex digits."""
+    return f"{_ids.getrandbits(64):016x}"
 
 
 def _positive_or_none(name: str, value: float | None) -> float | None:
