@@ -86,10 +86,13 @@ def as_generation(reply: Any, latency: float) -> Generation:
         raise BadReply(
             f"backend returned {type(reply).__name__}; generate() must return a Generation or a str"
         )
-    if not isinstance(reply.text, str):
-        raise BadReply(f"backend returned a Generation whose text is {type(reply.text).__name__}")
-    reply.text = scrub(reply.text)
-    if reply.raw is not None and has_secrets():
+    text = reply.text
+    if not isinstance(text, str):
+        raise BadReply(f"backend returned a Generation whose text is {type(text).__name__}")
+    secrets = has_secrets()
+    if secrets or not text.isascii():  # else there is nothing to scrub or repair
+        reply.text = scrub(text)
+    if secrets and reply.raw is not None:
         reply.raw = scrub_data(reply.raw)
     usage = reply.usage
     if not isinstance(usage, Usage):
