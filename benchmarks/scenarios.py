@@ -26,6 +26,7 @@ from benchmarks.fakes import (
     passes,
     tracing_plugin,
 )
+from benchmarks.recorder import recorder
 from benchmarks.report import FLOOR, Check, Row
 from benchmarks.timing import (
     Runner,
@@ -365,5 +366,6 @@ SCENARIOS: dict[str, Callable[[Settings], Awaitable[list[Row]]]] = {
     "many_calls": many_calls,
     "hooks": hooks,
     "background_observer": background_observer,
+    "recorder": recorder,
 }
 """Every scenario, by the name ``--only`` takes."""

@@ -169,25 +169,26 @@ class RecorderPlugin:
             capture_content = os.environ.get("SAMPLEHOOKS_TRACE_CONTENT", "").lower() in _TRUE
         refresh_environment()
         self.capture_content = capture_content
-        self._out = EventLines(Path(path), _ALWAYS if capture_content else _CONTENT)
+        self.output = EventLines(Path(path), _ALWAYS if capture_content else _CONTENT)
+        """The file, and the events noted for it and not yet written."""
         # A recorder enabled by name is never closed explicitly: what it noted is written
         # and its file closed when it goes away, or at interpreter exit.
-        weakref.finalize(self, self._out.close)
+        weakref.finalize(self, self.output.close)
 
     @property
     def path(self) -> Path:
         """The file events are appended to."""
-        return self._out.path
+        return self.output.path
 
     @path.setter
     def path(self, path: str | os.PathLike[str]) -> None:
         self.close()
-        self._out.path = Path(path)
+        self.output.path = Path(path)
 
     @property
     def lines_written(self) -> int:
         """Event lines written so far (events noted but not yet written are not counted)."""
-        return self._out.lines_written
+        return self.output.lines_written
 
     def for_run(self, events_file: os.PathLike[str] | str, total: int = 0) -> None:
         """Configure for a batch run: write into the run's ``events_file``."""
@@ -196,7 +197,7 @@ class RecorderPlugin:
     def close(self) -> None:
         """Write every event noted so far, then close the file (a later event opens it
         again, appending)."""
-        self._out.close()
+        self.output.close()
 
     def __enter__(self) -> RecorderPlugin:
         return self
@@ -211,52 +212,52 @@ class RecorderPlugin:
 
     def encode(self, hook: str, payload: HookPayload) -> str:
         """One event as its JSON line (without the newline), content left out as configured."""
-        out = self._out
+        out = self.output
         return out.line(hook, time.time(), out.dump(hook, payload)).removesuffix("\n")
 
     def record(self, hook: str, payload: HookPayload) -> None:
         """Append one event line now (after the events noted before it)."""
-        self._out.note(hook, self._out.dump(hook, payload))
-        self._out.write_noted()
+        self.output.note(hook, self.output.dump(hook, payload))
+        self.output.write_noted()
 
     # -- hooks that may write: noted as JSON data at once (as the plugins before left it)
 
     @hookimpl(trylast=True)
     def sampling_loop_start(self, payload: SamplingLoopStartPayload) -> None:
         """Note the call's start, with the budgets every other plugin agreed on."""
-        self._out.note("sampling_loop_start", self._out.dump("sampling_loop_start", payload))
+        self.output.note("sampling_loop_start", self.output.dump("sampling_loop_start", payload))
 
     @hookimpl(trylast=True)
     def sampling_repair(self, payload: SamplingRepairPayload) -> None:
         """Note a repair (after other plugins edited the messages)."""
-        self._out.note("sampling_repair", self._out.dump("sampling_repair", payload))
+        self.output.note("sampling_repair", self.output.dump("sampling_repair", payload))
 
     @hookimpl(trylast=True)
     def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
         """Note a backend call about to be made (as other plugins left it)."""
-        self._out.note("generation_pre_call", self._out.dump("generation_pre_call", payload))
+        self.output.note("generation_pre_call", self.output.dump("generation_pre_call", payload))
 
     # -- observe-only hooks: their read-only payloads noted as they are, encoded later
 
     @hookimpl
     def sampling_iteration(self, payload: SamplingIterationPayload) -> None:
         """Note a completed attempt."""
-        self._out.note("sampling_iteration", payload)
+        self.output.note("sampling_iteration", payload)
 
     @hookimpl
     def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
         """Note the call's end."""
-        self._out.note("sampling_loop_end", payload)
+        self.output.note("sampling_loop_end", payload)
 
     @hookimpl
     def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
         """Note a backend call that returned."""
-        self._out.note("generation_post_call", payload)
+        self.output.note("generation_post_call", payload)
 
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Note a backend call that raised."""
-        self._out.note("generation_error", payload)
+        self.output.note("generation_error", payload)
 
     # -- the writing, off the event loop: after each completed attempt and each call's end
 
@@ -264,10 +265,10 @@ class RecorderPlugin:
     @background
     def write_after_iteration(self, payload: SamplingIterationPayload) -> None:
         """Encode and append the events noted so far (in the background)."""
-        self._out.write_noted()
+        self.output.write_noted()
 
     @hookimpl(specname="sampling_loop_end")
     @background
     def write_after_loop_end(self, payload: SamplingLoopEndPayload) -> None:
         """Encode and append the events noted so far, the call's end included."""
-        self._out.write_noted()
+        self.output.write_noted()
