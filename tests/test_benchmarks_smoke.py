@@ -15,6 +15,7 @@ SCENARIOS = {
     "many calls",
     "hooks",
     "background observer",
+    "recorder",
 }
 # Run the benchmarks with Mellea made unimportable, as on a machine without the bench extra.
 WITHOUT_MELLEA = (
