@@ -28,6 +28,7 @@ from benchmarks.fakes import (
 )
 from benchmarks.recorder import recorder
 from benchmarks.report import FLOOR, Check, Row
+from benchmarks.task_group import task_group
 from benchmarks.timing import (
     Runner,
     alternating,
@@ -367,5 +368,6 @@ SCENARIOS: dict[str, Callable[[Settings], Awaitable[list[Row]]]] = {
     "hooks": hooks,
     "background_observer": background_observer,
     "recorder": recorder,
+    "task_group": task_group,
 }
 """Every scenario, by the name ``--only`` takes."""

@@ -16,6 +16,7 @@ SCENARIOS = {
     "hooks",
     "background observer",
     "recorder",
+    "anyio task group",
 }
 # Run the benchmarks with Mellea made unimportable, as on a machine without the bench extra.
 WITHOUT_MELLEA = (
