@@ -27,7 +27,7 @@ from sampling_core import suspension
 from sampling_core.subsample_tasks import AnyioSubsampleTasks
 
 VARIANTS = ("no plugin", "trivial plugin on every hook")
-TASK_GROUP = "no plugin, anyio task group"
+TASK_GROUP = "anyio task group (no plugin)"
 """A variant run only when asked (``--variants``): the subsamples started by an anyio task
 group (``AnyioSubsampleTasks``) instead of the engine's plain asyncio tasks."""
 LOOP_BUDGET = 4

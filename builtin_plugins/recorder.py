@@ -124,11 +124,12 @@ class EventLines:
                     lines.append(self.line(hook, when, data))
                 except Exception as exc:  # the others are still written; this one reported
                     failed = failed or exc
-            if self._file is None:
-                self._file = self.open_file()
-            self._file.write("".join(lines))
-            self._file.flush()
-            self.lines_written += len(lines)
+            if lines:
+                if self._file is None:
+                    self._file = self.open_file()
+                self._file.write("".join(lines))
+                self._file.flush()
+                self.lines_written += len(lines)
         if failed is not None:
             raise failed
 
