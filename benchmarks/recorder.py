@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from benchmarks.fakes import PASSES, PROMPT, EngineBackend, FakeModel
+from benchmarks.background_observer import sixteen_attempts
+from benchmarks.fakes import EngineBackend, FakeModel
 from benchmarks.report import Check, Row
 from benchmarks.timing import median, paired_ratio, time_batches
 from builtin_plugins.recorder import RecorderPlugin
@@ -65,21 +66,7 @@ async def recorder(s: Any) -> list[Row]:
         ),
     }
 
-    def runner(sampler: Sampler) -> Any:
-        async def run() -> Any:
-            return await sampler.sample(
-                PROMPT, requirements=[PASSES], loop_budget=4, concurrency_budget=4
-            )
-
-        return run
-
-    from benchmarks.scenarios import implementations  # it imports this module
-
-    runners = {name: runner(sampler) for name, sampler in samplers.items()}
-    # The yardsticks of every scenario, making the same 16 attempts (for reference only).
-    others = implementations(model, loop_budget=4, concurrency_budget=4)
-    runners["bare"], runners["mellea"] = others["bare"], others.get("mellea")
-    runners = {name: run for name, run in runners.items() if run is not None}
+    runners = sixteen_attempts(model, samplers)
     calls = 1 if s.quick else 5
     seconds = await time_batches(runners, calls=calls, repeats=s.repeats, warmup=1)
     drained_ms = {}

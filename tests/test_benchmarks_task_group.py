@@ -4,17 +4,11 @@ engine's own runner back afterwards."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
-from pathlib import Path
 
-from benchmarks import instructions
 from benchmarks.fakes import FakeModel, engine_runner
 from benchmarks.task_group import with_runner
 from sampling_core import loop as loop_module
 from sampling_core.subsample_tasks import AnyioSubsampleTasks, subsample_tasks
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 class CountedTaskGroup(AnyioSubsampleTasks):
@@ -32,25 +26,3 @@ def test_the_injected_runner_starts_the_subsamples_and_is_removed_after() -> Non
     assert CountedTaskGroup.made == 1
     assert result.iterations_used == 6 and model.calls == 6
     assert loop_module.subsample_tasks is subsample_tasks
-
-
-def test_the_instruction_count_child_runs_the_task_group_variant() -> None:
-    expected = (instructions.WARMUP + 5) * instructions.LOOP_BUDGET * 2
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.instructions",
-            "--child",
-            instructions.TASK_GROUP,
-            "5",
-            "2",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [f"backend calls: {expected}"]
