@@ -175,16 +175,17 @@ def test_complete_at_interpreter_exit_without_aclose(tmp_path: Path) -> None:
     events, expected = tmp_path / "events.jsonl", tmp_path / "expected.json"
     script = textwrap.dedent(
         f"""
-        import asyncio, json, time
+        import asyncio, atexit, json, threading
         from builtin_plugins.recorder import EventLines, RecorderPlugin
         from sampling_core import Sampler, ScriptedBackend
         from sampling_core.testing import HookRecorder
 
+        exiting = threading.Event()
         real = EventLines.write_noted
-        def slow(self):  # a slow disk: events are still queued when the script ends
-            time.sleep(0.02)
+        def held(self):  # nothing is written before the interpreter begins to exit
+            exiting.wait(30)
             real(self)
-        EventLines.write_noted = slow
+        EventLines.write_noted = held
 
         seen = HookRecorder()
         sampler = Sampler(
@@ -201,6 +202,8 @@ def test_complete_at_interpreter_exit_without_aclose(tmp_path: Path) -> None:
         ]
         with open({str(expected)!r}, "w") as out:
             json.dump(rows, out)
+        # atexit runs the last registered first: this, then the sampler's drain
+        atexit.register(exiting.set)
         """
     )
     done = subprocess.run(
