@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmarks.fakes import PASSES, PROMPT, EngineBackend, FakeModel
 from benchmarks.report import Check, Row
-from benchmarks.timing import median, paired_ratio, time_batches
+from benchmarks.timing import Runner, median, paired_ratio, time_batches
 from hook_specs import background, hookimpl
 from sampling_core import Sampler
 
@@ -37,6 +37,29 @@ class SlowObserver:
         self.events += 1
 
 
+def sixteen_attempts(model: FakeModel, samplers: dict[str, Sampler]) -> dict[str, Runner]:
+    """A call of 16 attempts (``loop_budget=4, concurrency_budget=4``, never passing) on each
+    sampler, then the bare loop and Mellea (when installed) making the same 16 attempts on
+    ``model``, for reference."""
+
+    def runner(sampler: Sampler) -> Runner:
+        async def run() -> Any:
+            return await sampler.sample(
+                PROMPT, requirements=[PASSES], loop_budget=4, concurrency_budget=4
+            )
+
+        return run
+
+    from benchmarks.scenarios import implementations  # it imports this module
+
+    runners = {name: runner(sampler) for name, sampler in samplers.items()}
+    others = implementations(model, loop_budget=4, concurrency_budget=4)
+    runners["bare"] = others["bare"]
+    if "mellea" in others:
+        runners["mellea"] = others["mellea"]
+    return runners
+
+
 async def background_observer(s: Any) -> list[Row]:
     """The call's wall time with and without the slow background observer."""
     model = FakeModel(latency=0.005)
@@ -48,21 +71,7 @@ async def background_observer(s: Any) -> list[Row]:
         ),
     }
 
-    def runner(sampler: Sampler) -> Any:
-        async def run() -> Any:
-            return await sampler.sample(
-                PROMPT, requirements=[PASSES], loop_budget=4, concurrency_budget=4
-            )
-
-        return run
-
-    from benchmarks.scenarios import implementations  # it imports this module
-
-    runners = {name: runner(sampler) for name, sampler in samplers.items()}
-    # The yardsticks of every scenario, making the same 16 attempts (for reference only).
-    others = implementations(model, loop_budget=4, concurrency_budget=4)
-    runners["bare"], runners["mellea"] = others["bare"], others.get("mellea")
-    runners = {name: run for name, run in runners.items() if run is not None}
+    runners = sixteen_attempts(model, samplers)
     calls = 1 if s.quick else 5
     seconds = await time_batches(runners, calls=calls, repeats=s.repeats, warmup=1)
     for sampler in samplers.values():

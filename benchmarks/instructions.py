@@ -22,9 +22,14 @@ import subprocess
 import sys
 
 from benchmarks.fakes import FakeModel, TrivialPlugin, configure_logging, engine_runner
+from sampling_core import loop as loop_module
 from sampling_core import suspension
+from sampling_core.subsample_tasks import AnyioSubsampleTasks
 
 VARIANTS = ("no plugin", "trivial plugin on every hook")
+TASK_GROUP = "anyio task group (no plugin)"
+"""A variant run only when asked (``--variants``): the subsamples started by an anyio task
+group (``AnyioSubsampleTasks``) instead of the engine's plain asyncio tasks."""
 LOOP_BUDGET = 4
 FEW, MANY = 100, 400  # sample() calls of the two counted runs
 WARMUP = 50
@@ -43,6 +48,8 @@ def run_calls(variant: str, calls: int, concurrency: int) -> int:
     configure_logging()  # as the wall-time benchmarks do
     suspension.SCHEDULE_INTERVAL_S *= VALGRIND_SLOWDOWN
     plugins = [TrivialPlugin()] if variant == VARIANTS[1] else []
+    if variant == TASK_GROUP:
+        loop_module.subsample_tasks = AnyioSubsampleTasks  # type: ignore[assignment]
     model = FakeModel()
     run = engine_runner(
         model, loop_budget=LOOP_BUDGET, concurrency_budget=concurrency, plugins=plugins
@@ -103,6 +110,11 @@ def main(argv: list[str] | None = None) -> None:
     """Count every variant at every concurrency and print the table."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions")
     parser.add_argument("--concurrency", default="1,4", help="comma-separated, e.g. 1,4")
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated, among: {', '.join((*VARIANTS, TASK_GROUP))}",
+    )
     parser.add_argument("--child", nargs=3, metavar=("VARIANT", "CALLS", "CONCURRENCY"))
     args = parser.parse_args(argv)
     if args.child:
@@ -112,11 +124,15 @@ def main(argv: list[str] | None = None) -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed: apt install valgrind")
-    print("| concurrency | variant | instructions per attempt | ÷ no plugin |")
+    variants = [v.strip() for v in args.variants.split(",")]
+    unknown = [v for v in variants if v not in (*VARIANTS, TASK_GROUP)]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {unknown}; choose among {[*VARIANTS, TASK_GROUP]}")
+    print(f"| concurrency | variant | instructions per attempt | ÷ {variants[0]} |")
     print("|---|---|---|---|")
     for concurrency in (int(c) for c in args.concurrency.split(",")):
         base = None
-        for variant in VARIANTS:
+        for variant in variants:
             value = per_attempt(variant, concurrency)
             base = base or value
             print(f"| {concurrency} | {variant} | {value / 1000:.1f} k | {value / base:.2f} |")

@@ -26,7 +26,9 @@ from benchmarks.fakes import (
     passes,
     tracing_plugin,
 )
+from benchmarks.recorder import recorder
 from benchmarks.report import FLOOR, Check, Row
+from benchmarks.task_group import task_group
 from benchmarks.timing import (
     Runner,
     alternating,
@@ -365,5 +367,7 @@ SCENARIOS: dict[str, Callable[[Settings], Awaitable[list[Row]]]] = {
     "many_calls": many_calls,
     "hooks": hooks,
     "background_observer": background_observer,
+    "recorder": recorder,
+    "task_group": task_group,
 }
 """Every scenario, by the name ``--only`` takes."""

@@ -7,8 +7,17 @@ scrubbed of secrets (:mod:`sampling_core.redaction`).
 text; values JSON cannot hold are written as their ``repr``. Prompts, generated text and
 failure reasons are left out unless ``capture_content=True``, like the ``tracing`` plugin.
 
-Lines are appended under a lock and flushed one by one, so several calls (and threads)
-can share one recorder and a killed process loses at most the line being written.
+Delivery is in the background (``@background``, design section 10): at each hook the
+recorder only notes the event (its hook, the wall clock time, and the payload, which for
+the three hooks that may write is turned into JSON data right then, as plugins left it;
+the payloads of observe-only hooks are read-only snapshots); the worker thread the
+``Sampler`` owns encodes the noted events and appends them to the file after each
+``sampling_iteration`` and ``sampling_loop_end``, so the JSON encoding and the blocking
+writes are done off the event loop and a slow disk never holds up sampling. Events are
+written in the order the hooks fired, one call's and several calls' (and threads') alike.
+Every event is in the file when ``sample_sync``, ``Sampler.aclose()`` (the end of
+``async with Sampler(...)``) or a batch run return, when :meth:`RecorderPlugin.close` returns,
+and at interpreter exit; a killed process loses the events not yet written.
 ``samplehooks trace show FILE`` prints a recorded file as a per-call timeline.
 
 Enabled by name, it writes to ``SAMPLEHOOKS_RECORDER_PATH`` (default
@@ -21,6 +30,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -34,6 +44,7 @@ from hook_specs import (
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
     SamplingRepairPayload,
+    background,
     hookimpl,
 )
 from sampling_core.events import EventFileError, read_events
@@ -69,13 +80,83 @@ _CONTENT: dict[str, Any] = {
 }
 
 
+class EventLines:
+    """The recorder's file, and the events noted for it and not yet written.
+
+    :meth:`note` is called on the event loop and only appends to a deque (it never waits
+    for the file's lock); :meth:`write_noted` (the background worker, :meth:`close`) takes
+    the noted events off in order, encodes them and appends them, under the file's lock.
+    """
+
+    def __init__(self, path: Path, exclude: dict[str, Any]) -> None:
+        self.path = path
+        self.exclude = exclude
+        self.lines_written = 0
+        self._noted: deque[tuple[str, float, Any]] = deque()
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = None
+
+    def dump(self, hook: str, payload: HookPayload) -> dict[str, Any]:
+        """The payload as JSON data, content left out as configured."""
+        return payload.model_dump(mode="json", exclude=self.exclude.get(hook), fallback=repr)
+
+    def line(self, hook: str, when: float, data: dict[str, Any]) -> str:
+        """One event's line (newline included)."""
+        return one_json_line(
+            {"hook": hook, "time": when, "payload": scrub_data(data)}, default=repr
+        )
+
+    def note(self, hook: str, item: HookPayload | dict[str, Any]) -> None:
+        """Note an event now (its time is now): a read-only payload, or JSON data."""
+        self._noted.append((hook, time.time(), item))
+
+    def write_noted(self) -> None:
+        """Append every event noted so far, in the order noted, and flush."""
+        with self._lock:
+            if not self._noted:
+                return
+            lines = []
+            failed: Exception | None = None
+            while self._noted:
+                hook, when, item = self._noted.popleft()
+                try:
+                    data = item if isinstance(item, dict) else self.dump(hook, item)
+                    lines.append(self.line(hook, when, data))
+                except Exception as exc:  # the others are still written; this one reported
+                    failed = failed or exc
+            if lines:
+                if self._file is None:
+                    self._file = self.open_file()
+                self._file.write("".join(lines))
+                self._file.flush()
+                self.lines_written += len(lines)
+        if failed is not None:
+            raise failed
+
+    def open_file(self) -> IO[str]:
+        """Open :attr:`path` for appending (its parent directories created)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return self.path.open("a", encoding="utf-8")
+
+    def close(self) -> None:
+        """Write what is noted, then close the file (a later event opens it again)."""
+        try:
+            self.write_noted()
+        finally:
+            with self._lock:
+                if self._file is not None:
+                    self._file.close()
+                    self._file = None
+
+
 class RecorderPlugin:
-    """Appends every hook event to ``path`` as one JSON line.
+    """Appends every hook event to ``path`` as one JSON line (written in the background).
 
     ``path``: the file (created with its parent directories; appended to if it exists).
     ``capture_content``: also write prompts, generated text and failure reasons.
-    The file is opened on the first event and closed by :meth:`close`, on exit from a
-    ``with`` block, or when the recorder is garbage-collected.
+    The file is opened on the first write and closed by :meth:`close`, on exit from a
+    ``with`` block, or when the recorder is garbage-collected (each writes what is noted
+    first).
     """
 
     affects_results = False  # may be added, removed or reconfigured on --resume
@@ -88,25 +169,36 @@ class RecorderPlugin:
         if capture_content is None:
             capture_content = os.environ.get("SAMPLEHOOKS_TRACE_CONTENT", "").lower() in _TRUE
         refresh_environment()
-        self.path = Path(path)
         self.capture_content = capture_content
-        self._exclude = _ALWAYS if capture_content else _CONTENT
-        self._file: IO[str] | None = None
-        self._closer: weakref.finalize | None = None
-        self._lock = threading.Lock()
-        self.lines_written = 0
+        self.output = EventLines(Path(path), _ALWAYS if capture_content else _CONTENT)
+        """The file, and the events noted for it and not yet written."""
+        # A recorder enabled by name is never closed explicitly: what it noted is written
+        # and its file closed when it goes away, or at interpreter exit.
+        weakref.finalize(self, self.output.close)
+
+    @property
+    def path(self) -> Path:
+        """The file events are appended to."""
+        return self.output.path
+
+    @path.setter
+    def path(self, path: str | os.PathLike[str]) -> None:
+        self.close()
+        self.output.path = Path(path)
+
+    @property
+    def lines_written(self) -> int:
+        """Event lines written so far (events noted but not yet written are not counted)."""
+        return self.output.lines_written
 
     def for_run(self, events_file: os.PathLike[str] | str, total: int = 0) -> None:
         """Configure for a batch run: write into the run's ``events_file``."""
-        self.close()
         self.path = Path(events_file)
 
     def close(self) -> None:
-        """Close the file (a later event opens it again, appending)."""
-        with self._lock:
-            if self._closer is not None:
-                self._closer()  # closes the file
-            self._file = self._closer = None
+        """Write every event noted so far, then close the file (a later event opens it
+        again, appending)."""
+        self.output.close()
 
     def __enter__(self) -> RecorderPlugin:
         return self
@@ -121,56 +213,63 @@ class RecorderPlugin:
 
     def encode(self, hook: str, payload: HookPayload) -> str:
         """One event as its JSON line (without the newline), content left out as configured."""
-        data = payload.model_dump(mode="json", exclude=self._exclude.get(hook), fallback=repr)
-        return one_json_line(
-            {"hook": hook, "time": time.time(), "payload": scrub_data(data)}, default=repr
-        ).removesuffix("\n")
+        out = self.output
+        return out.line(hook, time.time(), out.dump(hook, payload)).removesuffix("\n")
 
     def record(self, hook: str, payload: HookPayload) -> None:
-        """Append one event line (what every hook implementation below does)."""
-        line = self.encode(hook, payload)
-        with self._lock:
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("a", encoding="utf-8")
-                # A recorder enabled by name is never closed explicitly: close the file
-                # when the recorder goes away, without a ResourceWarning.
-                self._closer = weakref.finalize(self, self._file.close)
-            self._file.write(line + "\n")
-            self._file.flush()
-            self.lines_written += 1
+        """Append one event line now (after the events noted before it)."""
+        self.output.note(hook, self.output.dump(hook, payload))
+        self.output.write_noted()
+
+    # -- hooks that may write: noted as JSON data at once (as the plugins before left it)
 
     @hookimpl(trylast=True)
     def sampling_loop_start(self, payload: SamplingLoopStartPayload) -> None:
-        """Record the call's start, with the budgets every other plugin agreed on."""
-        self.record("sampling_loop_start", payload)
-
-    @hookimpl
-    def sampling_iteration(self, payload: SamplingIterationPayload) -> None:
-        """Record a completed attempt."""
-        self.record("sampling_iteration", payload)
+        """Note the call's start, with the budgets every other plugin agreed on."""
+        self.output.note("sampling_loop_start", self.output.dump("sampling_loop_start", payload))
 
     @hookimpl(trylast=True)
     def sampling_repair(self, payload: SamplingRepairPayload) -> None:
-        """Record a repair (after other plugins edited the messages)."""
-        self.record("sampling_repair", payload)
-
-    @hookimpl
-    def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
-        """Record the call's end."""
-        self.record("sampling_loop_end", payload)
+        """Note a repair (after other plugins edited the messages)."""
+        self.output.note("sampling_repair", self.output.dump("sampling_repair", payload))
 
     @hookimpl(trylast=True)
     def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
-        """Record a backend call about to be made (as other plugins left it)."""
-        self.record("generation_pre_call", payload)
+        """Note a backend call about to be made (as other plugins left it)."""
+        self.output.note("generation_pre_call", self.output.dump("generation_pre_call", payload))
+
+    # -- observe-only hooks: their read-only payloads noted as they are, encoded later
+
+    @hookimpl
+    def sampling_iteration(self, payload: SamplingIterationPayload) -> None:
+        """Note a completed attempt."""
+        self.output.note("sampling_iteration", payload)
+
+    @hookimpl
+    def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
+        """Note the call's end."""
+        self.output.note("sampling_loop_end", payload)
 
     @hookimpl
     def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
-        """Record a backend call that returned."""
-        self.record("generation_post_call", payload)
+        """Note a backend call that returned."""
+        self.output.note("generation_post_call", payload)
 
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
-        """Record a backend call that raised."""
-        self.record("generation_error", payload)
+        """Note a backend call that raised."""
+        self.output.note("generation_error", payload)
+
+    # -- the writing, off the event loop: after each completed attempt and each call's end
+
+    @hookimpl(specname="sampling_iteration")
+    @background
+    def write_after_iteration(self, payload: SamplingIterationPayload) -> None:
+        """Encode and append the events noted so far (in the background)."""
+        self.output.write_noted()
+
+    @hookimpl(specname="sampling_loop_end")
+    @background
+    def write_after_loop_end(self, payload: SamplingLoopEndPayload) -> None:
+        """Encode and append the events noted so far, the call's end included."""
+        self.output.write_noted()

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_a_counted_run_makes_its_calls():
     # Every attempt fails, so each sample() call makes loop_budget x concurrency attempts.
     expected = (instructions.WARMUP + 5) * instructions.LOOP_BUDGET * 2
-    for variant in instructions.VARIANTS:
+    for variant in (*instructions.VARIANTS, instructions.TASK_GROUP):
         done = subprocess.run(
             [sys.executable, "-m", "benchmarks.instructions", "--child", variant, "5", "2"],
             cwd=ROOT,

@@ -15,6 +15,8 @@ SCENARIOS = {
     "many calls",
     "hooks",
     "background observer",
+    "recorder",
+    "anyio task group",
 }
 # Run the benchmarks with Mellea made unimportable, as on a machine without the bench extra.
 WITHOUT_MELLEA = (

@@ -1,14 +1,17 @@
 """The resume labels of the run config, walked: the one place resume rules are derived from.
 
-:func:`classified_fields` lists every field of :class:`RunConfig`, nested ones included, with
-its label; :func:`unclassified_fields` is what a test checks is empty;
-:func:`classification_table` is the table in ``docs/batch-runs.md``
-(``tests/test_runs_config.py`` checks the page holds exactly this table).
+:func:`walk_config` is the one walk of the config tree: every field of :class:`RunConfig`,
+nested ones included, with its label and, when configs are given, its value in each (the
+resume comparison walks two configs, the recorded result settings one).
+:func:`classified_fields` is the walk of the model alone; :func:`unclassified_fields` is
+what a test checks is empty; :func:`classification_table` is the table in
+``docs/batch-runs.md`` (``tests/test_runs_config.py`` checks the page holds exactly this
+table).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args, get_origin
 
@@ -26,12 +29,18 @@ __all__ = [
     "label_of",
     "nested_model",
     "unclassified_fields",
+    "walk_config",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class ClassifiedField:
-    """One field of the config model, by its dotted path, with its label."""
+    """One field of the config model, by its dotted path, with its label.
+
+    ``values``: the field's value in each config walked (in their order; empty when only
+    the model is walked). ``descends``: the walk goes on into this field's nested model
+    (its fields come right after it, their paths starting with ``path`` and a dot).
+    """
 
     path: str
     label: Label | None
@@ -40,6 +49,8 @@ class ClassifiedField:
     info: FieldInfo
     sub_model: type[BaseModel] | None
     is_list: bool
+    values: tuple[Any, ...] = ()
+    descends: bool = False
 
 
 def label_of(info: FieldInfo) -> Label | None:
@@ -64,19 +75,39 @@ def nested_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     return None, False
 
 
-def classified_fields(
-    model: type[BaseModel] = RunConfig, prefix: str = ""
+def walk_config(
+    model: type[BaseModel] = RunConfig,
+    configs: Sequence[BaseModel] = (),
+    prefix: str = "",
 ) -> Iterator[ClassifiedField]:
-    """Every field of ``model`` and of the models nested in it, depth first.
+    """Every field of ``model`` and of the models nested in it, depth first, each block
+    before its fields.
 
-    Fields of models inside a list are named ``list[].field``.
+    Without ``configs``, the model alone: the walk enters every nested model, those inside
+    a list too (their fields are named ``list[].field``). With ``configs`` (instances of
+    ``model``, e.g. a run's config and its resume's), each field carries its value in each,
+    and the walk enters a nested block only when every config holds one (a list of models,
+    or a block one config leaves out, is a value like any other).
     """
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
         sub, is_list = nested_model(info.annotation)
-        yield ClassifiedField(path, label_of(info), model, name, info, sub, is_list)
-        if sub is not None:
-            yield from classified_fields(sub, f"{path}[]." if is_list else f"{path}.")
+        values = tuple(getattr(config, name) for config in configs)
+        if configs:
+            descends = sub is not None and not is_list and all(v is not None for v in values)
+        else:
+            descends = sub is not None
+        yield ClassifiedField(
+            path, label_of(info), model, name, info, sub, is_list, values, descends
+        )
+        if sub is not None and descends:
+            yield from walk_config(sub, values, f"{path}[]." if is_list else f"{path}.")
+
+
+def classified_fields(model: type[BaseModel] = RunConfig) -> Iterator[ClassifiedField]:
+    """Every field of ``model`` and of the models nested in it (:func:`walk_config` of the
+    model alone)."""
+    return walk_config(model)
 
 
 def unclassified_fields(model: type[BaseModel] = RunConfig) -> list[str]:

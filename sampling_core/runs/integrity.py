@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
 from sampling_core.kinds import Area, Kind, KindError, KindRegistry
-from sampling_core.runs.classification import label_of, nested_model
+from sampling_core.runs.classification import walk_config
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.meta_hashes import RunHashes
@@ -95,7 +95,11 @@ def result_settings(config: RunConfig, kinds: KindRegistry | None = None) -> dic
     labelled by their kind in ``kinds``; an option it does not label (or without ``kinds``)
     is a result setting.
     """
-    values = dict(_leaves(type(config), config, ""))
+    values = {
+        field.path: _json(field.values[0])
+        for field in walk_config(type(config), (config,))
+        if not field.descends and field.label == "result"
+    }
     for block, area, kind_name in (
         (config.backend, "backend", config.backend.kind),
         (config.strategy, "strategy", config.strategy.name),
@@ -112,16 +116,6 @@ def _kind(kinds: KindRegistry | None, area: Area, name: str) -> Kind | None:
         return None if kinds is None else kinds.get(area, name)
     except KindError:
         return None
-
-
-def _leaves(model: type[BaseModel], obj: BaseModel, prefix: str) -> Iterator[tuple[str, Any]]:
-    for name, info in model.model_fields.items():
-        path, value = f"{prefix}{name}", getattr(obj, name)
-        sub, is_list = nested_model(info.annotation)
-        if sub is not None and not is_list and value is not None:
-            yield from _leaves(sub, value, f"{path}.")
-        elif label_of(info) == "result":
-            yield path, _json(value)
 
 
 def _json(value: Any) -> Any:

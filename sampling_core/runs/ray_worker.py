@@ -86,7 +86,8 @@ class PromptWorker:
     async def run_chunk(
         self, items: Sequence[PromptItem], session: int
     ) -> tuple[list[dict[str, Any]], str]:
-        """Sample ``items`` at once: their records, in order, and the new event lines."""
+        """Sample ``items`` at once: their records, in order, and their event lines (every
+        background event of the chunk delivered first)."""
         records: list[dict[str, Any]] = [{} for _ in items]
 
         async def one(index: int, item: PromptItem) -> None:
@@ -95,6 +96,8 @@ class PromptWorker:
         async with anyio.create_task_group() as group:
             for index, item in enumerate(items):
                 group.start_soon(one, index, item)
+        # background observers (the recorder) write the chunk's events before they are taken
+        await self._parts.sampler.background.adrain()
         return records, self._events.take()
 
     async def stop(self) -> str:

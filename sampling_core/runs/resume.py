@@ -1,6 +1,6 @@
 """Resuming a run: the effective config file, the config comparison, lineage notes, refusals.
 
-The comparison walks the config model's field labels (:func:`classified_fields`): a
+The comparison walks the config model's field labels (:func:`walk_config`): a
 ``result`` difference refuses the resume, a ``throughput`` difference is accepted and noted,
 a ``location`` difference is not compared. Blocks are compared field by field on resolved
 values, so a block written out in the new config but absent from the old (defaults) differs
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from sampling_core.kinds import KindRegistry
 from sampling_core.plugins import affects_results
-from sampling_core.runs.classification import label_of, nested_model
+from sampling_core.runs.classification import walk_config
 from sampling_core.runs.config import Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
@@ -140,42 +140,32 @@ def compare_configs(
     Options of kinds are labelled by the kind (``kinds``; without it, or for an unknown
     kind, ``result``). Plugins whose class sets ``affects_results = False`` may change.
     """
-    return list(_walk(type(old), old, new, "", kinds))
+    differences: list[Difference] = []
+    block_end: list[tuple[str, Any, Any]] = []  # a backend/strategy block whose options follow
+    for field in walk_config(type(old), (old, new)):
+        path = field.path
+        while block_end and not path.startswith(f"{block_end[-1][0]}."):
+            differences.extend(_option_differences(*block_end.pop(), kinds))
+        if field.label is None:
+            raise TypeError(f"config field {path} has no resume label")
+        old_value, new_value = field.values
+        if path == "plugins":
+            differences.extend(_plugin_differences(old_value, new_value))
+        elif path == "requirements":
+            differences.extend(_requirement_differences(old_value, new_value, kinds))
+        elif field.descends:
+            if path in _AREA_OF:  # its options, once its fields are compared
+                block_end.append((path, old_value, new_value))
+        elif field.label != "location":
+            old_json, new_json = _as_json(old_value), _as_json(new_value)
+            if old_json != new_json:
+                differences.append(Difference(path, field.label, old_json, new_json))
+    while block_end:
+        differences.extend(_option_differences(*block_end.pop(), kinds))
+    return differences
 
 
 _AREA_OF: dict[str, Any] = {"backend": "backend", "strategy": "strategy"}
-
-
-def _walk(
-    model: type[BaseModel],
-    old: BaseModel,
-    new: BaseModel,
-    prefix: str,
-    kinds: KindRegistry | None = None,
-) -> Iterator[Difference]:
-    for name, info in model.model_fields.items():
-        path = f"{prefix}{name}"
-        label = label_of(info)
-        if label is None:
-            raise TypeError(f"config field {path} has no resume label")
-        old_value, new_value = getattr(old, name), getattr(new, name)
-        if path == "plugins":
-            yield from _plugin_differences(old_value, new_value)
-            continue
-        if path == "requirements":
-            yield from _requirement_differences(old_value, new_value, kinds)
-            continue
-        sub, is_list = nested_model(info.annotation)
-        if sub is not None and not is_list and old_value is not None and new_value is not None:
-            yield from _walk(sub, old_value, new_value, f"{path}.", kinds)
-            if path in _AREA_OF:
-                yield from _option_differences(path, old_value, new_value, kinds)
-            continue
-        if label == "location":
-            continue
-        old_json, new_json = _as_json(old_value), _as_json(new_value)
-        if old_json != new_json:
-            yield Difference(path, label, old_json, new_json)
 
 
 def _option_label(area: Any, kind: str, option: str, kinds: KindRegistry | None) -> str:
