@@ -93,7 +93,8 @@ class SamplingCall:
     async def run(self) -> SamplingResult:
         """Run the call to its end and return the result (or raise, after loop end)."""
         try:
-            await self._start()
+            if self.hooks.firing.loop_start:
+                await self._start()
             if not self.tally.stopped:
                 await self._run_subsamples()
             if self.tally.fatal is not None:
@@ -110,8 +111,6 @@ class SamplingCall:
 
     async def _start(self) -> None:
         s = self.s
-        if not self.hooks.firing.loop_start:
-            return
         try:
             s.loop_budget, s.concurrency_budget = await self.hooks.loop_start(
                 {

@@ -261,7 +261,7 @@ if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent
 
 def new_sampling_id() -> str:
     """A new call's ``sampling_id``: 16 random hex digits."""
-    return f"{_ids.getrandbits(64):016x}"
+    return _ids.getrandbits(64).to_bytes(8).hex()
 
 
 def _positive_or_none(name: str, value: float | None) -> float | None:
