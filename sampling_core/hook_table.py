@@ -7,6 +7,8 @@ through it, one :class:`~sampling_core.dispatch.CallHooks` per ``sample()`` call
 from __future__ import annotations
 
 import inspect
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -98,14 +100,15 @@ def is_async_function(function: Callable[..., Any]) -> bool:
     """
     if inspect.iscoroutinefunction(function):
         return True
-    try:
-        inner = inspect.unwrap(function)
-    except ValueError:  # a cycle of __wrapped__
-        inner = function
-    if inner is not function and inspect.iscoroutinefunction(inner):
-        return True
-    call = getattr(function, "__call__", None)  # noqa: B004 (an object's own __call__)
-    return not inspect.isfunction(function) and inspect.iscoroutinefunction(call)
+    if inspect.isfunction(function) or inspect.ismethod(function):
+        if not hasattr(function, "__wrapped__"):
+            return False
+        try:
+            inner = inspect.unwrap(function)
+        except ValueError:  # a cycle of __wrapped__
+            return False
+        return inspect.iscoroutinefunction(inner)
+    return inspect.iscoroutinefunction(type(function).__call__)  # an object's own __call__
 
 
 def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
@@ -247,3 +250,43 @@ class HookTable:
             monitors=self.monitors,
             delivery=self.delivery,
         )
+
+
+class CallTables:
+    """The tables made for recent calls' own plugins, reused while the registry stands.
+
+    A call given plugin objects (``sample(..., plugins=[...])``) runs with the registry's
+    table merged with theirs. Making that table reads every plugin's hooks; when the next
+    call passes the same objects (a collector handed to every call) and no plugin was
+    registered, unregistered or monitored meanwhile, the table made then is used again.
+    At most ``size`` tables are kept, most recent first; each keeps its plugin objects
+    alive (its implementations are their bound methods), so an object's ``id`` cannot be
+    taken by another while its table is kept.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._tables: OrderedDict[tuple[int, ...], tuple[HookTable, tuple[Any, ...], HookTable]]
+        self._tables = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, base: HookTable, plugins: tuple[Any, ...]) -> HookTable | None:
+        """The table made for ``plugins`` on top of ``base``, if it is kept."""
+        key = tuple(map(id, plugins))
+        with self._lock:
+            kept = self._tables.get(key)
+            if kept is None:
+                return None
+            if kept[0] is not base:  # the registry changed since
+                del self._tables[key]
+                return None
+            self._tables.move_to_end(key)
+            return kept[2]
+
+    def put(self, base: HookTable, plugins: tuple[Any, ...], table: HookTable) -> None:
+        """Keep ``table``, made for ``plugins`` on top of ``base``."""
+        with self._lock:
+            self._tables[tuple(map(id, plugins))] = (base, plugins, table)
+            self._tables.move_to_end(tuple(map(id, plugins)))
+            while len(self._tables) > self.size:
+                self._tables.popitem(last=False)

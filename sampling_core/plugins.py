@@ -23,6 +23,7 @@ from hook_specs.markers import PROJECT_NAME, is_background
 from hook_specs.names import HookName
 from sampling_core.dispatch import HookImplementation, HookTable, Monitor
 from sampling_core.errors import PluginError
+from sampling_core.hook_table import CallTables
 
 if TYPE_CHECKING:
     from sampling_core.background import BackgroundDelivery
@@ -122,6 +123,7 @@ class PluginRegistry:
         self._reserved = set(reserved_names)
         self._monitors: list[Monitor] = []
         self._table: HookTable | None = None
+        self._call_tables = CallTables()  # tables of recent calls' own plugins
         if self.settings.trace_hooks:
             self.add_hookcall_monitoring(_trace_before, _trace_after)
 
@@ -292,6 +294,13 @@ class PluginRegistry:
         The plugins' implementations are read with pluggy's public ``parse_hookimpl_opts``
         and checked as :meth:`register` checks them, without a pluggy manager of their own.
         """
+        plugins = tuple(plugins)
+        registered = self.hooks()
+        reusable = not any(isinstance(plugin, str) for plugin in plugins)
+        if reusable:  # names are resolved afresh each call: they may make new objects
+            table = self._call_tables.get(registered, plugins)
+            if table is not None:
+                return table
         taken = set(self.names()) | self._reserved
         extra: dict[HookName, list[HookImplementation]] = {}
         for plugin in plugins:
@@ -308,17 +317,17 @@ class PluginRegistry:
             taken.add(name)
             for hook, impl in self._read_implementations(obj, name):
                 extra.setdefault(hook, []).append(impl)
-        return self.hooks().merged(extra)
+        table = registered.merged(extra)
+        if reusable:
+            self._call_tables.put(registered, plugins, table)
+        return table
 
     def _read_implementations(
         self, plugin: Any, name: str
     ) -> list[tuple[HookName, HookImplementation]]:
         found = []
-        for attribute in _hook_attributes(plugin, self.manager):
-            opts = self.manager.parse_hookimpl_opts(plugin, attribute)
-            if opts is None:
-                continue
-            impl = pluggy.HookImpl(plugin, name, getattr(plugin, attribute), opts)
+        for attribute, opts in _hookimpl_opts(plugin, self.manager):
+            impl = pluggy.HookImpl(plugin, name, getattr(plugin, attribute), dict(opts))
             hook_name = opts.get("specname") or attribute
             check_implementation(name, hook_name, impl)
             if hook_name in _HOOK_VALUES:
@@ -335,20 +344,37 @@ class PluginRegistry:
 
 
 _HOOK_VALUES = frozenset(hook.value for hook in HookName)
-_ATTRIBUTES: dict[type, tuple[str, ...]] = {}
+_OPTS: dict[type, tuple[tuple[str, dict[str, Any]], ...]] = {}
 
 
-def _hook_attributes(plugin: Any, manager: pluggy.PluginManager) -> tuple[str, ...]:
-    """The attribute names of ``plugin`` that carry a ``@hookimpl`` (cached per class)."""
-    if isinstance(plugin, types.ModuleType):
-        return tuple(dir(plugin))
-    cls = plugin if isinstance(plugin, type) else type(plugin)
-    names = _ATTRIBUTES.get(cls)
-    if names is None:
-        names = _ATTRIBUTES[cls] = tuple(
-            n for n in dir(plugin) if manager.parse_hookimpl_opts(plugin, n) is not None
-        )
-    return names
+def _hookimpl_opts(
+    plugin: Any, manager: pluggy.PluginManager
+) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """``(attribute, opts)`` of every ``@hookimpl`` of ``plugin``, as pluggy parses them.
+
+    Read once per class for instances whose hook methods come from their class (pluggy's
+    ``parse_hookimpl_opts`` inspects every attribute statically, which is most of the cost
+    of a per-call plugin); modules, classes and instances that set a hook attribute of
+    their own are read each time.
+    """
+
+    def parsed() -> tuple[tuple[str, dict[str, Any]], ...]:
+        found = ((n, manager.parse_hookimpl_opts(plugin, n)) for n in dir(plugin))
+        return tuple((n, opts) for n, opts in found if opts is not None)
+
+    if isinstance(plugin, types.ModuleType | type):
+        return parsed()
+    cls = type(plugin)
+    opts = _OPTS.get(cls)
+    if opts is None:
+        opts = _OPTS[cls] = parsed()
+    own = getattr(plugin, "__dict__", None)
+    if own and (
+        any(name in own for name, _ in opts)  # a hook method shadowed
+        or any(manager.parse_hookimpl_opts(plugin, name) is not None for name in own)
+    ):
+        return parsed()
+    return opts
 
 
 def _unique_in(base: str, taken: set[str]) -> str:
