@@ -131,21 +131,12 @@ class CallHooks:
         """Fire ``generation_pre_call``; the messages and options to send."""
         if not self.firing.pre_call:
             return messages, options
-        payload = await self._fire(
-            self._routes.pre_call,
-            {
-                "sampling_id": self._id,
-                "strategy_name": self._strategy,
-                "subsample_index": info.subsample_index,
-                "attempt": info.attempt,
-                "iteration": info.iteration,
-                "sequence": None,
-                "messages": list(messages),
-                "options": dict(options),
-                "retry": retry,
-                "purpose": purpose,
-            },
-        )
+        fields = self._attempt_fields(info, None)
+        fields["messages"] = list(messages)
+        fields["options"] = dict(options)
+        fields["retry"] = retry
+        fields["purpose"] = purpose
+        payload = await self._fire(self._routes.pre_call, fields)
         return payload.messages, payload.options
 
     async def post_call(
@@ -153,21 +144,12 @@ class CallHooks:
     ) -> None:
         """Fire ``generation_post_call``."""
         if self.firing.post_call:
-            await self._fire(
-                self._routes.post_call,
-                {
-                    "sampling_id": self._id,
-                    "strategy_name": self._strategy,
-                    "subsample_index": info.subsample_index,
-                    "attempt": info.attempt,
-                    "iteration": info.iteration,
-                    "sequence": None,
-                    "generation": generation,
-                    "latency_s": generation.latency_s,
-                    "retry": retry,
-                    "purpose": purpose,
-                },
-            )
+            fields = self._attempt_fields(info, None)
+            fields["generation"] = generation
+            fields["latency_s"] = generation.latency_s
+            fields["retry"] = retry
+            fields["purpose"] = purpose
+            await self._fire(self._routes.post_call, fields)
 
     async def error(
         self,
@@ -180,23 +162,14 @@ class CallHooks:
     ) -> None:
         """Fire ``generation_error``."""
         if self.firing.error:
-            await self._fire(
-                self._routes.error,
-                {
-                    "sampling_id": self._id,
-                    "strategy_name": self._strategy,
-                    "subsample_index": info.subsample_index,
-                    "attempt": info.attempt,
-                    "iteration": info.iteration,
-                    "sequence": None,
-                    "exception": exc,
-                    "error_type": type(exc).__name__,
-                    "will_retry": will_retry,
-                    "retry_in_s": retry_in_s,
-                    "retry": retry,
-                    "purpose": purpose,
-                },
-            )
+            fields = self._attempt_fields(info, None)
+            fields["exception"] = exc
+            fields["error_type"] = type(exc).__name__
+            fields["will_retry"] = will_retry
+            fields["retry_in_s"] = retry_in_s
+            fields["retry"] = retry
+            fields["purpose"] = purpose
+            await self._fire(self._routes.error, fields)
 
     async def validate(
         self,
@@ -208,21 +181,12 @@ class CallHooks:
         """Fire ``sampling_validate``; the verdicts the attempt is judged by."""
         if not self.firing.validate:
             return validations
-        payload = await self._fire(
-            self._routes.validate,
-            {
-                "sampling_id": self._id,
-                "strategy_name": self._strategy,
-                "subsample_index": info.subsample_index,
-                "attempt": info.attempt,
-                "iteration": info.iteration,
-                "sequence": None,
-                "text": generation.text,
-                "messages": list(messages),
-                "generation": generation,
-                "results": list(validations),
-            },
-        )
+        fields = self._attempt_fields(info, None)
+        fields["text"] = generation.text
+        fields["messages"] = list(messages)
+        fields["generation"] = generation
+        fields["results"] = list(validations)
+        payload = await self._fire(self._routes.validate, fields)
         results = payload.results
         if not isinstance(results, list) or not all(
             isinstance(r, ValidationResult) for r in results
@@ -252,22 +216,15 @@ class CallHooks:
             return
         validations = attempt.validations
         generation = attempt.generation
-        fields = {
-            "sampling_id": self._id,
-            "strategy_name": self._strategy,
-            "subsample_index": info.subsample_index,
-            "attempt": info.attempt,
-            "iteration": info.iteration,
-            "sequence": attempt.sequence,
-            "generation": generation,
-            "text": attempt.text,
-            "validations": list(validations),
-            "passed": attempt.passed,
-            "valid_count": attempt.valid_count,
-            "total_count": len(validations),
-            "latency_s": generation.latency_s,
-            "usage": generation.usage,
-        }
+        fields = self._attempt_fields(info, attempt.sequence)
+        fields["generation"] = generation
+        fields["text"] = attempt.text
+        fields["validations"] = list(validations)
+        fields["passed"] = attempt.passed
+        fields["valid_count"] = attempt.valid_count
+        fields["total_count"] = len(validations)
+        fields["latency_s"] = generation.latency_s
+        fields["usage"] = generation.usage
         route = self._routes.iteration
         if not self.table.awaits_iteration and not (
             self._delivery_lock is not None and self._delivery_lock.locked()
@@ -286,22 +243,13 @@ class CallHooks:
         """Fire ``sampling_repair``; the next attempt's messages."""
         if not self.firing.repair:
             return messages
-        payload = await self._fire(
-            self._routes.repair,
-            {
-                "sampling_id": self._id,
-                "strategy_name": self._strategy,
-                "subsample_index": info.subsample_index,
-                "attempt": info.attempt,
-                "iteration": info.iteration,
-                "sequence": failed.sequence,
-                "text": failed.text,
-                "validations": list(failed.validations),
-                "failure_reasons": failed.failure_reasons,
-                "next_attempt": failed.attempt + 1,
-                "messages": list(messages),
-            },
-        )
+        fields = self._attempt_fields(info, failed.sequence)
+        fields["text"] = failed.text
+        fields["validations"] = list(failed.validations)
+        fields["failure_reasons"] = failed.failure_reasons
+        fields["next_attempt"] = failed.attempt + 1
+        fields["messages"] = list(messages)
+        payload = await self._fire(self._routes.repair, fields)
         repaired = payload.messages
         if not isinstance(repaired, list):
             writer = payload.written_by("messages") or "a plugin"
@@ -317,6 +265,17 @@ class CallHooks:
             await self._fire(self._routes.loop_end, fields)
 
     # -- behind every hook ---------------------------------------------------------------
+
+    def _attempt_fields(self, info: IterationInfo, sequence: int | None) -> dict[str, Any]:
+        """The fields every attempt's payload starts with (the hook's own are added to it)."""
+        return {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": sequence,
+        }
 
     async def _fire(self, route: Route, fields: dict[str, Any]) -> Any:
         """Build the hook's payload, deliver it, and return it (as plugins left it).
