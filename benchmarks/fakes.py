@@ -90,10 +90,20 @@ PASSES = Requirement("the answer is the passing one", passes)
 
 
 def engine_runner(
-    model: FakeModel, *, loop_budget: int, concurrency_budget: int, plugins: Iterable[Any] = ()
+    model: FakeModel,
+    *,
+    loop_budget: int,
+    concurrency_budget: int,
+    plugins: Iterable[Any] = (),
+    call_plugins: Iterable[Any] = (),
 ) -> Runner:
-    """One engine ``sample()`` call on ``model``, never passing unless the model says so."""
+    """One engine ``sample()`` call on ``model``, never passing unless the model says so.
+
+    ``plugins`` are registered on the sampler; ``call_plugins`` are passed to every call
+    (``sample(..., plugins=...)``), the same objects each time.
+    """
     sampler = Sampler(EngineBackend(model), plugins=list(plugins), load_entrypoints=False)
+    per_call = list(call_plugins) or None
 
     async def run() -> SamplingResult:
         return await sampler.sample(
@@ -101,6 +111,7 @@ def engine_runner(
             requirements=[PASSES],
             loop_budget=loop_budget,
             concurrency_budget=concurrency_budget,
+            plugins=per_call,
         )
 
     return run

@@ -308,6 +308,7 @@ async def hooks(s: Settings) -> list[Row]:
         variants: dict[str, Runner] = {
             "no plugin": runners.pop("engine"),
             "trivial": engine_runner(model, plugins=[TrivialPlugin()], **budgets),
+            "per call": engine_runner(model, call_plugins=[TrivialPlugin()], **budgets),
         }
         tracing = tracing_plugin()
         if tracing is not None:
@@ -343,6 +344,20 @@ async def hooks(s: Settings) -> list[Row]:
                 [Check("÷ no plugin", paired, "<=", 2)],
                 {"ratio_of_medians": trivial / none, "median_of_paired_ratios": paired},
                 _pairs(seconds, "trivial"),
+            ),
+            Row(
+                "hooks",
+                f"{setting}, trivial plugin passed to every call",
+                "µs/attempt",
+                {"engine": us["per call"], **reference},
+                [],
+                {
+                    "÷ registered on the sampler": us["per call"] / trivial,
+                    "÷ registered on the sampler, paired": paired_ratio(
+                        seconds, "per call", "trivial"
+                    ),
+                },
+                _pairs(seconds, "per call"),
             ),
             Row(
                 "hooks",

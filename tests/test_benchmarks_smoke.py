@@ -59,7 +59,12 @@ def test_quick_mode_runs_every_scenario_and_reports_numbers():
     floors = [row["values"]["floor"] for row in rows if row["scenario"] == "concurrency scaling"]
     assert len(floors) == 4 and all(value >= 1 for value in floors)  # never under the latency
     hooks = {row["setting"].rsplit(", ", 1)[1] for row in rows if row["scenario"] == "hooks"}
-    assert hooks == {"no plugin", "trivial plugin on every hook", "tracing plugin"}
+    assert hooks == {
+        "no plugin",
+        "trivial plugin on every hook",
+        "trivial plugin passed to every call",
+        "tracing plugin",
+    }
     for row in rows:
         if row["setting"].endswith("trivial plugin on every hook"):
             [check] = row["checks"]
