@@ -190,8 +190,9 @@ class SamplingCall:
                     enter_attempt(info)
                 attempt = await self._attempt(info, messages)
                 if overdue():  # a schedule point: see sampling_core.suspension
-                    await anyio.lowlevel.checkpoint()
+                    # Noted before yielding: a sibling that runs meanwhile runs after it.
                     note_yield(time.perf_counter())
+                    await anyio.lowlevel.checkpoint()
                 if attempt is None or attempt.passed or tally.over or number == s.loop_budget:
                     return
                 failures.append(attempt)
