@@ -74,3 +74,28 @@ async def test_other_tasks_run_while_a_call_of_instant_attempts_runs():
         call_done = True
     assert backend.calls == 20_000
     assert during >= 2  # the ticker ran while the call ran, not only after it
+
+
+async def test_siblings_that_run_while_one_takes_the_schedule_point_do_not_take_it_too(
+    monkeypatch,
+):
+    from sampling_core import loop, suspension
+
+    now = [100.0]  # a clock that moves only when the test says
+    monkeypatch.setattr(suspension.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: now[0])
+    suspension.note_yield(now[0] - 1.0)  # a second since the last yield: overdue
+    taken = []
+    checkpoint = anyio.lowlevel.checkpoint
+
+    async def counted() -> None:
+        taken.append(now[0])
+        await checkpoint()
+
+    monkeypatch.setattr(anyio.lowlevel, "checkpoint", counted)
+    sampler = Sampler(Instant(), load_entrypoints=False)
+    result = await sampler.sample("q", requirements=[never], concurrency_budget=4)
+    assert result.iterations_used == 4
+    # The first subsample to find the engine overdue yields; the three that run while it
+    # waits find the yield already noted.
+    assert taken == [100.0]
