@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -232,5 +233,5 @@ class Tally:
         }
 
 
-def _by_position(attempt: Attempt) -> tuple[int, int]:
-    return (attempt.subsample_index, attempt.attempt)
+_by_position = attrgetter("subsample_index", "attempt")
+"""An attempt's place in (subsample_index, attempt) order, the order of ``result.attempts``."""
