@@ -46,3 +46,38 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
     """The complete records of a run directory, in file order."""
     text = (run_dir / "records.jsonl").read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def openai_run_config(
+    folder: Path,
+    prompts: list[str],
+    *,
+    api_key_env: str,
+    backend: dict[str, Any] | None = None,
+    **blocks: Any,
+) -> Path:
+    """A run over ``prompts`` (ids ``p0..``) with the ``openai`` backend (model ``m``, its
+    key read from ``api_key_env``) and the recorder and tracing on; ``backend`` adds to
+    the backend block, ``blocks`` are more top-level blocks. Returns the config's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dataset = folder / "data.jsonl"
+    dataset.write_text(
+        "".join(json.dumps({"id": f"p{i}", "prompt": p}) + "\n" for i, p in enumerate(prompts))
+    )
+    config = folder / "run.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "dataset": {"path": str(dataset), "id_field": "id"},
+                "backend": {
+                    "kind": "openai",
+                    "model": "m",
+                    "api_key_env": api_key_env,
+                    **(backend or {}),
+                },
+                **blocks,
+                "plugins": ["recorder", "tracing"],
+            }
+        )
+    )
+    return config

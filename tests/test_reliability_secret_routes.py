@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from _servers.scripted_http import Reply, ScriptedHTTPServer, completion
 from reliability_helpers import invoke, tree
+from runs_helpers import openai_run_config
 
 from builtin_plugins.recorder import RecorderPlugin
 from sampling_core import RetryPolicy, Sampler
@@ -73,21 +73,9 @@ async def test_a_key_straddling_the_cut_of_an_error_message_is_masked_whole(
 
 
 def run_config(tmp_path: Path, **backend: Any) -> Path:
-    dataset = tmp_path / "data.jsonl"
-    dataset.write_text(
-        "".join(json.dumps({"id": f"p{i}", "prompt": f"q {i}"}) + "\n" for i in range(3))
+    return openai_run_config(
+        tmp_path, [f"q {i}" for i in range(3)], api_key_env=ENV, backend=backend
     )
-    config = tmp_path / "run.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "dataset": {"path": str(dataset), "id_field": "id"},
-                "backend": {"kind": "openai", "model": "m", "api_key_env": ENV, **backend},
-                "plugins": ["recorder", "tracing"],
-            }
-        )
-    )
-    return config
 
 
 def everything(folder: Path, *outputs: Any) -> str:

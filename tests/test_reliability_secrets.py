@@ -9,7 +9,6 @@ Everything the run produced is gathered as text and searched.
 
 from __future__ import annotations
 
-import json
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,11 +16,11 @@ from typing import Any
 
 import pytest
 import structlog
-import yaml
 from _servers.scripted_http import Reply, ScriptedHTTPServer, completion
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from reliability_helpers import invoke, tree
+from runs_helpers import openai_run_config
 from structlog.testing import capture_logs
 
 from builtin_plugins.recorder import RecorderPlugin
@@ -191,30 +190,14 @@ async def test_content_is_captured_only_when_asked_and_the_key_still_is_not(
 
 
 def batch_config(tmp_path: Path, server: ScriptedHTTPServer, **backend: Any) -> Path:
-    tmp_path.mkdir(exist_ok=True)
-    dataset = tmp_path / "data.jsonl"
-    dataset.write_text(
-        "".join(json.dumps({"id": f"p{i}", "prompt": f"{PROMPT} {i}"}) + "\n" for i in range(4))
+    return openai_run_config(
+        tmp_path,
+        [f"{PROMPT} {i}" for i in range(4)],
+        api_key_env=ENV,
+        backend={"base_url": server.base_url, **backend},
+        requirements=[{"contains": "blue"}],
+        run={"max_concurrent_prompts": 2},
     )
-    config = tmp_path / "run.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "dataset": {"path": str(dataset), "id_field": "id"},
-                "backend": {
-                    "kind": "openai",
-                    "model": "m",
-                    "base_url": server.base_url,
-                    "api_key_env": ENV,
-                    **backend,
-                },
-                "requirements": [{"contains": "blue"}],
-                "plugins": ["recorder", "tracing"],
-                "run": {"max_concurrent_prompts": 2},
-            }
-        )
-    )
-    return config
 
 
 def answer_or_refuse(number: int, body: Any) -> Reply:
