@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from sampling_core.kinds import LOCATION, THROUGHPUT, Kind, KindRegistry
 from sampling_core.runs.config import RunConfig
+from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.resume import (
     LINEAGE_MARK,
     Difference,
@@ -19,9 +20,11 @@ from sampling_core.runs.resume import (
     lineage_note,
     one_line,
     provenance_header,
+    read_effective_config,
     refuse,
+    render_effective_config,
 )
-from sampling_core.runs.store import RecordsScan
+from sampling_core.runs.store import RecordsScan, RunDirectory
 
 RUN = Path("/runs/r1")
 
@@ -249,3 +252,73 @@ def test_fields_after_a_location_field_are_still_compared() -> None:
     assert compare_configs(config(), moved) == [
         Difference("dataset.prompt_field", "result", "prompt", "question")
     ]
+
+
+def test_a_list_changed_in_place_is_a_difference() -> None:
+    """A list of the same length with other items (not a kind's option) is compared item by
+    item: generation options, backend options of an unknown kind, a requirement's value."""
+    stop = config(options={"stop": ["END"]})
+    assert compare_configs(stop, config(options={"stop": ["STOP"]})) == [
+        Difference("options.stop", "result", ["END"], ["STOP"])
+    ]
+    replies = config(backend={"kind": "scripted", "replies": ["b"]})
+    assert compare_configs(config(), replies) == [
+        Difference("backend.replies", "result", ["a"], ["b"])
+    ]
+    words = config(requirements=[{"contains_all": ["x", "y"]}])
+    assert compare_configs(words, config(requirements=[{"contains_all": ["x", "z"]}])) == [
+        Difference(
+            "requirements", "result", [{"contains_all": ["x", "y"]}], [{"contains_all": ["x", "z"]}]
+        )
+    ]
+
+
+def effective_config_at(tmp_path: Path, body: str) -> RunDirectory:
+    (tmp_path / "effective_config.yaml").write_text(
+        f"# samplehooks run\n{LINEAGE_MARK}\n{body}", encoding="utf-8"
+    )
+    return RunDirectory(tmp_path)
+
+
+def test_reading_the_effective_config_back(tmp_path: Path) -> None:
+    header = provenance_header("1.0", ["samplehooks", "run", "c.yaml"], None)
+    text = render_effective_config(config(options={"stop": ["fin é"]}), header)
+    (tmp_path / "effective_config.yaml").write_text(text, encoding="utf-8")
+    read_header, read_config = read_effective_config(RunDirectory(tmp_path))
+    assert read_header == header
+    assert read_config == config(options={"stop": ["fin é"]})
+
+
+def test_an_effective_config_that_does_not_validate_names_every_problem(tmp_path: Path) -> None:
+    run_dir = effective_config_at(
+        tmp_path,
+        "dataset: {path: p.jsonl}\nbackend: {kind: scripted}\n"
+        "budgets: {loop_budget: 0, concurrency_budget: x}\n",
+    )
+    with pytest.raises(RunDirError) as raised:
+        read_effective_config(run_dir)
+    assert str(raised.value) == (
+        f"{run_dir.config_file} is damaged or from an incompatible version: "
+        "budgets.loop_budget: Input should be greater than or equal to 1 (got 0); "
+        "budgets.concurrency_budget: must be a whole number (an int), not str (got 'x')"
+    )
+
+
+def test_an_effective_config_that_is_not_yaml_names_the_line(tmp_path: Path) -> None:
+    run_dir = effective_config_at(tmp_path, "dataset: [\n")
+    with pytest.raises(RunDirError) as raised:
+        read_effective_config(run_dir)
+    assert str(raised.value) == (
+        f"{run_dir.config_file} is damaged or from an incompatible version: not valid YAML "
+        "(line 4, column 1): expected the node content, but found '<stream end>'"
+    )
+
+
+def test_an_unreadable_effective_config_says_why(tmp_path: Path) -> None:
+    (tmp_path / "effective_config.yaml").mkdir()
+    run_dir = RunDirectory(tmp_path)
+    with pytest.raises(RunDirError) as raised:
+        read_effective_config(run_dir)
+    assert str(raised.value) == (
+        f"cannot read {run_dir.config_file}: [Errno 21] Is a directory: '{run_dir.config_file}'"
+    )
