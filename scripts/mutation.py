@@ -44,6 +44,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_reliability_secret_routes.py",
     ],
     "sampling_core/loop.py": [
+        "tests/test_engine_loop_exact.py",
         "tests/test_engine_exact.py",
         "tests/test_engine_cancellation.py",
         "tests/test_engine_errors.py",
