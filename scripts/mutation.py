@@ -64,6 +64,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_hooks_contract.py",
     ],
     "sampling_core/dispatch.py": [
+        "tests/test_dispatch_exact.py",
         "tests/test_plugins_dispatch.py",
         "tests/test_hooks_contract.py",
         "tests/test_hook_delivery.py",
