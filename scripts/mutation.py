@@ -79,6 +79,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_reliability_run_dir.py",
     ],
     "sampling_core/runs/store.py": [
+        "tests/test_runs_store_exact.py",
         "tests/test_runs_store.py",
         "tests/test_reliability_run_dir.py",
         "tests/test_reliability_run_integrity.py",
