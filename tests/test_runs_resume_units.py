@@ -322,3 +322,23 @@ def test_an_unreadable_effective_config_says_why(tmp_path: Path) -> None:
     assert str(raised.value) == (
         f"cannot read {run_dir.config_file}: [Errno 21] Is a directory: '{run_dir.config_file}'"
     )
+
+
+LONG = " ".join("abcdefghijklmnopqrstuvwxyz" * 2)
+
+
+def test_the_effective_config_is_the_models_order_with_text_kept_and_wrapped_at_100() -> None:
+    text = render_effective_config(
+        config(options={"stop": ["fin é", LONG]}), ["# h1", LINEAGE_MARK]
+    )
+    lines = text.splitlines()
+    assert lines[:3] == ["# h1", "# lineage:", "dataset:"] and text.endswith("\n")
+    top = [line.split(":")[0] for line in lines[2:] if not line.startswith((" ", "-"))]
+    assert top == list(RunConfig.model_fields)  # the model's order, not sorted
+    assert lines[lines.index("  retries:") + 1 :][:3] == [
+        "    max_retries: 3",
+        "    base_delay_s: 0.5",
+        "    max_delay_s: 20.0",
+    ]
+    stop = lines.index("  stop:")
+    assert lines[stop + 1 : stop + 4] == ["  - fin é", f"  - {LONG[:-6]}", "    x y z"]
