@@ -13,12 +13,14 @@ import time
 
 import anyio
 import pytest
+from structlog.contextvars import bind_contextvars, clear_contextvars, get_contextvars
 from structlog.testing import capture_logs
 
 from hook_specs import StopSampling, hookimpl
 from hook_specs.payloads import PAYLOAD_TYPES
 from hook_specs.records import Generation, Usage
-from sampling_core import GenerationRequest, RetryPolicy, Sampler, ScriptedBackend
+from sampling_core import GenerationRequest, RepairTemplate, RetryPolicy, Sampler, ScriptedBackend
+from sampling_core.context import current_iteration
 from sampling_core.seeds import derive_seed
 from sampling_core.transport import TransientBackendError
 
@@ -178,13 +180,104 @@ async def test_a_stop_in_one_subsample_cancels_its_siblings_in_flight():
         return 0.01 if request.iteration.subsample_index == 0 else 1.0
 
     backend = ScriptedBackend(["no"], latency=latency)
-    began = time.perf_counter()
     result = await strict(backend, StopOnFirstAnswer()).sample(
         "q", requirements=[passes], loop_budget=2, concurrency_budget=3
     )
+    # the siblings' one-second calls were cut short: none completed, all three in flight
     assert (result.stop_reason, result.attempts, result.cancelled) == ("stopped_by_plugin", [], 3)
     assert backend.calls == 3
-    assert time.perf_counter() - began < 1.0  # the siblings' one-second calls were cut short
+
+
+async def test_loop_end_is_delivered_whole_when_the_caller_cancels_the_call():
+    seen: list[tuple[str, int]] = []
+
+    class SlowEnd:
+        @hookimpl
+        async def sampling_loop_end(self, payload):
+            await anyio.sleep(0.01)  # cut short unless shielded
+            seen.append((payload.stop_reason, payload.cancelled))
+
+    started = anyio.Event()
+
+    class Started:
+        @hookimpl
+        def generation_pre_call(self, payload):
+            started.set()
+
+    sampler = strict(ScriptedBackend(["ok"], latency=5.0), SlowEnd(), Started())
+    async with anyio.create_task_group() as group:
+        group.start_soon(sampler.sample, "q")
+        await started.wait()
+        group.cancel_scope.cancel()
+    assert seen == [("error", 1)]
+
+
+class Abort(BaseException):
+    """Not an Exception: no subsample may swallow it."""
+
+
+async def test_a_base_exception_in_one_subsample_propagates_as_itself():
+    def failures(request):
+        return Abort("stop everything") if request.iteration.subsample_index == 1 else None
+
+    backend = ScriptedBackend(["no"], latency=0.001, failures=failures)
+    with pytest.raises(Abort, match="stop everything"):
+        await strict(backend).sample("q", requirements=[passes], concurrency_budget=2)
+
+
+async def test_an_inline_call_gives_the_caller_its_context_back():
+    bind_contextvars(request_id="r1", attempt="outer")
+    try:
+        result = await strict(ScriptedBackend(["no", "ok"])).sample(
+            "q", requirements=[passes], loop_budget=2
+        )
+        assert result.iterations_used == 2
+        assert get_contextvars() == {"request_id": "r1", "attempt": "outer"}
+        assert current_iteration() is None
+    finally:
+        clear_contextvars()
+
+
+async def test_a_check_sees_its_attempts_messages_row_iteration_and_options():
+    contexts = []
+
+    def looks(text, context):
+        """looks at its context"""
+        contexts.append(context)
+        return text == "ok"
+
+    result = await strict(ScriptedBackend(["no", "ok"])).sample(
+        "q",
+        requirements=[looks],
+        loop_budget=2,
+        row={"id": 7},
+        options={"temperature": 0.1},
+        strategy=RepairTemplate(),
+    )
+    first, second = contexts
+    assert list(first.messages) == [{"role": "user", "content": "q"}]
+    assert list(second.messages) == result.attempts[1].messages != list(first.messages)
+    assert (first.row, second.row) == ({"id": 7}, {"id": 7})
+    assert (first.iteration.attempt, second.iteration.attempt) == (1, 2)
+    assert first.iteration.sampling_id == result.sampling_id
+    assert (first.options, second.options) == ({"temperature": 0.1}, {"temperature": 0.1})
+
+
+async def test_the_samplers_check_timeout_reaches_the_checks():
+    async def slow(text):
+        """answers slowly"""
+        await anyio.sleep(1)
+        return True
+
+    sampler = Sampler(
+        ScriptedBackend(["ok"]), load_entrypoints=False, strict_plugins=True, check_timeout=0.01
+    )
+    result = await sampler.sample("q", requirements=[slow])
+    [verdict] = result.attempts[0].validations
+    assert (verdict.passed, verdict.reason) == (
+        False,
+        "the check took longer than check_timeout (0.01s)",
+    )
 
 
 # -- generation_pre_call / post_call / error --------------------------------------------------
@@ -236,6 +329,26 @@ async def test_a_transient_failure_is_retried_with_the_retry_number_and_the_wait
     }
     assert (result.success, result.cancelled, result.errors, backend.calls) == (True, 0, [], 2)
     assert result.attempts[0].attempt == 1  # a retry is not an attempt
+
+
+@pytest.mark.parametrize(
+    ("policy", "waits"), [(RETRY, [0.004]), (RetryPolicy(base_delay=0.0), [0.0])]
+)
+async def test_the_wait_before_a_retry_is_the_one_announced(monkeypatch, policy, waits):
+    slept: list[float] = []
+    real_sleep = anyio.sleep
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(anyio, "sleep", sleep)
+    seen = Seen("error")
+    busy = TransientBackendError("busy", retry_after=0.004 if waits[0] else None)
+    result = await strict(ScriptedBackend(["ok"], failures={1: busy}), seen, retry=policy).sample(
+        "q"
+    )
+    assert result.success and slept == waits == [seen.of("error")[0]["retry_in_s"]]
 
 
 async def test_a_call_that_stays_transient_is_retried_max_retries_times_then_kept_as_an_error():
