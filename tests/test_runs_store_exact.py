@@ -28,11 +28,13 @@ from sampling_core.runs.store import RunDirectory, utc_now
 META = {
     "format": 1,
     "version": "1.0",
+    "note": "déjà",
     "dataset": {"count": 2, "fingerprint": "f", "hashes": {"clé": "h1", "k2": "hé"}},
 }
 META_TEXT = """{
   "format": 1,
   "version": "1.0",
+  "note": "déjà",
   "dataset": {
     "count": 2,
     "fingerprint": "f",
@@ -66,7 +68,7 @@ def test_utc_now_is_the_utc_time_to_the_second(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_meta_json_is_written_indented_with_its_text_kept(tmp_path: Path) -> None:
-    run_dir = RunDirectory(tmp_path / "parent" / "run")  # the parent is made too
+    run_dir = RunDirectory(tmp_path / "a" / "b" / "run")  # its parents are made too
     run_dir.create("a: 1\n", META)
     assert run_dir.meta_file.read_text(encoding="utf-8") == META_TEXT
     assert run_dir.read_meta() == META
@@ -248,3 +250,12 @@ def test_a_run_directory_is_utf_8_whatever_the_locale(tmp_path: Path) -> None:
     assert run_dir.meta_file.read_text(encoding="utf-8") == META_TEXT
     assert run_dir.config_file.read_text(encoding="utf-8") == "prompt: ü\n"
     assert run_dir.progress_file.read_text(encoding="utf-8") == '{\n  "note": "ß"\n}\n'
+    # The same here (so that mutmut, which maps tests to the functions they call in its own
+    # process, runs this test on the mutants of these functions too).
+    here = RunDirectory(tmp_path / "here")
+    here.create("prompt: é\n", META)
+    here.write_config("prompt: ü\n")
+    here.write_progress({"note": "ß"})
+    assert [here.read_meta(), here.read_progress()] == [META, {"note": "ß"}]
+    for name in ("meta.json", "effective_config.yaml", "progress.json"):
+        assert (here.path / name).read_bytes() == (run_dir.path / name).read_bytes()
