@@ -188,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--children", type=int, default=2, help="mutants tested at once")
     args = parser.parse_args(argv)
     chosen = args.modules or STABLE
-    unknown = [m for m in chosen if m not in MODULES]
+    unknown = [m for m in chosen if m.partition(":")[0] not in MODULES]
     if unknown:
         parser.error(f"no test subset for {unknown}; add it to MODULES in scripts/mutation.py")
-    reports = [run_module(m, MODULES[m], args.children) for m in chosen]
+    reports = [run_module(m, MODULES[m.partition(":")[0]], args.children) for m in chosen]
     print("| module | mutants | killed | survived | no tests | timeout | score | seconds | load |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in reports:
