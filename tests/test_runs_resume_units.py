@@ -3,12 +3,17 @@ dataset drift (changed, removed, added, reordered prompts)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel, Field
 
+import sampling_core
 from sampling_core.kinds import LOCATION, THROUGHPUT, Kind, KindRegistry
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import RunDirError
@@ -342,3 +347,57 @@ def test_the_effective_config_is_the_models_order_with_text_kept_and_wrapped_at_
     ]
     stop = lines.index("  stop:")
     assert lines[stop + 1 : stop + 4] == ["  - fin é", f"  - {LONG[:-6]}", "    x y z"]
+
+
+def test_options_given_from_python_compare_as_the_json_they_are_written_as() -> None:
+    """A tuple in a plugin's options (a config built in Python) equals the list the run
+    wrote in its effective config: no refusal."""
+    written = config(plugins=[{"name": "tracing", "options": {"levels": [1, 2]}}])
+    given = config(plugins=[{"name": "tracing", "options": {"levels": (1, 2)}}])
+    assert compare_configs(written, given) == []
+
+
+class ModelFileOptions(BaseModel):
+    model_file: Path = Path("m.gguf")
+
+
+def test_a_path_option_shows_as_its_text() -> None:
+    kinds = KindRegistry()
+    kinds.kinds["backend"]["local"] = Kind(
+        "backend", "local", lambda **options: None, "tests", ModelFileOptions
+    )
+    old = config(backend={"kind": "local"})
+    new = config(backend={"kind": "local", "model_file": "other.gguf"})
+    assert compare_configs(old, new, kinds) == [
+        Difference("backend.model_file", "result", "m.gguf", "other.gguf")
+    ]
+
+
+READ_UNDER_LOCALE = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from sampling_core.runs.resume import read_effective_config
+    from sampling_core.runs.store import RunDirectory
+    header, config = read_effective_config(RunDirectory(Path(sys.argv[1])))
+    print(ascii([header[-1], config.options.stop]))
+    """
+)
+
+
+def test_the_effective_config_is_read_as_utf_8_whatever_the_locale(tmp_path: Path) -> None:
+    header = provenance_header("1.0", ["samplehooks", "run"], None)
+    text = render_effective_config(config(options={"stop": ["fin é"]}), header)
+    (tmp_path / "effective_config.yaml").write_text(text, encoding="utf-8")
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env["PYTHONPATH"] = str(Path(sampling_core.__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", READ_UNDER_LOCALE, str(tmp_path)],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    assert done.stdout.decode().strip() == ascii([LINEAGE_MARK, ["fin é"]])
+    # and here (mutmut maps a test to the functions it calls in its own process)
+    assert read_effective_config(RunDirectory(tmp_path))[1].options.stop == ["fin é"]
