@@ -65,6 +65,8 @@ MODULES: dict[str, list[str]] = {
     ],
     "sampling_core/dispatch.py": [
         "tests/test_dispatch_exact.py",
+        "tests/test_engine_loop_exact.py",
+        "tests/test_engine_exact.py",
         "tests/test_plugins_dispatch.py",
         "tests/test_hooks_contract.py",
         "tests/test_hook_delivery.py",

@@ -339,3 +339,89 @@ async def test_budgets_a_plugin_sets_at_loop_start_are_checked_and_it_is_named()
     with pytest.raises(BudgetError) as raised:
         await sampler.sample("q")
     assert "plugin 'TooMany'" in str(raised.value)
+
+
+class OnlyLoop:
+    @hookimpl
+    def sampling_loop_start(self, payload):
+        payload.loop_budget = 5
+
+
+class OnlyConcurrency:
+    @hookimpl
+    def sampling_loop_start(self, payload):
+        payload.concurrency_budget = 5
+
+
+@pytest.mark.parametrize(
+    ("plugin", "given"),
+    [(OnlyLoop(), {"concurrency_budget": 5}), (OnlyConcurrency(), {"loop_budget": 5})],
+)
+async def test_too_many_attempts_name_the_plugin_that_changed_either_budget(plugin, given):
+    sampler = Sampler(
+        ScriptedBackend(["x"]), plugins=[plugin], load_entrypoints=False, max_attempts_per_call=20
+    )
+    with pytest.raises(BudgetError) as raised:
+        await sampler.sample("q", **given)
+    assert str(raised.value) == (
+        f"concurrency_budget=5 set by plugin {type(plugin).__name__!r} is invalid: "
+        "loop_budget x concurrency_budget = 5 x 5 = 25 attempts exceeds the sampler's cap of "
+        "20 (max_attempts_per_call on Sampler): a call keeps every attempt it makes"
+    )
+
+
+async def test_a_loop_budget_changed_alone_is_checked():
+    class LoopZero:
+        @hookimpl
+        def sampling_loop_start(self, payload):
+            payload.loop_budget = 0
+
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=[LoopZero()], load_entrypoints=False)
+    with pytest.raises(BudgetError) as raised:
+        await sampler.sample("q")
+    assert str(raised.value) == "loop_budget=0 set by plugin 'LoopZero' is invalid: must be >= 1"
+
+
+async def test_what_a_plain_implementation_returns_is_awaited_only_if_awaitable():
+    seen: list[str] = []
+
+    class ReturnsCoroutine:
+        @hookimpl
+        def sampling_iteration(self, payload):
+            async def later() -> None:
+                await anyio.sleep(0)
+                seen.append(payload.text)
+
+            return later()
+
+    class ReturnsValue:
+        @hookimpl
+        def sampling_iteration(self, payload):
+            return True
+
+    result = await strict(ScriptedBackend(["x"]), ReturnsCoroutine(), ReturnsValue()).sample("q")
+    assert seen == ["x"] and result.plugin_errors == []
+
+
+async def test_a_monitor_gets_the_payload_in_kwargs_before_and_after():
+    class Observer:
+        @hookimpl
+        def sampling_loop_end(self, payload):
+            pass
+
+    kwargs_seen: list[tuple[str, object]] = []
+
+    def before(hook_name, hook_impls, kwargs):
+        if hook_name == "sampling_loop_end":
+            kwargs_seen.append(("before", kwargs["payload"]))
+
+    def after(outcome, hook_name, hook_impls, kwargs):
+        if hook_name == "sampling_loop_end":
+            kwargs_seen.append(("after", kwargs["payload"]))
+
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=[Observer()], load_entrypoints=False)
+    sampler.plugins.add_hookcall_monitoring(before, after)
+    result = await sampler.sample("q")
+    assert [when for when, _ in kwargs_seen] == ["before", "after"]
+    first, second = (payload for _, payload in kwargs_seen)
+    assert first is second and first.sampling_id == result.sampling_id
