@@ -45,6 +45,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "sampling_core/loop.py": [
         "tests/test_engine_loop_exact.py",
+        "tests/test_engine_stops_exact.py",
         "tests/test_engine_exact.py",
         "tests/test_engine_cancellation.py",
         "tests/test_engine_errors.py",
@@ -66,6 +67,7 @@ MODULES: dict[str, list[str]] = {
     "sampling_core/dispatch.py": [
         "tests/test_dispatch_exact.py",
         "tests/test_engine_loop_exact.py",
+        "tests/test_engine_stops_exact.py",
         "tests/test_engine_exact.py",
         "tests/test_plugins_dispatch.py",
         "tests/test_hooks_contract.py",
