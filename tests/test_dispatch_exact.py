@@ -414,3 +414,36 @@ async def test_a_monitor_gets_the_payload_in_kwargs_before_and_after():
     assert [when for when, _ in kwargs_seen] == ["before", "after"]
     first, second = (payload for _, payload in kwargs_seen)
     assert first is second and first.sampling_id == result.sampling_id
+
+
+async def test_with_several_implementations_each_is_called_and_the_breaker_is_named():
+    calls: list[str] = []
+
+    class NoPayload:
+        @hookimpl
+        def sampling_validate(self):
+            calls.append("NoPayload")
+
+    class Breaker:
+        @hookimpl
+        def sampling_validate(self, payload):
+            calls.append("Breaker")
+            payload.results = (ValidationResult(True),)
+
+    class Reader:
+        @hookimpl(tryfirst=True)
+        def sampling_validate(self, payload):
+            calls.append("Reader")
+
+    sampler = Sampler(
+        ScriptedBackend(["x"]),
+        plugins=[Breaker(), NoPayload(), Reader()],
+        load_entrypoints=False,
+    )
+    with pytest.raises(PluginError) as raised:
+        await sampler.sample("q")
+    assert calls == ["Reader", "NoPayload", "Breaker"]
+    assert str(raised.value) == (
+        "plugin 'Breaker' failed in sampling_validate: "
+        "payload.results must be a list of ValidationResult"
+    )
