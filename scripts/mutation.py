@@ -66,6 +66,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "sampling_core/dispatch.py": [
         "tests/test_dispatch_exact.py",
+        "tests/test_dispatch_faults_exact.py",
         "tests/test_engine_loop_exact.py",
         "tests/test_engine_stops_exact.py",
         "tests/test_engine_exact.py",
