@@ -44,6 +44,9 @@ MODULES: dict[str, list[str]] = {
         "tests/test_reliability_secret_routes.py",
     ],
     "sampling_core/loop.py": [
+        "tests/test_engine_loop_exact.py",
+        "tests/test_engine_stops_exact.py",
+        "tests/test_engine_exact.py",
         "tests/test_engine_cancellation.py",
         "tests/test_engine_errors.py",
         "tests/test_engine_iterations.py",
@@ -53,6 +56,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_hook_delivery.py",
     ],
     "sampling_core/selection.py": [
+        "tests/test_engine_exact.py",
         "tests/test_engine_strategies.py",
         "tests/test_engine_cancellation.py",
         "tests/test_engine_errors.py",
@@ -61,6 +65,11 @@ MODULES: dict[str, list[str]] = {
         "tests/test_hooks_contract.py",
     ],
     "sampling_core/dispatch.py": [
+        "tests/test_dispatch_exact.py",
+        "tests/test_dispatch_faults_exact.py",
+        "tests/test_engine_loop_exact.py",
+        "tests/test_engine_stops_exact.py",
+        "tests/test_engine_exact.py",
         "tests/test_plugins_dispatch.py",
         "tests/test_hooks_contract.py",
         "tests/test_hook_delivery.py",
@@ -75,6 +84,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_reliability_run_dir.py",
     ],
     "sampling_core/runs/store.py": [
+        "tests/test_runs_store_exact.py",
         "tests/test_runs_store.py",
         "tests/test_reliability_run_dir.py",
         "tests/test_reliability_run_integrity.py",
@@ -183,10 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--children", type=int, default=2, help="mutants tested at once")
     args = parser.parse_args(argv)
     chosen = args.modules or STABLE
-    unknown = [m for m in chosen if m not in MODULES]
+    unknown = [m for m in chosen if m.partition(":")[0] not in MODULES]
     if unknown:
         parser.error(f"no test subset for {unknown}; add it to MODULES in scripts/mutation.py")
-    reports = [run_module(m, MODULES[m], args.children) for m in chosen]
+    reports = [run_module(m, MODULES[m.partition(":")[0]], args.children) for m in chosen]
     print("| module | mutants | killed | survived | no tests | timeout | score | seconds | load |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in reports:

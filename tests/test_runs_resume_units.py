@@ -3,14 +3,20 @@ dataset drift (changed, removed, added, reordered prompts)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel, Field
 
+import sampling_core
 from sampling_core.kinds import LOCATION, THROUGHPUT, Kind, KindRegistry
 from sampling_core.runs.config import RunConfig
+from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.resume import (
     LINEAGE_MARK,
     Difference,
@@ -19,9 +25,11 @@ from sampling_core.runs.resume import (
     lineage_note,
     one_line,
     provenance_header,
+    read_effective_config,
     refuse,
+    render_effective_config,
 )
-from sampling_core.runs.store import RecordsScan
+from sampling_core.runs.store import RecordsScan, RunDirectory
 
 RUN = Path("/runs/r1")
 
@@ -249,3 +257,147 @@ def test_fields_after_a_location_field_are_still_compared() -> None:
     assert compare_configs(config(), moved) == [
         Difference("dataset.prompt_field", "result", "prompt", "question")
     ]
+
+
+def test_a_list_changed_in_place_is_a_difference() -> None:
+    """A list of the same length with other items (not a kind's option) is compared item by
+    item: generation options, backend options of an unknown kind, a requirement's value."""
+    stop = config(options={"stop": ["END"]})
+    assert compare_configs(stop, config(options={"stop": ["STOP"]})) == [
+        Difference("options.stop", "result", ["END"], ["STOP"])
+    ]
+    replies = config(backend={"kind": "scripted", "replies": ["b"]})
+    assert compare_configs(config(), replies) == [
+        Difference("backend.replies", "result", ["a"], ["b"])
+    ]
+    words = config(requirements=[{"contains_all": ["x", "y"]}])
+    assert compare_configs(words, config(requirements=[{"contains_all": ["x", "z"]}])) == [
+        Difference(
+            "requirements", "result", [{"contains_all": ["x", "y"]}], [{"contains_all": ["x", "z"]}]
+        )
+    ]
+
+
+def effective_config_at(tmp_path: Path, body: str) -> RunDirectory:
+    (tmp_path / "effective_config.yaml").write_text(
+        f"# samplehooks run\n{LINEAGE_MARK}\n{body}", encoding="utf-8"
+    )
+    return RunDirectory(tmp_path)
+
+
+def test_reading_the_effective_config_back(tmp_path: Path) -> None:
+    header = provenance_header("1.0", ["samplehooks", "run", "c.yaml"], None)
+    text = render_effective_config(config(options={"stop": ["fin é"]}), header)
+    (tmp_path / "effective_config.yaml").write_text(text, encoding="utf-8")
+    read_header, read_config = read_effective_config(RunDirectory(tmp_path))
+    assert read_header == header
+    assert read_config == config(options={"stop": ["fin é"]})
+
+
+def test_an_effective_config_that_does_not_validate_names_every_problem(tmp_path: Path) -> None:
+    run_dir = effective_config_at(
+        tmp_path,
+        "dataset: {path: p.jsonl}\nbackend: {kind: scripted}\n"
+        "budgets: {loop_budget: 0, concurrency_budget: x}\n",
+    )
+    with pytest.raises(RunDirError) as raised:
+        read_effective_config(run_dir)
+    assert str(raised.value) == (
+        f"{run_dir.config_file} is damaged or from an incompatible version: "
+        "budgets.loop_budget: Input should be greater than or equal to 1 (got 0); "
+        "budgets.concurrency_budget: must be a whole number (an int), not str (got 'x')"
+    )
+
+
+def test_an_effective_config_that_is_not_yaml_names_the_line(tmp_path: Path) -> None:
+    run_dir = effective_config_at(tmp_path, "dataset: [\n")
+    with pytest.raises(RunDirError) as raised:
+        read_effective_config(run_dir)
+    assert str(raised.value) == (
+        f"{run_dir.config_file} is damaged or from an incompatible version: not valid YAML "
+        "(line 4, column 1): expected the node content, but found '<stream end>'"
+    )
+
+
+def test_an_unreadable_effective_config_says_why(tmp_path: Path) -> None:
+    (tmp_path / "effective_config.yaml").mkdir()
+    run_dir = RunDirectory(tmp_path)
+    with pytest.raises(RunDirError) as raised:
+        read_effective_config(run_dir)
+    assert str(raised.value) == (
+        f"cannot read {run_dir.config_file}: [Errno 21] Is a directory: '{run_dir.config_file}'"
+    )
+
+
+LONG = " ".join("abcdefghijklmnopqrstuvwxyz" * 2)
+
+
+def test_the_effective_config_is_the_models_order_with_text_kept_and_wrapped_at_100() -> None:
+    text = render_effective_config(
+        config(options={"stop": ["fin é", LONG]}), ["# h1", LINEAGE_MARK]
+    )
+    lines = text.splitlines()
+    assert lines[:3] == ["# h1", "# lineage:", "dataset:"] and text.endswith("\n")
+    top = [line.split(":")[0] for line in lines[2:] if not line.startswith((" ", "-"))]
+    assert top == list(RunConfig.model_fields)  # the model's order, not sorted
+    assert lines[lines.index("  retries:") + 1 :][:3] == [
+        "    max_retries: 3",
+        "    base_delay_s: 0.5",
+        "    max_delay_s: 20.0",
+    ]
+    stop = lines.index("  stop:")
+    assert lines[stop + 1 : stop + 4] == ["  - fin é", f"  - {LONG[:-6]}", "    x y z"]
+
+
+def test_options_given_from_python_compare_as_the_json_they_are_written_as() -> None:
+    """A tuple in a plugin's options (a config built in Python) equals the list the run
+    wrote in its effective config: no refusal."""
+    written = config(plugins=[{"name": "tracing", "options": {"levels": [1, 2]}}])
+    given = config(plugins=[{"name": "tracing", "options": {"levels": (1, 2)}}])
+    assert compare_configs(written, given) == []
+
+
+class ModelFileOptions(BaseModel):
+    model_file: Path = Path("m.gguf")
+
+
+def test_a_path_option_shows_as_its_text() -> None:
+    kinds = KindRegistry()
+    kinds.kinds["backend"]["local"] = Kind(
+        "backend", "local", lambda **options: None, "tests", ModelFileOptions
+    )
+    old = config(backend={"kind": "local"})
+    new = config(backend={"kind": "local", "model_file": "other.gguf"})
+    assert compare_configs(old, new, kinds) == [
+        Difference("backend.model_file", "result", "m.gguf", "other.gguf")
+    ]
+
+
+READ_UNDER_LOCALE = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from sampling_core.runs.resume import read_effective_config
+    from sampling_core.runs.store import RunDirectory
+    header, config = read_effective_config(RunDirectory(Path(sys.argv[1])))
+    print(ascii([header[-1], config.options.stop]))
+    """
+)
+
+
+def test_the_effective_config_is_read_as_utf_8_whatever_the_locale(tmp_path: Path) -> None:
+    header = provenance_header("1.0", ["samplehooks", "run"], None)
+    text = render_effective_config(config(options={"stop": ["fin é"]}), header)
+    (tmp_path / "effective_config.yaml").write_text(text, encoding="utf-8")
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env["PYTHONPATH"] = str(Path(sampling_core.__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", READ_UNDER_LOCALE, str(tmp_path)],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    assert done.stdout.decode().strip() == ascii([LINEAGE_MARK, ["fin é"]])
+    # and here (mutmut maps a test to the functions it calls in its own process)
+    assert read_effective_config(RunDirectory(tmp_path))[1].options.stop == ["fin é"]

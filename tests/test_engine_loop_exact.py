@@ -1,0 +1,366 @@
+"""The sampling loop, exactly as plugins see it: loop start, each backend call, checks.
+
+Every payload a plugin reads is compared whole (its field set is the payload model's), with
+exact numbers: the call's settings at ``sampling_loop_start``; the messages, options, retry
+number and purpose of each ``generation_pre_call``; ``generation_error``'s retry decision and
+wait; the latency the engine measures; what a check's context holds and its own model calls.
+Stops and cancellation are in ``test_engine_stops_exact.py``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from hook_specs import hookimpl
+from hook_specs.payloads import PAYLOAD_TYPES
+from hook_specs.records import Generation, Usage
+from sampling_core import GenerationRequest, RepairTemplate, RetryPolicy, Sampler, ScriptedBackend
+from sampling_core.seeds import derive_seed
+from sampling_core.transport import TransientBackendError
+
+pytestmark = pytest.mark.anyio
+
+RETRY = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.01, jitter=0.0)
+
+
+def passes(text: str) -> bool:
+    """starts with ok"""
+    return text.startswith("ok")
+
+
+def short(text: str) -> bool:
+    """at most three words"""
+    return len(text.split()) <= 3
+
+
+class Seen:
+    """Every payload of the hooks named, as ``(hook, {field: value})`` in the order fired."""
+
+    def __init__(self, *hooks: str) -> None:
+        self.hooks = set(hooks)
+        self.events: list[tuple[str, dict[str, object]]] = []
+
+    def _keep(self, hook: str, payload) -> None:
+        if hook in self.hooks:
+            fields = {name: getattr(payload, name) for name in dict(payload)}
+            assert set(fields) == set(PAYLOAD_TYPES[payload.hook].model_fields)
+            self.events.append((hook, fields))
+
+    @hookimpl
+    def sampling_loop_start(self, payload):
+        self._keep("loop_start", payload)
+
+    @hookimpl
+    def generation_pre_call(self, payload):
+        self._keep("pre_call", payload)
+
+    @hookimpl
+    def generation_post_call(self, payload):
+        self._keep("post_call", payload)
+
+    @hookimpl
+    def generation_error(self, payload):
+        self._keep("error", payload)
+
+    def of(self, hook: str) -> list[dict[str, object]]:
+        return [fields for name, fields in self.events if name == hook]
+
+
+def strict(backend, *plugins, **kwargs) -> Sampler:
+    return Sampler(backend, plugins=plugins, load_entrypoints=False, strict_plugins=True, **kwargs)
+
+
+# -- sampling_loop_start ----------------------------------------------------------------------
+
+
+async def test_loop_start_shows_the_calls_settings_exactly():
+    seen = Seen("loop_start")
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q"}]
+    result = await strict(ScriptedBackend(["ok"]), seen).sample(
+        messages,
+        requirements=[passes, short],
+        loop_budget=2,
+        concurrency_budget=3,
+        selection="ordered",
+        seed=7,
+        options={"temperature": 0.5},
+    )
+    assert seen.of("loop_start") == [
+        {
+            "sampling_id": result.sampling_id,
+            "strategy_name": "RejectionSampling",
+            "loop_budget": 2,
+            "concurrency_budget": 3,
+            "messages": messages,
+            "requirements": ["starts with ok", "at most three words"],
+            "selection": "ordered",
+            "seed": 7,
+            "options": {"temperature": 0.5},
+            "provider_name": "samplehooks.scripted",
+        }
+    ]
+
+
+async def test_loop_start_without_seed_options_or_provider_name():
+    class Plain:
+        async def generate(self, request: GenerationRequest) -> str:
+            return "ok"
+
+    seen = Seen("loop_start")
+    await strict(Plain(), seen).sample("q")
+    [fields] = seen.of("loop_start")
+    assert (fields["seed"], fields["options"], fields["provider_name"]) == (None, {}, None)
+    assert (fields["requirements"], fields["selection"]) == ([], "first")
+
+
+async def test_what_a_plugin_changes_in_loop_starts_lists_stays_out_of_the_call():
+    class Meddler:
+        @hookimpl
+        def sampling_loop_start(self, payload):
+            payload.messages[0]["content"] = "changed"
+            payload.messages.append({"role": "user", "content": "more"})
+            payload.options["temperature"] = 2.0
+
+    backend = ScriptedBackend(["ok"])
+    await strict(backend, Meddler()).sample("q", options={"temperature": 0.1})
+    [request] = backend.requests
+    assert request.messages == [{"role": "user", "content": "q"}]
+    assert request.options == {"temperature": 0.1}
+
+
+async def test_budgets_written_at_loop_start_are_the_ones_the_call_runs_with():
+    class Wider:
+        @hookimpl
+        def sampling_loop_start(self, payload):
+            payload.loop_budget = 3
+            payload.concurrency_budget = 2
+
+    backend = ScriptedBackend(["no"])
+    result = await strict(backend, Wider()).sample("q", requirements=[passes])
+    assert (result.loop_budget, result.concurrency_budget, backend.calls) == (3, 2, 6)
+    assert sorted(a.iteration for a in result.attempts) == [1, 2, 3, 4, 5, 6]
+
+
+# -- what a check sees ------------------------------------------------------------------------
+
+
+async def test_a_check_sees_its_attempts_messages_row_iteration_and_options():
+    contexts = []
+
+    def looks(text, context):
+        """looks at its context"""
+        contexts.append(context)
+        return text == "ok"
+
+    result = await strict(ScriptedBackend(["no", "ok"])).sample(
+        "q",
+        requirements=[looks],
+        loop_budget=2,
+        row={"id": 7},
+        options={"temperature": 0.1},
+        strategy=RepairTemplate(),
+    )
+    first, second = contexts
+    assert list(first.messages) == [{"role": "user", "content": "q"}]
+    assert list(second.messages) == result.attempts[1].messages != list(first.messages)
+    assert (first.row, second.row) == ({"id": 7}, {"id": 7})
+    assert (first.iteration.attempt, second.iteration.attempt) == (1, 2)
+    assert first.iteration.sampling_id == result.sampling_id
+    assert (first.options, second.options) == ({"temperature": 0.1}, {"temperature": 0.1})
+
+
+async def test_the_samplers_check_timeout_reaches_the_checks():
+    async def slow(text):
+        """answers slowly"""
+        await anyio.sleep(1)
+        return True
+
+    sampler = Sampler(
+        ScriptedBackend(["ok"]), load_entrypoints=False, strict_plugins=True, check_timeout=0.01
+    )
+    result = await sampler.sample("q", requirements=[slow])
+    [verdict] = result.attempts[0].validations
+    assert (verdict.passed, verdict.reason) == (
+        False,
+        "the check took longer than check_timeout (0.01s)",
+    )
+
+
+# -- generation_pre_call / post_call / error --------------------------------------------------
+
+
+async def test_each_attempt_sends_the_calls_options_with_its_own_derived_seed():
+    seen = Seen("pre_call")
+    backend = ScriptedBackend(["no"])
+    await strict(backend, seen).sample(
+        "q", requirements=[passes], loop_budget=2, seed=11, options={"temperature": 0.3}
+    )
+    assert [
+        (f["attempt"], f["options"], f["retry"], f["purpose"]) for f in seen.of("pre_call")
+    ] == [
+        (1, {"temperature": 0.3, "seed": derive_seed(11, 0, 1)}, 0, "sample"),
+        (2, {"temperature": 0.3, "seed": derive_seed(11, 0, 2)}, 0, "sample"),
+    ]
+    assert [r.options for r in backend.requests] == [f["options"] for f in seen.of("pre_call")]
+    unseeded = Seen("pre_call")
+    await strict(ScriptedBackend(["ok"]), unseeded).sample("q", options={"top_p": 0.9})
+    assert [f["options"] for f in unseeded.of("pre_call")] == [{"top_p": 0.9}]
+
+
+async def test_a_transient_failure_is_retried_with_the_retry_number_and_the_wait_announced():
+    seen = Seen("pre_call", "post_call", "error")
+    busy = TransientBackendError("busy", retry_after=0.004)
+    backend = ScriptedBackend(["ok"], failures={1: busy})
+    result = await strict(backend, seen, retry=RETRY).sample("q", requirements=[passes])
+    assert [(hook, f.get("retry")) for hook, f in seen.events] == [
+        ("pre_call", 0),
+        ("error", 0),
+        ("pre_call", 1),
+        ("post_call", 1),
+    ]
+    error = seen.of("error")[0]
+    assert error == {
+        "sampling_id": result.sampling_id,
+        "strategy_name": "RejectionSampling",
+        "subsample_index": 0,
+        "attempt": 1,
+        "iteration": 1,
+        "sequence": None,
+        "exception": busy,
+        "error_type": "TransientBackendError",
+        "will_retry": True,
+        "retry_in_s": 0.004,  # the server's Retry-After beats the 1 ms backoff
+        "retry": 0,
+        "purpose": "sample",
+    }
+    assert (result.success, result.cancelled, result.errors, backend.calls) == (True, 0, [], 2)
+    assert result.attempts[0].attempt == 1  # a retry is not an attempt
+
+
+@pytest.mark.parametrize(
+    ("policy", "waits"), [(RETRY, [0.004]), (RetryPolicy(base_delay=0.0), [0.0])]
+)
+async def test_the_wait_before_a_retry_is_the_one_announced(monkeypatch, policy, waits):
+    slept: list[float] = []
+    real_sleep = anyio.sleep
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(anyio, "sleep", sleep)
+    seen = Seen("error")
+    busy = TransientBackendError("busy", retry_after=0.004 if waits[0] else None)
+    result = await strict(ScriptedBackend(["ok"], failures={1: busy}), seen, retry=policy).sample(
+        "q"
+    )
+    assert result.success and slept == waits == [seen.of("error")[0]["retry_in_s"]]
+
+
+async def test_a_call_that_stays_transient_is_retried_max_retries_times_then_kept_as_an_error():
+    seen = Seen("error")
+    busy = TransientBackendError("busy")
+    backend = ScriptedBackend(["ok"], failures=lambda request: busy)
+    with pytest.raises(TransientBackendError):
+        await strict(backend, seen, retry=RETRY).sample("q")
+    assert [(f["retry"], f["will_retry"], f["retry_in_s"]) for f in seen.of("error")] == [
+        (0, True, 0.001),
+        (1, True, 0.002),
+        (2, False, None),
+    ]
+    assert backend.calls == 3
+
+
+async def test_a_failure_that_is_not_transient_is_not_retried():
+    seen = Seen("error", "post_call")
+    broken = ValueError("bad request")
+    backend = ScriptedBackend(["ok"], failures={1: broken})
+    result = await strict(backend, seen, retry=RETRY).sample(
+        "q", requirements=[passes], loop_budget=2, concurrency_budget=2
+    )
+    [error] = seen.of("error")
+    assert (error["will_retry"], error["retry_in_s"], error["retry"]) == (False, None, 0)
+    assert [(e.attempt, e.exception) for e in result.errors] == [(1, broken)]
+    assert (result.success, result.cancelled, backend.calls) == (True, 0, 2)
+
+
+async def test_the_engine_measures_the_latency_of_a_reply_that_reports_none():
+    class Slow:
+        async def generate(self, request: GenerationRequest) -> str:
+            await anyio.sleep(0.02)
+            return "ok"
+
+    class Instant:
+        async def generate(self, request: GenerationRequest) -> str:
+            return "ok"
+
+    for backend, least in ((Slow(), 0.02), (Instant(), 0.0)):
+        seen = Seen("post_call")
+        began = time.perf_counter()
+        result = await strict(backend, seen).sample("q")
+        wall = time.perf_counter() - began
+        [post] = seen.of("post_call")
+        assert least <= post["latency_s"] == result.attempts[0].latency_s <= wall
+        assert post["generation"].latency_s == post["latency_s"]
+        assert (post["retry"], post["purpose"]) == (0, "sample")
+
+
+# -- a check's own model calls ----------------------------------------------------------------
+
+
+async def test_a_checks_model_call_goes_through_the_hooks_as_a_judge_call():
+    seen = Seen("pre_call", "post_call", "error")
+
+    async def judged(text, context):
+        """a judge says yes"""
+        request = GenerationRequest(
+            [{"role": "user", "content": f"ok? {text}"}], {"max_tokens": 1}, context.iteration
+        )
+        verdict = await context.generate(request, backend=judge)
+        return verdict.text == "yes"
+
+    busy = TransientBackendError("busy")
+    main = ScriptedBackend(["ok fine"])
+    judge = ScriptedBackend(["yes"], failures={1: busy})
+    result = await strict(main, seen, retry=RETRY).sample(
+        "q", requirements=[judged], seed=5, options={"temperature": 0.2}
+    )
+    assert result.success and (main.calls, judge.calls) == (1, 2)
+    calls = [(hook, f["purpose"], f["retry"]) for hook, f in seen.events]
+    assert calls == [
+        ("pre_call", "sample", 0),
+        ("post_call", "sample", 0),
+        ("pre_call", "judge", 0),
+        ("error", "judge", 0),
+        ("pre_call", "judge", 1),
+        ("post_call", "judge", 1),
+    ]
+    judge_call = seen.of("pre_call")[1]
+    assert judge_call["messages"] == [{"role": "user", "content": "ok? ok fine"}]
+    assert judge_call["options"] == {"max_tokens": 1}  # the check's own, no derived seed
+    assert (judge_call["attempt"], judge_call["iteration"]) == (1, 1)
+    # a judge call is no attempt of its own: nothing in flight, no error kept
+    assert (result.cancelled, result.errors, result.iterations_used) == (0, [], 1)
+    assert result.usage == Usage(1 + 3, 2 + 1)
+
+
+async def test_a_judge_call_that_fails_for_good_fails_the_check_not_the_attempt():
+    async def judged(text, context):
+        """a judge says yes"""
+        request = GenerationRequest([{"role": "user", "content": text}], {}, context.iteration)
+        await context.generate(request)
+        return True
+
+    def reply(request):
+        if request.messages[-1]["content"] == "q":
+            return Generation("answer", usage=Usage(2, 1, 0.5))
+        raise ValueError("judge offline")
+
+    result = await strict(ScriptedBackend(reply)).sample("q", requirements=[judged])
+    [attempt] = result.attempts
+    assert attempt.passed is False and "judge offline" in attempt.validations[0].reason
+    assert (result.errors, result.cancelled) == ([], 0)
+    assert result.usage == Usage(2, 1, 0.5)
