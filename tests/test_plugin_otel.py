@@ -41,6 +41,8 @@ async def test_a_span_per_loop_attempt_and_backend_call(
 
     async def reply(request: GenerationRequest) -> str:
         info = request.iteration
+        if (info.subsample_index, info.attempt) == (0, 1):
+            await anyio.sleep(0)  # subsample 1 starts its attempt meanwhile
         if info.subsample_index == 1:
             await release.wait()  # never set: cancelled in flight when subsample 0 wins
         return "good" if info.attempt == 2 else "bad"
