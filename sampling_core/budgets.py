@@ -28,12 +28,22 @@ def check_budget(field: str, value: object, cap: int, source: str) -> int:
     return value
 
 
-def check_attempts(loop_budget: int, concurrency_budget: int, cap: int, source: str) -> None:
-    """Raise :class:`BudgetError` when ``loop_budget x concurrency_budget`` exceeds ``cap``."""
+def check_attempts(
+    loop_budget: int,
+    concurrency_budget: int,
+    cap: int,
+    source: str,
+    field: str = "concurrency_budget",
+) -> None:
+    """Raise :class:`BudgetError` when ``loop_budget x concurrency_budget`` exceeds ``cap``.
+
+    The error names ``field`` (``"loop_budget"`` or ``"concurrency_budget"``: the one
+    ``source`` set) with its value.
+    """
     if loop_budget * concurrency_budget > cap:
         raise BudgetError(
-            "concurrency_budget",
-            concurrency_budget,
+            field,
+            loop_budget if field == "loop_budget" else concurrency_budget,
             source,
             f"loop_budget x concurrency_budget = {loop_budget} x {concurrency_budget} = "
             f"{loop_budget * concurrency_budget} attempts exceeds the sampler's cap of {cap} "

@@ -22,7 +22,9 @@ class CheckContext:
 
     ``messages``: the attempt's request (what the model was asked); ``row``: the dataset line
     in a batch run (``sample(..., row=...)``), else ``None``; ``iteration``: the attempt's
-    :class:`IterationInfo`; ``options``: the backend call options of the attempt;
+    :class:`IterationInfo`; ``options``: the backend call options of the attempt (its
+    derived ``seed`` included). Messages and options are those the backend was sent, as
+    ``generation_pre_call`` plugins left them;
     ``generate``: inside ``sample()``, ``await context.generate(request, backend=None)``
     makes a model call through the engine's backend path for this attempt (the generation
     hooks fire with ``payload.purpose == "judge"``, transient failures are retried, the

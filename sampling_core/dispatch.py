@@ -111,12 +111,18 @@ class CallHooks:
                 writer = payload.written_by(field)
                 source = f"plugin {writer!r}" if writer else "the caller"
                 check_budget(field, getattr(payload, field), cap, source)
-            writer = payload.written_by("concurrency_budget") or payload.written_by("loop_budget")
+            # The error names a budget a plugin changed (the concurrency first), as it was set.
+            field = next(
+                (f for f in ("concurrency_budget", "loop_budget") if payload.written_by(f)),
+                "concurrency_budget",
+            )
+            writer = payload.written_by(field)
             check_attempts(
                 payload.loop_budget,
                 payload.concurrency_budget,
                 max_attempts,
                 f"plugin {writer!r}" if writer else "the caller",
+                field,
             )
         return payload.loop_budget, payload.concurrency_budget
 

@@ -215,14 +215,14 @@ class SamplingCall:
         """Generate, check, record and announce one attempt; ``None`` if its backend failed."""
         tally = self.tally
         try:
-            generation = await self._generate(info, messages)
+            generation, sent = await self._generate(info, messages)
         except _BackendFailed:
             tally.in_flight -= 1
             return None
         context = None
-        if self.wants_context:
+        if self.wants_context:  # what the model was asked, as plugins left it
             context = CheckContext(
-                messages, self.s.row, info, self.s.options, partial(self._judge_call, info)
+                sent.messages, self.s.row, info, sent.options, partial(self._judge_call, info)
             )
         validations = validate_all(
             self.s.requirements, generation.text, context, self.s.check_timeout
@@ -241,9 +241,10 @@ class SamplingCall:
         self, info: IterationInfo, request: GenerationRequest, backend: Backend | None = None
     ) -> Generation:
         """A check's model call (``CheckContext.generate``), through the backend path."""
-        return await self._generate(
+        generation, _ = await self._generate(
             info, request.messages, backend or self.s.backend, "judge", dict(request.options)
         )
+        return generation
 
     async def _generate(
         self,
@@ -252,8 +253,9 @@ class SamplingCall:
         backend: Backend | None = None,
         purpose: str = "sample",
         options: dict[str, Any] | None = None,
-    ) -> Generation:
-        """The backend's answer, after ``generation_pre_call`` and transport retries.
+    ) -> tuple[Generation, GenerationRequest]:
+        """The backend's answer, after ``generation_pre_call`` and transport retries, and
+        the request it answered (the messages and options as plugins left them).
 
         ``purpose="judge"``: a call a check makes for this attempt; it is no attempt of its
         own (not in flight, not in ``result.errors``): a failure raises its exception.
@@ -318,7 +320,7 @@ class SamplingCall:
                 continue
             if firing.post_call:
                 await hooks.post_call(info, generation, retry, purpose)
-            return generation
+            return generation, request
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
         if self.tasks is None:

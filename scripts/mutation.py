@@ -73,6 +73,8 @@ MODULES: dict[str, list[str]] = {
         "tests/test_plugins_dispatch.py",
         "tests/test_hooks_contract.py",
         "tests/test_hook_delivery.py",
+        "tests/test_hook_delivery_direct.py",
+        "tests/test_call_plugins_cache.py",
         "tests/test_reliability_plugin_isolation.py",
         "tests/test_reliability_base_exceptions.py",
     ],

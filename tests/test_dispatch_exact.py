@@ -202,17 +202,23 @@ class OnlyConcurrency:
 
 
 @pytest.mark.parametrize(
-    ("plugin", "given"),
-    [(OnlyLoop(), {"concurrency_budget": 5}), (OnlyConcurrency(), {"loop_budget": 5})],
+    ("plugin", "given", "changed"),
+    [
+        (OnlyLoop(), {"concurrency_budget": 5}, "loop_budget"),
+        (OnlyConcurrency(), {"loop_budget": 5}, "concurrency_budget"),
+    ],
 )
-async def test_too_many_attempts_name_the_plugin_that_changed_either_budget(plugin, given):
+async def test_too_many_attempts_name_the_budget_a_plugin_changed_and_the_plugin(
+    plugin, given, changed
+):
     sampler = Sampler(
         ScriptedBackend(["x"]), plugins=[plugin], load_entrypoints=False, max_attempts_per_call=20
     )
     with pytest.raises(BudgetError) as raised:
         await sampler.sample("q", **given)
+    assert raised.value.field == changed and raised.value.value == 5
     assert str(raised.value) == (
-        f"concurrency_budget=5 set by plugin {type(plugin).__name__!r} is invalid: "
+        f"{changed}=5 set by plugin {type(plugin).__name__!r} is invalid: "
         "loop_budget x concurrency_budget = 5 x 5 = 25 attempts exceeds the sampler's cap of "
         "20 (max_attempts_per_call on Sampler): a call keeps every attempt it makes"
     )

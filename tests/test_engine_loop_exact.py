@@ -364,3 +364,33 @@ async def test_a_judge_call_that_fails_for_good_fails_the_check_not_the_attempt(
     assert attempt.passed is False and "judge offline" in attempt.validations[0].reason
     assert (result.errors, result.cancelled) == ([], 0)
     assert result.usage == Usage(2, 1, 0.5)
+
+
+async def test_a_check_sees_what_the_backend_was_sent_seed_and_plugin_changes_included():
+    contexts = []
+
+    def looks(text, context):
+        """looks at its context"""
+        contexts.append(context)
+        return False
+
+    class Steer:
+        @hookimpl
+        def generation_pre_call(self, payload):
+            payload.options = {**payload.options, "top_p": 0.5}
+            payload.messages = [*payload.messages, {"role": "user", "content": "briefly"}]
+
+    backend = ScriptedBackend(["a", "b"])
+    sampler = Sampler(backend, plugins=[Steer()], load_entrypoints=False, strict_plugins=True)
+    await sampler.sample(
+        "q", requirements=[looks], loop_budget=2, seed=3, options={"temperature": 0.1}
+    )
+    assert [dict(c.options) for c in contexts] == [r.options for r in backend.requests]
+    assert [list(c.messages) for c in contexts] == [r.messages for r in backend.requests]
+    assert contexts[0].options == {
+        "temperature": 0.1,
+        "seed": derive_seed(3, 0, 1),
+        "top_p": 0.5,
+    }
+    assert contexts[1].options["seed"] == derive_seed(3, 0, 2)
+    assert list(contexts[0].messages)[-1] == {"role": "user", "content": "briefly"}
