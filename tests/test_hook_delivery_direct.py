@@ -160,3 +160,61 @@ def test_a_route_is_direct_only_when_nothing_can_suspend_it():
     assert not sampler.plugins.hooks().routes.post_call.direct  # a monitor watches now
     undo()
     assert sampler.plugins.hooks().routes.post_call.direct
+
+
+class Bump:
+    """An async writer, so its hook is delivered on the awaiting path."""
+
+    @hookimpl
+    async def sampling_loop_start(self, payload):
+        await anyio.sleep(0)
+        payload.loop_budget = 0
+
+
+async def test_a_write_on_the_awaiting_path_is_credited_to_its_plugin():
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=[Bump()], load_entrypoints=False)
+    assert not sampler.plugins.hooks().routes.loop_start.direct
+    with pytest.raises(ValueError) as raised:
+        await sampler.sample("q")
+    assert str(raised.value) == "loop_budget=0 set by plugin 'Bump' is invalid: must be >= 1"
+
+
+async def test_on_the_awaiting_path_an_implementation_without_payload_and_a_returned_value():
+    seen: list[str] = []
+
+    class NoPayload:
+        @hookimpl
+        def sampling_iteration(self):
+            seen.append("no payload")
+            return 42  # a value, not an awaitable: nothing to refuse
+
+    plugins = [NoPayload(), AsyncIteration()]
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False)
+    assert not sampler.plugins.hooks().routes.iteration.direct
+    result = await sampler.sample("q", requirements=[never], loop_budget=2)
+    assert result.plugin_errors == []
+    assert seen == ["no payload", "no payload"] and plugins[1].seen == [1, 2]
+
+
+class Pending:
+    """An awaitable without ``close`` (not a coroutine)."""
+
+    def __await__(self):
+        yield from ()
+
+
+@pytest.mark.parametrize("awaited_path", [False, True], ids=["direct", "awaiting"])
+async def test_a_returned_awaitable_without_close_is_refused_the_same_way(awaited_path):
+    class ReturnsPending:
+        @hookimpl
+        def sampling_iteration(self, payload):
+            return Pending()
+
+    plugins = [ReturnsPending(), AsyncIteration()] if awaited_path else [ReturnsPending()]
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False)
+    result = await sampler.sample("q", requirements=[never])
+    [fault] = result.plugin_errors
+    assert str(fault.exception) == (
+        "returned Pending from a plain function; an implementation whose work must be "
+        "awaited is declared `async def`"
+    )
