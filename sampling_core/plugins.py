@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from hook_specs.names import HookName
 from sampling_core.dispatch import HookImplementation, HookTable, Monitor
 from sampling_core.errors import PluginError
 from sampling_core.hook_table import CallTables
+from sampling_core.hookimpl_opts import hookimpl_opts
 
 if TYPE_CHECKING:
     from sampling_core.background import BackgroundDelivery
@@ -326,7 +326,7 @@ class PluginRegistry:
         self, plugin: Any, name: str
     ) -> list[tuple[HookName, HookImplementation]]:
         found = []
-        for attribute, opts in _hookimpl_opts(plugin, self.manager):
+        for attribute, opts in hookimpl_opts(plugin, self.manager):
             impl = pluggy.HookImpl(plugin, name, getattr(plugin, attribute), dict(opts))
             hook_name = opts.get("specname") or attribute
             check_implementation(name, hook_name, impl)
@@ -344,37 +344,6 @@ class PluginRegistry:
 
 
 _HOOK_VALUES = frozenset(hook.value for hook in HookName)
-_OPTS: dict[type, tuple[tuple[str, dict[str, Any]], ...]] = {}
-
-
-def _hookimpl_opts(
-    plugin: Any, manager: pluggy.PluginManager
-) -> tuple[tuple[str, dict[str, Any]], ...]:
-    """``(attribute, opts)`` of every ``@hookimpl`` of ``plugin``, as pluggy parses them.
-
-    Read once per class for instances whose hook methods come from their class (pluggy's
-    ``parse_hookimpl_opts`` inspects every attribute statically, which is most of the cost
-    of a per-call plugin); modules, classes and instances that set a hook attribute of
-    their own are read each time.
-    """
-
-    def parsed() -> tuple[tuple[str, dict[str, Any]], ...]:
-        found = ((n, manager.parse_hookimpl_opts(plugin, n)) for n in dir(plugin))
-        return tuple((n, opts) for n, opts in found if opts is not None)
-
-    if isinstance(plugin, types.ModuleType | type):
-        return parsed()
-    cls = type(plugin)
-    opts = _OPTS.get(cls)
-    if opts is None:
-        opts = _OPTS[cls] = parsed()
-    own = getattr(plugin, "__dict__", None)
-    if own and (
-        any(name in own for name, _ in opts)  # a hook method shadowed
-        or any(manager.parse_hookimpl_opts(plugin, name) is not None for name in own)
-    ):
-        return parsed()
-    return opts
 
 
 def _unique_in(base: str, taken: set[str]) -> str:
