@@ -35,7 +35,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import pluggy
@@ -59,9 +59,6 @@ from sampling_core.hook_table import (  # noqa: F401  (re-exported: the names th
     call_order,
 )
 
-if TYPE_CHECKING:
-    pass
-
 logger = structlog.get_logger("samplehooks")
 
 H = HookName
@@ -80,10 +77,6 @@ class CallHooks:
         self._id = sampling_id
         self._strategy = strategy_name
         self._delivery_lock: anyio.Lock | None = None
-
-    def fires(self, hook: HookName) -> bool:
-        """Whether firing ``hook`` does anything (some plugin implements or monitors it)."""
-        return self.table.fires[hook]
 
     # -- one method per hook, in the order they fire -----------------------------------
 

@@ -134,20 +134,6 @@ class Firing:
     repair: bool
     loop_end: bool
 
-    @classmethod
-    def of(cls, fires: Mapping[HookName, bool]) -> Firing:
-        """The flags of a table's ``fires`` mapping."""
-        return cls(
-            loop_start=fires[H.SAMPLING_LOOP_START],
-            validate=fires[H.SAMPLING_VALIDATE],
-            pre_call=fires[H.GENERATION_PRE_CALL],
-            post_call=fires[H.GENERATION_POST_CALL],
-            error=fires[H.GENERATION_ERROR],
-            iteration=fires[H.SAMPLING_ITERATION],
-            repair=fires[H.SAMPLING_REPAIR],
-            loop_end=fires[H.SAMPLING_LOOP_END],
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -155,7 +141,7 @@ class Route:
 
     ``direct`` holds when nothing can suspend the delivery: every inline implementation is
     a plain function, no monitor watches and no background observer waits. The channel then
-    calls the implementations in a plain loop (see ``CallHooks._call``).
+    calls the implementations in a plain loop (see ``CallHooks._fire``).
     """
 
     hook: HookName
@@ -185,17 +171,13 @@ class HookTable:
 
     __slots__ = (
         "awaits_iteration",
-        "background",
         "delivery",
-        "fires",
         "firing",
-        "inline",
         "monitors",
         "registered",
         "routes",
         "strict",
         "timeout",
-        "writable",
     )
 
     def __init__(
@@ -212,26 +194,28 @@ class HookTable:
         self.timeout = timeout
         self.monitors = tuple(monitors)
         self.delivery = delivery
-        ordered = {hook: call_order(impls) for hook, impls in self.registered.items()}
-        self.inline = {h: tuple(i for i in ordered[h] if not i.background) for h in HookName}
-        self.background = {h: tuple(i for i in ordered[h] if i.background) for h in HookName}
-        self.writable = {h: h.may_change_payload for h in HookName}
+        self.routes = Routes(
+            **{attr: self._route(hook, self.registered[hook]) for attr, hook in _ROUTED.items()}
+        )
         # Whether firing a hook does anything at all; if not, no payload is built.
-        self.fires = {h: bool(ordered[h] or self.monitors) for h in HookName}
-        self.firing = Firing.of(self.fires)
+        self.firing = Firing(**{attr: self._fires(getattr(self.routes, attr)) for attr in _ROUTED})
         # Whether a sampling_iteration implementation is async (its delivery is then locked).
-        self.awaits_iteration = any(impl.is_async for impl in self.inline[H.SAMPLING_ITERATION])
-        self.routes = Routes(**{attr: self._route(hook) for attr, hook in _ROUTED.items()})
+        self.awaits_iteration = any(impl.is_async for impl in self.routes.iteration.inline)
 
-    def _route(self, hook: HookName) -> Route:
-        inline = self.inline[hook]
+    def _fires(self, route: Route) -> bool:
+        return bool(route.inline or route.background or self.monitors)
+
+    def _route(self, hook: HookName, registered: Iterable[HookImplementation]) -> Route:
+        ordered = call_order(registered)
+        inline = tuple(impl for impl in ordered if not impl.background)
+        background = tuple(impl for impl in ordered if impl.background)
         return Route(
             hook=hook,
             build=BUILDERS[hook],
             inline=inline,
-            background=self.background[hook],
-            writable=self.writable[hook],
-            direct=not (self.monitors or self.background[hook] or any(i.is_async for i in inline)),
+            background=background,
+            writable=hook.may_change_payload,
+            direct=not (self.monitors or background or any(i.is_async for i in inline)),
         )
 
     def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
@@ -286,7 +270,8 @@ class CallTables:
     def put(self, base: HookTable, plugins: tuple[Any, ...], table: HookTable) -> None:
         """Keep ``table``, made for ``plugins`` on top of ``base``."""
         with self._lock:
-            self._tables[tuple(map(id, plugins))] = (base, plugins, table)
-            self._tables.move_to_end(tuple(map(id, plugins)))
+            key = tuple(map(id, plugins))
+            self._tables[key] = (base, plugins, table)
+            self._tables.move_to_end(key)
             while len(self._tables) > self.size:
                 self._tables.popitem(last=False)

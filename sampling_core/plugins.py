@@ -203,13 +203,7 @@ class PluginRegistry:
         self._table = None
 
     def _unique(self, base: str) -> str:
-        taken = self._reserved | {n for n, _ in self.manager.list_name_plugin()}
-        if base not in taken:
-            return base
-        n = 2
-        while f"{base}-{n}" in taken:
-            n += 1
-        return f"{base}-{n}"
+        return _unique_in(base, self._reserved | {n for n, _ in self.manager.list_name_plugin()})
 
     def _check(self, name: str, plugin: Any) -> None:
         for caller in self.manager.get_hookcallers(plugin) or []:
