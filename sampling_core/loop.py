@@ -41,7 +41,7 @@ from sampling_core.results import SamplingResult
 from sampling_core.seeds import derive_seed
 from sampling_core.selection import Tally
 from sampling_core.strategies import Strategy
-from sampling_core.subsample_tasks import SubsampleTasks, one_of, subsample_tasks
+from sampling_core.subsample_tasks import one_of, subsample_tasks
 from sampling_core.suspension import finish, note_yield, overdue
 from sampling_core.transport import RetryPolicy, is_transient
 
@@ -78,13 +78,13 @@ class _BackendFailed(Exception):
 
 
 class SamplingCall:
-    """One ``sample()`` call while it runs: its settings, hook channel, tally and tasks."""
+    """One ``sample()`` call while it runs: its settings, hook channel and tally (which holds
+    the subsample tasks, ``None`` while none runs)."""
 
     def __init__(self, settings: CallSettings, hooks: CallHooks) -> None:
         self.s = settings
         self.hooks = hooks
         self.tally = Tally(settings.strategy, settings.selection, settings.early_exit)
-        self.tasks: SubsampleTasks | None = None  # None while no subsample task runs
         # decided once: a CheckContext is built only when a check asks for one
         self.wants_context = any(r.wants_context for r in settings.requirements)
 
@@ -138,9 +138,9 @@ class SamplingCall:
             # caller's task (and restores the caller's context variables when it ends).
             await self._subsample(0)
             return
-        self.tasks = self.tally.tasks = subsample_tasks(count)
+        tasks = self.tally.tasks = subsample_tasks(count)
         try:
-            await self.tasks.run(self._subsample, count)
+            await tasks.run(self._subsample, count)
         except BaseExceptionGroup as group_error:
             # Subsamples catch every Exception; what is left (KeyboardInterrupt, ...) is
             # re-raised as itself rather than wrapped in a group.
@@ -151,14 +151,14 @@ class SamplingCall:
         logger.info(
             "sampling.stopped_by_plugin", sampling_id=self.s.sampling_id, reason=stop.reason
         )
-        if self.tasks is not None:
-            self.tasks.cancel_all()
+        if self.tally.tasks is not None:
+            self.tally.tasks.cancel_all()
 
     def _fail(self, exc: BaseException) -> None:
         if self.tally.fatal is None:
             self.tally.fatal = exc
-        if self.tasks is not None:
-            self.tasks.cancel_all()
+        if self.tally.tasks is not None:
+            self.tally.tasks.cancel_all()
 
     # -- one subsample ------------------------------------------------------------------
 
@@ -168,7 +168,7 @@ class SamplingCall:
         messages = s.messages
         # In a task of its own, the subsample's context is dropped when it ends; run inline,
         # it restores the caller's values when it ends.
-        inline = self.tasks is None
+        inline = tally.tasks is None
         undo: tuple[Any, Any] | None = None  # what the first attempt's bindings replaced
         try:
             for number in range(1, s.loop_budget + 1):
@@ -323,6 +323,7 @@ class SamplingCall:
             return generation, request
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
-        if self.tasks is None:
+        tasks = self.tally.tasks
+        if tasks is None:
             return anyio.CancelScope(shield=True)
-        return self.tasks.shielded(index)
+        return tasks.shielded(index)

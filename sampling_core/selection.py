@@ -79,7 +79,7 @@ class Tally:
         self.stopped = False
         self.fatal: BaseException | None = None
         self.current_attempt: list[int] = []
-        self.tasks: SubsampleTasks | None = None
+        self.tasks: SubsampleTasks | None = None  # the subsample tasks; None while none runs
         self.started = time.perf_counter()
 
     @property
