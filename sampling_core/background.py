@@ -30,7 +30,7 @@ import anyio.to_thread
 
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
-from sampling_core.dispatch import HookImplementation, PluginFault, log_fault
+from sampling_core.dispatch import HookImplementation, PluginFault, log_fault, not_awaited
 
 DEFAULT_MAXSIZE = 10_000
 IDLE_S = 2.0
@@ -116,8 +116,10 @@ class BackgroundDelivery:
         hook, impl, payload = item
         try:
             out = impl.call(payload)
-            if impl.is_async or inspect.isawaitable(out):
+            if impl.is_async:
                 loop.run_until_complete(_await(out))
+            elif out is not None and inspect.isawaitable(out):
+                raise not_awaited(out)
         except Exception as exc:
             if len(self.faults) < self._max_faults:
                 self.faults.append(PluginFault(impl.plugin_name, hook.value, exc))

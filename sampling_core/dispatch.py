@@ -57,6 +57,7 @@ from sampling_core.hook_table import (  # noqa: F401  (re-exported: the names th
     PluginTimeout,
     Route,
     call_order,
+    not_awaited,
 )
 
 logger = structlog.get_logger("samplehooks")
@@ -293,7 +294,7 @@ class CallHooks:
             try:
                 out = impl.function(payload) if impl.takes_payload else impl.function()
                 if out is not None and inspect.isawaitable(out):
-                    raise _not_awaited(out)
+                    raise not_awaited(out)
             except Exception as exc:
                 self._fault(route.hook, impl.plugin_name, exc, writable)
         if writable:  # a write made after the hook is nobody's
@@ -314,7 +315,7 @@ class CallHooks:
                     if impl.is_async:
                         await self._awaited(out)
                     elif out is not None and inspect.isawaitable(out):
-                        raise _not_awaited(out)
+                        raise not_awaited(out)
                 except Exception as exc:
                     self._fault(hook, impl.plugin_name, exc, writable)
             if writable and route.inline:
@@ -372,17 +373,6 @@ class CallHooks:
             raise PluginError(plugin_name, hook.value, describe(exc)) from exc
         self.faults.append(PluginFault(plugin_name, hook.value, exc))
         log_fault(plugin_name, hook.value, exc)
-
-
-def _not_awaited(pending: Any) -> TypeError:
-    """The fault of a plain function that returned an awaitable (it is closed, not run)."""
-    close = getattr(pending, "close", None)
-    if close is not None:
-        close()
-    return TypeError(
-        f"returned {type(pending).__name__} from a plain function; an implementation "
-        "whose work must be awaited is declared `async def`"
-    )
 
 
 def log_fault(plugin_name: str, hook: str, exc: BaseException) -> None:

@@ -111,6 +111,18 @@ def is_async_function(function: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(type(function).__call__)  # an object's own __call__
 
 
+def not_awaited(pending: Any) -> TypeError:
+    """The fault of a plain function that returned an awaitable: the awaitable is closed, not
+    run, on every delivery path (inline or background)."""
+    close = getattr(pending, "close", None)
+    if close is not None:
+        close()
+    return TypeError(
+        f"returned {type(pending).__name__} from a plain function; an implementation "
+        "whose work must be awaited is declared `async def`"
+    )
+
+
 def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
     """pluggy's call order for implementations given in registration order."""
     ordered = sorted(registered, key=lambda impl: impl.order)  # stable

@@ -218,3 +218,28 @@ async def test_a_returned_awaitable_without_close_is_refused_the_same_way(awaite
         "returned Pending from a plain function; an implementation whose work must be "
         "awaited is declared `async def`"
     )
+
+
+def test_a_background_plain_function_returning_an_awaitable_is_refused_the_same_way():
+    from hook_specs import background
+
+    ran: list[str] = []
+
+    class Later:
+        @hookimpl
+        @background
+        def sampling_iteration(self, payload):
+            return _later(ran, "ran")
+
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=[Later()], load_entrypoints=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a coroutine never awaited would warn when collected
+        result = sampler.sample_sync("q", requirements=[never])
+        gc.collect()
+    assert result.plugin_errors == [] and ran == []
+    [fault] = sampler.background_faults
+    assert (fault.plugin_name, fault.hook) == ("Later", "sampling_iteration")
+    assert str(fault.exception) == (
+        "returned coroutine from a plain function; an implementation whose work must be "
+        "awaited is declared `async def`"
+    )
