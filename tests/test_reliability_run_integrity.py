@@ -50,9 +50,12 @@ def test_records_that_are_not_of_the_run_are_never_counted(tmp_path: Path, damag
     before = tree(run)
     report = invoke("report", run, "--json")
     assert report.exit_code == 0, report.output
-    shown = json.loads(report.stdout)["totals"]
+    data = json.loads(report.stdout)
+    shown = data["totals"]
     assert shown["done"] == len(keep) and shown["pending"] == 4 - len(keep)
     assert shown["foreign_records"] == len(foreign)
+    # the report's own rows (and what it counts from them) are this run's records only
+    assert [r["key"] for r in data["prompts"]] == [r["key"] for r in keep]
     text = invoke("report", run).stdout
     assert "complete" not in text and "not of this run" in text
     refused = invoke("run", config, "--out", run, "--resume")

@@ -152,7 +152,9 @@ def summarize(
     """The summary of the run in ``path`` (raises ``RunDirError`` if it is not a run).
 
     One streaming pass over the records: memory stays a few bytes a prompt. ``visit`` is
-    called with the latest record of each key (the run's or not) as it goes by.
+    called with the latest record of each of the run's prompts as it goes by (a record of
+    another prompt, or of this prompt as it was before a change, is left out and counted
+    in ``foreign_records``).
     """
     run_dir = RunDirectory(Path(path))
     run_dir.check_is_run(resuming=False)
@@ -162,10 +164,10 @@ def summarize(
     histogram: Counter[int] = Counter()
     reasons: Counter[str] = Counter()
     for record in latest_records(run_dir):
-        if visit is not None:
-            visit(record)
         if not hashes.matches(record["key"], record.get("content_hash")):
             continue  # not one of this run's prompts as it was (counted below)
+        if visit is not None:
+            visit(record)
         status = record.get("status")
         if status == "ok":
             summary.ok += 1
