@@ -35,7 +35,6 @@ __all__ = [
     "foreign_records",
     "refuse_foreign",
     "resolved_settings",
-    "run_records",
     "settings_meta",
 ]
 
@@ -63,15 +62,6 @@ def _same_hash(hashes: Mapping[str, str] | RunHashes, key: str, value: Any) -> b
     if isinstance(hashes, RunHashes):
         return hashes.matches(key, value)
     return hashes.get(key) == value
-
-
-def run_records(scan: RecordsScan, hashes: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """The latest record of each of the run's prompts, other records left out."""
-    return {
-        key: record
-        for key, record in scan.latest().items()
-        if hashes.get(key) == record.get("content_hash")
-    }
 
 
 def refuse_foreign(run_dir: RunDirectory, foreign: list[tuple[int, str]]) -> RunDirError:

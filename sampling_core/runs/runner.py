@@ -37,7 +37,6 @@ from sampling_core.runs.integrity import (
     foreign_records,
     refuse_foreign,
     resolved_settings,
-    run_records,
     settings_meta,
 )
 from sampling_core.runs.loading import load_config
@@ -267,8 +266,8 @@ def _prepare_resume(
     """Check the resume (reading only), then drop a torn tail and add the lineage note.
 
     Returns the scan and the latest record of each of the run's prompts. Telling the run's
-    records from others takes the content hash of every prompt: held here as one compact
-    ``key -> hash`` dict (``meta.json`` holds the same), never the prompts themselves.
+    records from others takes the content hash of every prompt, read from ``meta.json``
+    (the dataset's own are compared with those), never the prompts themselves.
     """
     run_dir.lock()
     try:
@@ -307,7 +306,7 @@ def _prepare_resume(
     changes = [d for d in differences if d.label == "throughput"]
     note = lineage_note(changes, argv, " (--retry-failed)" if retry_failed else "")
     run_dir.write_config(render_effective_config(config, [*header, note]))
-    latest = run_records(scan, dict(dataset.hashes()))
+    latest = scan.latest()  # every record is the run's: foreign ones were refused above
     again = sum(1 for r in latest.values() if r["status"] != "ok") if retry_failed else 0
     to_run = dataset.count - len(latest) + again
     shown = "; ".join(str(c) for c in changes) if changes else "no throughput change"

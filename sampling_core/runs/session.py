@@ -30,8 +30,9 @@ class BatchSession:
 
     The dataset is read as the prompts are taken, and the counts are kept as the records
     come in: memory holds the keys already finished (on a resume), never the dataset.
-    ``latest`` is the latest record of each of the run's prompts that has one (records
-    that are not the run's left out: see :func:`~sampling_core.runs.integrity.run_records`).
+    ``latest`` is the latest record of each of the run's prompts that has one (a resume
+    over records that are not the run's is refused before: see
+    :func:`~sampling_core.runs.integrity.foreign_records`).
     """
 
     def __init__(
