@@ -97,6 +97,8 @@ class LLMBackend:
     are passed on when the model has an option of that name; ``options`` always are.
     """
 
+    provider_name = "llm"  # what spans, metrics and records call the provider
+
     def __init__(
         self,
         model: str,
@@ -126,7 +128,6 @@ class LLMBackend:
             raise ValueError(f"options.{where}: {first['msg'] if first else exc}") from None
         self.key_env = key_env
         self.prefer_async = prefer_async
-        self.provider = "llm"  # what spans and records call the provider
 
     def _arguments(self, request: GenerationRequest, model: Any) -> dict[str, Any]:
         system = "\n\n".join(
@@ -172,7 +173,7 @@ class LLMBackend:
             text=text,
             usage=Usage(int(usage.input or 0), int(usage.output or 0)),
             model=self.model_id,
-            raw={"provider": self.provider, "model": self.model_id},
+            raw={"provider": self.provider_name, "model": self.model_id},
         )
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from hook_specs.records import ValidationResult
 from sampling_core.check_context import CheckContext
+from sampling_core.linear_regex import compile_linear
 from sampling_core.requirements import Requirement
 
 __all__ = ["contains_field", "equals_field", "normalize_text"]
@@ -56,7 +57,7 @@ def _extractor(extract: str | None) -> Callable[[str], str | None]:
             return _number(found[-1]) if found else None
 
         return last_number
-    pattern = re.compile(extract)
+    pattern = compile_linear(extract)  # a run's YAML gives it: linear time, cannot hang
     if pattern.groups != 1:
         raise ValueError(
             f"extract must be 'last_number' or a regular expression with exactly one group, "

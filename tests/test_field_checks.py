@@ -31,6 +31,11 @@ def test_contains_and_extract() -> None:
     assert verdict(group, "work... ANSWER: yes", {"answer": "Yes"}).passed
     with pytest.raises(ValueError, match="exactly one group"):
         equals_field("answer", extract=r"(a)(b)")
+    # the pattern comes from a run's YAML: it runs on RE2 (linear time), like `matches`
+    with pytest.raises(ValueError, match="lookaround and backreferences are not supported"):
+        equals_field("answer", extract=r"(?=x)(\d+)")
+    nested = equals_field("answer", extract=r"((?:a+)+)b")  # catastrophic on backtracking re
+    assert not verdict(nested, "a" * 5000 + "!", {"answer": "a"}).passed
 
 
 def test_the_reason_names_the_expected_value_only_when_revealed() -> None:

@@ -20,6 +20,7 @@ os.environ.setdefault("LLM_LOAD_PLUGINS", "llm-echo")  # read by llm when it is 
 
 from runs_helpers import records, write_config, write_dataset
 
+from hook_specs import hookimpl
 from sampling_core import Sampler
 from sampling_core.kinds import KindError, collect_kinds
 from sampling_core.plugins import PluginSettings
@@ -59,7 +60,14 @@ async def test_samples_through_llm_without_blocking_the_loop(
     backend = kinds.backend("llm", model="echo", options={"example_bool": True})
     calls = Calls(backend)
     prompt = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
-    async with Sampler(backend, load_entrypoints=False) as sampler:
+    providers: list[str | None] = []
+
+    class Provider:
+        @hookimpl
+        def sampling_loop_start(self, payload: Any) -> None:
+            providers.append(payload.provider_name)
+
+    async with Sampler(backend, plugins=[Provider()], load_entrypoints=False) as sampler:
         result = await sampler.sample(
             prompt,
             requirements=[lambda text: '"prompt": "Hi there"' in text],
@@ -73,6 +81,7 @@ async def test_samples_through_llm_without_blocking_the_loop(
     assert result.usage.output_tokens == len(result.text.split())
     assert result.attempts[0].generation.model == "echo"
     assert result.attempts[0].generation.raw["provider"] == "llm"
+    assert providers == ["llm"]  # what spans and metrics are labelled with
     ((api, thread),) = calls.seen
     if anyio_backend == "asyncio":
         assert api == "async_model"  # awaited on the loop
