@@ -211,16 +211,6 @@ class RecorderPlugin:
     ) -> None:
         self.close()
 
-    def encode(self, hook: str, payload: HookPayload) -> str:
-        """One event as its JSON line (without the newline), content left out as configured."""
-        out = self.output
-        return out.line(hook, time.time(), out.dump(hook, payload)).removesuffix("\n")
-
-    def record(self, hook: str, payload: HookPayload) -> None:
-        """Append one event line now (after the events noted before it)."""
-        self.output.note(hook, self.output.dump(hook, payload))
-        self.output.write_noted()
-
     # -- hooks that may write: noted as JSON data at once (as the plugins before left it)
 
     @hookimpl(trylast=True)

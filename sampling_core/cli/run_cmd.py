@@ -9,7 +9,6 @@ import sys
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import NoReturn
 
 import typer
 
@@ -86,17 +85,17 @@ def run_command(
     change results must match, or the resume is refused with the differences.
     """
     if retry_failed and not resume:
-        _fail("--retry-failed continues a run: add --resume")
+        fail("--retry-failed continues a run: add --resume")
     if out is None:
         if resume:
-            _fail("--resume continues a run: name its directory with --out DIR")
+            fail("--resume continues a run: name its directory with --out DIR")
         out = default_run_dir(config)
     try:
         added = [
             PluginEntry(name=name, options=options) for name, options in map(plugin_arg, plugin)
         ]
     except UsageError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     argv = (
         ["samplehooks", *sys.argv[1:]]
         if sys.argv[1:2] == ["run"]
@@ -118,7 +117,7 @@ def run_command(
                 workers=workers,
             )
     except RunError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except KeyboardInterrupt:
         typer.echo(
             f"samplehooks: interrupted; finished prompts are saved. Continue with:\n"
@@ -156,7 +155,7 @@ def report_command(
     try:
         report = build_report(run_dir, rows=as_json, top=top)
     except RunError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2))
     else:
@@ -169,7 +168,3 @@ def _argv(
     flags = ["--resume"] * resume + ["--retry-failed"] * retry_failed
     flags += [part for spec in plugins for part in ("--plugin", spec)]
     return ["samplehooks", "run", str(config), "--out", str(out), *flags]
-
-
-def _fail(message: str) -> NoReturn:
-    fail(message)

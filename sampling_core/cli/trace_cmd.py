@@ -13,7 +13,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from rich import box
@@ -193,17 +193,17 @@ def show_command(
     try:
         events = read_events(file, on_note=lambda note: _note_line(f"{file}: {note}"))
     except OSError as exc:
-        _fail(f"cannot read {file}: {exc.strerror or exc}")
+        fail(f"cannot read {file}: {exc.strerror or exc}")
     except (ValueError, UnicodeDecodeError) as exc:
-        _fail(f"{file}: {exc}")
+        fail(f"{file}: {exc}")
     try:
         timelines = build_timelines(events)
     except (KeyError, TypeError, ValueError) as exc:
-        _fail(f"{file}: an event does not look like a recorded hook event ({exc!r})")
+        fail(f"{file}: an event does not look like a recorded hook event ({exc!r})")
     if call is not None:
         timelines = [t for t in timelines if t.sampling_id.startswith(call)]
         if not timelines:
-            _fail(f"{file}: no call's sampling_id starts with {call!r}")
+            fail(f"{file}: no call's sampling_id starts with {call!r}")
     if as_json:
         typer.echo(json.dumps([timeline_as_dict(t) for t in timelines], indent=2))
         return
@@ -218,10 +218,6 @@ def show_command(
 
 def _note_line(message: str) -> None:
     typer.echo(f"samplehooks: note: {message}", err=True)
-
-
-def _fail(message: str) -> NoReturn:
-    fail(message)
 
 
 def timeline_as_dict(timeline: CallTimeline) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from sampling_core.cli.readable import fail
 from sampling_core.runs import RunError
 from sampling_core.view import build_page
 
@@ -31,11 +32,11 @@ def view_command(
     and sort, each prompt's attempts as a timeline. Works offline and on a run in progress;
     two directories are compared side by side."""
     if len(run_dirs) > 2:
-        _fail(f"view takes one run directory, or two to compare (got {len(run_dirs)})")
+        fail(f"view takes one run directory, or two to compare (got {len(run_dirs)})")
     try:
         page = build_page(list(run_dirs))
     except RunError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if output is None:
         first = run_dirs[0]
         if len(run_dirs) == 1:
@@ -46,12 +47,7 @@ def view_command(
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(page, encoding="utf-8")
     except OSError as exc:
-        _fail(f"cannot write {output}: {exc.strerror or exc}")
+        fail(f"cannot write {output}: {exc.strerror or exc}")
     typer.echo(f"wrote {output} ({len(page.encode('utf-8')) // 1024 + 1} KB)")
     if open_page:
         webbrowser.open(output.resolve().as_uri())
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"samplehooks: error: {message}", err=True)
-    raise typer.Exit(2)

@@ -231,11 +231,6 @@ class RequirementSpec(_Strict):
     def _as_mapping(self) -> dict[str, Any]:
         return {self.kind: self.value, **self.options}
 
-    @property
-    def argument(self) -> Any:
-        """The kind's value."""
-        return self.value
-
 
 class PluginEntry(_Strict):
     """One plugin of a run: ``NAME`` or ``{name: NAME, options: {...}}``."""
