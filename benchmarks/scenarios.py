@@ -32,9 +32,11 @@ from benchmarks.task_group import task_group
 from benchmarks.timing import (
     Runner,
     alternating,
+    engine_pairs,
     median,
     paired_ratio,
     peak_memory_growth,
+    ratio,
     tasks_left,
     time_batches,
 )
@@ -118,27 +120,6 @@ def _complete(values: dict[str, float]) -> dict[str, float | None]:
     return {name: values.get(name) for name in ("engine", "bare", "mellea")}
 
 
-def _pairs(
-    seconds: dict[str, list[float]], engine: str = "engine", *, inverse: bool = False
-) -> dict[str, float | None]:
-    """Engine/bare and Mellea/engine as medians of per-repetition ratios (``inverse``: for a
-    rate, where the faster is the larger)."""
-    if inverse:
-        return {
-            "engine/bare": paired_ratio(seconds, "bare", engine),
-            "mellea/engine": paired_ratio(seconds, engine, "mellea"),
-        }
-    return {
-        "engine/bare": paired_ratio(seconds, engine, "bare"),
-        "mellea/engine": paired_ratio(seconds, "mellea", engine),
-    }
-
-
-def _ratio(values: dict[str, float | None], top: str, bottom: str) -> float | None:
-    a, b = values.get(top), values.get(bottom)
-    return None if a is None or not b else a / b
-
-
 async def cost_per_attempt(s: Settings) -> list[Row]:
     """Zero-latency backend, ``loop_budget=4``, never passing: µs per attempt."""
     rows = []
@@ -155,9 +136,9 @@ async def cost_per_attempt(s: Settings) -> list[Row]:
                 f"0 ms backend, loop_budget=4, concurrency_budget={concurrency}",
                 "µs/attempt",
                 values,
-                [Check("Mellea/engine", _ratio(values, "mellea", "engine"), ">=", 8)],
+                [Check("Mellea/engine", ratio(values, "mellea", "engine"), ">=", 8)],
                 {"backend_calls_per_sample": work},
-                _pairs(seconds),
+                engine_pairs(seconds),
             )
         )
     return rows
@@ -183,7 +164,7 @@ async def concurrency_scaling(s: Settings) -> list[Row]:
                 values,
                 [Check("engine", values["engine"], "<=", 1.15)],
                 {"backend_calls_per_sample": work},
-                _pairs(seconds),
+                engine_pairs(seconds),
             )
         )
     return rows
@@ -221,7 +202,7 @@ async def early_exit(s: Settings) -> list[Row]:
             ms,
             [Check("engine/ideal", None if engine_ms is None else engine_ms / 20, "<=", 1.15)],
             {"ideal_ms": 20, "returned_the_passing_answer": passed},
-            _pairs(took),
+            engine_pairs(took),
         ),
         Row(
             "early exit",
@@ -275,17 +256,19 @@ async def many_calls(s: Settings) -> list[Row]:
             setting,
             "wall ms",
             wall,
-            [Check("engine/bare", _ratio(wall, "engine", "bare"), "<=", 2.5)],
+            [Check("engine/bare", ratio(wall, "engine", "bare"), "<=", 2.5)],
             {"ideal_ms": 10, "backend_calls_per_sample": work},
-            _pairs(seconds),
+            engine_pairs(seconds),
         ),
-        Row("many calls", setting, "calls/s", per_second, paired=_pairs(seconds, inverse=True)),
+        Row(
+            "many calls", setting, "calls/s", per_second, paired=engine_pairs(seconds, inverse=True)
+        ),
         Row(
             "many calls",
             setting,
             "peak memory growth MiB",
             mib,
-            [Check("engine/bare", _ratio(mib, "engine", "bare"), "<=", 2)],
+            [Check("engine/bare", ratio(mib, "engine", "bare"), "<=", 2)],
             {"measured_with": "tracemalloc, results kept until the peak is read"},
         ),
         Row(
@@ -334,7 +317,7 @@ async def hooks(s: Settings) -> list[Row]:
                 f"{setting}, no plugin",
                 "µs/attempt",
                 {"engine": none, **reference},
-                paired=_pairs(seconds, "no plugin"),
+                paired=engine_pairs(seconds, "no plugin"),
             ),
             Row(
                 "hooks",
@@ -343,7 +326,7 @@ async def hooks(s: Settings) -> list[Row]:
                 {"engine": trivial, **reference},
                 [Check("÷ no plugin", paired, "<=", 2)],
                 {"ratio_of_medians": trivial / none, "median_of_paired_ratios": paired},
-                _pairs(seconds, "trivial"),
+                engine_pairs(seconds, "trivial"),
             ),
             Row(
                 "hooks",
@@ -357,7 +340,7 @@ async def hooks(s: Settings) -> list[Row]:
                         seconds, "per call", "trivial"
                     ),
                 },
-                _pairs(seconds, "per call"),
+                engine_pairs(seconds, "per call"),
             ),
             Row(
                 "hooks",
@@ -369,7 +352,7 @@ async def hooks(s: Settings) -> list[Row]:
                     "tracing_plugin": "builtin_plugins.tracing" if traced else "not available",
                     "otel_spans": getattr(tracing, "otel", None) is not None,
                 },
-                _pairs(seconds, "tracing") if traced is not None else {},
+                engine_pairs(seconds, "tracing") if traced is not None else {},
             ),
         ]
     return rows

@@ -23,7 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.report import Check, Row
-from benchmarks.timing import Runner, median, paired_ratio, peak_memory_growth, time_batches
+from benchmarks.timing import (
+    Runner,
+    engine_pairs,
+    median,
+    paired_ratio,
+    peak_memory_growth,
+    ratio,
+    time_batches,
+)
 from sampling_core import loop as loop_module
 from sampling_core.subsample_tasks import AnyioSubsampleTasks, SubsampleTasks
 
@@ -81,12 +89,7 @@ def rows_for(
     paired_group = paired_ratio(seconds, TASK_GROUP, RUNNER) if seconds else None
     for name in (RUNNER, TASK_GROUP):
         shown = {"engine": values[name], "bare": values.get("bare"), "mellea": values.get("mellea")}
-        pairs = {}
-        if seconds:
-            pairs = {
-                "engine/bare": paired_ratio(seconds, name, "bare"),
-                "mellea/engine": paired_ratio(seconds, "mellea", name),
-            }
+        pairs = engine_pairs(seconds, name) if seconds else {}
         extra = {"task_group_over_runner_paired": paired_group, **(notes or {})}
         if name == TASK_GROUP:
             extra["task_group_over_runner_medians"] = values[TASK_GROUP] / values[RUNNER]
@@ -102,11 +105,6 @@ def rows_for(
             )
         )
     return rows
-
-
-def _ratio(values: dict[str, float | None], top: str, bottom: str) -> float | None:
-    a, b = values.get(top), values.get(bottom)
-    return None if a is None or not b else a / b
 
 
 async def task_group(s: Any) -> list[Row]:
@@ -127,7 +125,7 @@ async def task_group(s: Any) -> list[Row]:
             "µs/attempt",
             values,
             seconds,
-            lambda v: [Check("Mellea/engine", _ratio(v, "mellea", "engine"), ">=", 8)],
+            lambda v: [Check("Mellea/engine", ratio(v, "mellea", "engine"), ">=", 8)],
         )
 
     model = FakeModel(passes=lambda n: n == 8)
@@ -159,14 +157,14 @@ async def task_group(s: Any) -> list[Row]:
         "wall ms",
         wall,
         seconds,
-        lambda v: [Check("engine/bare", _ratio(v, "engine", "bare"), "<=", 2.5)],
+        lambda v: [Check("engine/bare", ratio(v, "engine", "bare"), "<=", 2.5)],
     )
     rows += rows_for(
         setting,
         "peak memory growth MiB",
         memory,
         {},
-        lambda v: [Check("engine/bare", _ratio(v, "engine", "bare"), "<=", 2)],
+        lambda v: [Check("engine/bare", ratio(v, "engine", "bare"), "<=", 2)],
         {"measured_with": "tracemalloc, results kept until the peak is read"},
     )
     return rows

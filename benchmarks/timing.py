@@ -66,6 +66,28 @@ def paired_ratio(seconds: Mapping[str, list[float]], top: str, bottom: str) -> f
     return statistics.median(x / y for x, y in zip(a, b, strict=True) if y)
 
 
+def engine_pairs(
+    seconds: dict[str, list[float]], engine: str = "engine", *, inverse: bool = False
+) -> dict[str, float | None]:
+    """Engine/bare and Mellea/engine as medians of per-repetition ratios (``inverse``: for a
+    rate, where the faster is the larger)."""
+    if inverse:
+        return {
+            "engine/bare": paired_ratio(seconds, "bare", engine),
+            "mellea/engine": paired_ratio(seconds, engine, "mellea"),
+        }
+    return {
+        "engine/bare": paired_ratio(seconds, engine, "bare"),
+        "mellea/engine": paired_ratio(seconds, "mellea", engine),
+    }
+
+
+def ratio(values: dict[str, float | None], top: str, bottom: str) -> float | None:
+    """``top``'s value over ``bottom``'s; ``None`` when either is missing or ``bottom`` is 0."""
+    a, b = values.get(top), values.get(bottom)
+    return None if a is None or not b else a / b
+
+
 def median(values: list[float]) -> float:
     """The median of ``values``."""
     return statistics.median(values)

@@ -12,9 +12,9 @@ from sampling_core.cli import app
 runner = CliRunner()
 
 
-def invoke(*args: Any, env: dict[str, str] | None = None) -> Any:
-    """Run ``samplehooks ARGS`` in this process, stdout and stderr apart."""
-    return runner.invoke(app, [str(a) for a in args], env=env)
+def invoke(*args: Any, env: dict[str, str] | None = None, input: str | None = None) -> Any:
+    """Run ``samplehooks ARGS`` in this process, stdout and stderr apart (``input`` is stdin)."""
+    return runner.invoke(app, [str(a) for a in args], env=env, input=input)
 
 
 def assert_refused(result: Any, *fragments: str, prefix: str = "samplehooks: error: ") -> str:

@@ -10,19 +10,13 @@ from pathlib import Path
 
 import pytest
 import typer.main
-from typer.testing import CliRunner
+from reliability_helpers import assert_refused, invoke
 
 from sampling_core.cli.app import app
-from tests.reliability_helpers import assert_refused
 
-runner = CliRunner()
 SCRIPTED = ("--backend", "scripted")
 LONG = " ".join(["word"] * 80)
 KEY_COLUMNS = ("iteration", "subsample", "attempt", "passed", "latency", "tokens", "answer")
-
-
-def invoke(*args: str, **kwargs):
-    return runner.invoke(app, list(args), **kwargs)
 
 
 @pytest.mark.parametrize("width", [80, 100, 140])

@@ -17,7 +17,6 @@ from runs_helpers import records, write_config, write_dataset
 
 from builtin_plugins.recorder import read_events
 from sampling_core.runs import run_batch_sync
-from sampling_core.runs.store import RunDirectory
 
 
 def finished_run(
@@ -280,13 +279,3 @@ def test_the_run_lock_needs_no_fcntl(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "refused:" in done.stdout and "in use by another" in done.stdout
-
-
-def test_the_lock_is_released_for_the_next_session(tmp_path: Path) -> None:
-    run = RunDirectory(tmp_path / "r")
-    run.create("# lineage:\n{}", {})
-    run.lock()
-    run.unlock()
-    again = RunDirectory(tmp_path / "r")
-    again.lock()
-    again.unlock()

@@ -6,20 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from reliability_helpers import invoke
 from runs_helpers import records, write_config, write_dataset
-from typer.testing import CliRunner
 
-from sampling_core.cli import app
 from sampling_core.runs import run_batch_sync
 from sampling_core.runs.passk import pass_at_k
 from sampling_core.runs.report import build_report
 
-runner = CliRunner()
 MIXED = ["a short answer", "an answer that is much too long for the check"]
-
-
-def invoke(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def passk_run(tmp_path: Path, count: int = 6) -> Path:

@@ -8,22 +8,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+from reliability_helpers import invoke
 from runs_helpers import records
-from typer.testing import CliRunner
 from view_helpers import make_run
 
 from builtin_plugins.recorder import RecorderPlugin
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.cli import app
 from sampling_core.requirements import max_words
 from sampling_core.view import build_page, run_data
 from sampling_core.view.timeline import lanes_from_events, lanes_from_record
-
-runner = CliRunner()
-
-
-def invoke(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def embedded(page: str) -> dict:
