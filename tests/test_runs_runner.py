@@ -193,3 +193,24 @@ def test_the_progress_plugin_gets_one_bar_over_the_prompts_to_run(tmp_path: Path
         assert registry.add(plugin, name) == name
     assert registry.get("progress") is specs[1][1]
     assert registry.get("recorder") is specs[2][1]
+
+
+def test_a_config_file_is_checked_against_the_kinds_the_run_is_given(tmp_path: Path) -> None:
+    from sampling_core import Requirement
+    from sampling_core.kinds import collect_kinds
+    from sampling_core.runs import ConfigError, run_batch_sync
+
+    kinds = collect_kinds()
+    kinds.register(
+        "requirement",
+        "shouts",
+        lambda value=True: Requirement("shouts", lambda text: text.isupper() is value),
+        plugin="tests",
+    )
+    dataset = write_dataset(tmp_path / "d.jsonl", 2)
+    config = write_config(tmp_path / "run.yaml", dataset, requirements=[{"shouts": True}])
+    summary = run_batch_sync(config, tmp_path / "out", kinds=kinds)
+    assert (summary.done, summary.failed) == (2, 2)  # "a short answer" does not shout
+    with pytest.raises(ConfigError, match="shouts"):  # unknown to the installed plugins
+        run_batch_sync(config, tmp_path / "other")
+    assert not (tmp_path / "other").exists()

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from sampling_core.kinds import KindRegistry
 from sampling_core.runs.classification import nested_model
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import ConfigError
@@ -31,10 +32,11 @@ _NEVER_SHOWN = frozenset({"api_key_env", "base_url"})
 _SECRET_NAME_HINTS = ("key", "token", "secret", "password")
 
 
-def load_config(path: str | Path) -> RunConfig:
+def load_config(path: str | Path, *, kinds: KindRegistry | None = None) -> RunConfig:
     """Read and validate the YAML run config at ``path``.
 
     A relative dataset path is taken relative to the config file's folder and made absolute.
+    Its kinds are checked against ``kinds`` (default: the installed plugins' kinds).
     Raises :class:`ConfigError` with one line per problem.
     """
     source = Path(path)
@@ -46,11 +48,16 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError(
             f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
         ) from exc
-    return parse_config(text, source=source)
+    return parse_config(text, source=source, kinds=kinds)
 
 
-def parse_config(text: str, *, source: Path | None = None) -> RunConfig:
-    """Validate YAML ``text``; ``source`` names it in errors and anchors relative paths."""
+def parse_config(
+    text: str, *, source: Path | None = None, kinds: KindRegistry | None = None
+) -> RunConfig:
+    """Validate YAML ``text``; ``source`` names it in errors and anchors relative paths.
+
+    Its kinds are checked against ``kinds`` (default: the installed plugins' kinds).
+    """
     where = str(source) if source is not None else "the config"
     try:
         data = load_yaml(text)
@@ -66,10 +73,11 @@ def parse_config(text: str, *, source: Path | None = None) -> RunConfig:
     from sampling_core.kinds import KindError, default_kinds
     from sampling_core.runs.components import check_kinds
 
-    try:
-        kinds = default_kinds()
-    except KindError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
+    if kinds is None:
+        try:
+            kinds = default_kinds()
+        except KindError as exc:
+            raise ConfigError(f"{where}: {exc}") from exc
     check_kinds(config, kinds, f"{where}: ")
     if source is not None and not config.dataset.path.is_absolute():
         anchored = (source.parent / config.dataset.path).resolve()

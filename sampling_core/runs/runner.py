@@ -102,11 +102,19 @@ async def run_batch(
     Returns the run's summary.
     """
     say = log or (lambda message: logger.info("run.message", message=message))
+    settings = PluginSettings.from_env()
     source: Path | None = None
     if not isinstance(config, RunConfig):
         source = Path(config)
         _refuse_unencodable(source, "the config path")
-        config = load_config(source)
+    where = f"{source}: " if source is not None else ""
+    if kinds is None:
+        try:
+            kinds = collect_kinds(settings)
+        except KindError as exc:
+            raise ConfigError(f"{where}{exc}") from exc
+    if source is not None:
+        config = load_config(source, kinds=kinds)
     _refuse_unencodable(Path(out_dir), "the run directory")
     _refuse_unencodable(config.dataset.path, "the dataset path")
     config = with_executor(config, executor, ray_address, workers)
@@ -119,15 +127,8 @@ async def run_batch(
             f"{run_dir.path} already holds files; to continue the run there add --resume, "
             "or give another --out directory (nothing was written)"
         )
-    settings = PluginSettings.from_env()
     config = with_plugins(config, plugin_options, settings)
-    where = f"{source}: " if source is not None else ""
-    if kinds is None:
-        try:
-            kinds = collect_kinds(settings)
-        except KindError as exc:
-            raise ConfigError(f"{where}{exc}") from exc
-    check_kinds(config, kinds, where)
+    check_kinds(config, kinds, where)  # again: the plugins added here have options too
     dataset = read_dataset(config.dataset, kinds)
     extra_plugins = list(plugins)
     _check_plugin_names(config.plugins, source)
