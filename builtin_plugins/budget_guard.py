@@ -55,6 +55,18 @@ _DOLLARS = ("max_usd_per_call", "max_usd_total")
 _ALIASES = {"max_tokens": "max_tokens_per_call", "max_usd": "max_usd_per_call"}
 
 
+def _alias(short: str, given: Any, full: Any) -> Any:
+    """The value of the setting ``_ALIASES[short]``, given under either name (not two)."""
+    if given is None:
+        return full
+    if full is not None and full != given:
+        raise ValueError(
+            f"BudgetGuard: {short} is another name for {_ALIASES[short]}; "
+            f"give one, not both ({given} and {full})"
+        )
+    return given
+
+
 @dataclass(slots=True)
 class Totals:
     """Generations and tokens counted so far; safe to share across threads.
@@ -108,20 +120,8 @@ class BudgetGuard:
         environ: dict[str, str] | None = None,
     ) -> None:
         env = _read_env(os.environ if environ is None else environ)
-        if max_tokens is not None:
-            if max_tokens_per_call is not None and max_tokens_per_call != max_tokens:
-                raise ValueError(
-                    "BudgetGuard: max_tokens is another name for max_tokens_per_call; "
-                    f"give one, not both ({max_tokens} and {max_tokens_per_call})"
-                )
-            max_tokens_per_call = max_tokens
-        if max_usd is not None:
-            if max_usd_per_call is not None and max_usd_per_call != max_usd:
-                raise ValueError(
-                    "BudgetGuard: max_usd is another name for max_usd_per_call; "
-                    f"give one, not both ({max_usd} and {max_usd_per_call})"
-                )
-            max_usd_per_call = max_usd
+        max_tokens_per_call = _alias("max_tokens", max_tokens, max_tokens_per_call)
+        max_usd_per_call = _alias("max_usd", max_usd, max_usd_per_call)
         self.max_loop_budget = _setting("max_loop_budget", max_loop_budget, env)
         self.max_concurrency_budget = _setting(
             "max_concurrency_budget", max_concurrency_budget, env
