@@ -125,32 +125,36 @@ class OrderingReport:
         """Whether inversions are expected: the call ran more than one subsample at once."""
         return self.concurrency_budget is not None and self.concurrency_budget > 1
 
-    def problems(self, *, allow_concurrent_inversions: bool = True) -> list[str]:
-        """Every problem as one line; inversions count unless they are expected and allowed."""
+    def problems(self, *, allow_concurrent_inversions: bool = True) -> list[Violation]:
+        """Every problem as one line (a :class:`Violation`, with its ``kind``); inversions
+        count unless they are expected and allowed."""
         found = list(self.violations)
         if self.duplicates:
-            found.append(f"duplicate iterations: {self.duplicates}")
+            found.append(Violation("duplicate", f"duplicate iterations: {self.duplicates}"))
         for skip in self.attempt_skips:
             found.append(
-                f"subsample {skip.subsample_index}: attempt {skip.attempt} "
-                f"where attempt {skip.expected} was expected"
+                Violation(
+                    "attempt_skip",
+                    f"subsample {skip.subsample_index}: attempt {skip.attempt} "
+                    f"where attempt {skip.expected} was expected",
+                )
             )
         if self.inversions and not (allow_concurrent_inversions and self.inversions_expected):
             found.append(
-                f"{self.inversion_count} inversion(s) with "
-                f"concurrency_budget={self.concurrency_budget}: {self.inversions}"
+                Violation(
+                    "inversion",
+                    f"{self.inversion_count} inversion(s) with "
+                    f"concurrency_budget={self.concurrency_budget}: {self.inversions}",
+                )
             )
         return found
 
     def problem_kinds(self, *, allow_concurrent_inversions: bool = True) -> list[str]:
         """The kind of each line of :meth:`problems`, in the same order."""
-        kinds = [violation.kind for violation in self.violations]
-        if self.duplicates:
-            kinds.append("duplicate")
-        kinds += ["attempt_skip"] * len(self.attempt_skips)
-        if self.inversions and not (allow_concurrent_inversions and self.inversions_expected):
-            kinds.append("inversion")
-        return kinds
+        return [
+            problem.kind
+            for problem in self.problems(allow_concurrent_inversions=allow_concurrent_inversions)
+        ]
 
     @property
     def ok(self) -> bool:
