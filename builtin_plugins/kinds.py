@@ -52,7 +52,6 @@ def _counted(build: Callable[[int], Requirement]) -> Callable[[Count], Requireme
     def factory(limit: Count) -> Requirement:
         return build(limit)
 
-    factory.__doc__ = build.__doc__
     return factory
 
 
@@ -61,39 +60,19 @@ def _matches(pattern: str) -> Requirement:
     return matches(pattern)  # a bad pattern: ValueError "not a valid regular expression ..."
 
 
-def _contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
-    return contains(needle, case_sensitive=case_sensitive)
-
-
-def _not_contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
-    return not_contains(needle, case_sensitive=case_sensitive)
-
-
-def _is_json() -> Requirement:
-    return is_json()
-
-
-def _equals_field(field: str, *, extract: str | None = None, reveal: bool = False) -> Requirement:
-    return equals_field(field, extract=extract, reveal=reveal)
-
-
-def _contains_field(field: str, *, extract: str | None = None, reveal: bool = False) -> Requirement:
-    return contains_field(field, extract=extract, reveal=reveal)
-
-
 @hookimpl
 def register_requirements(register: Callable[..., None]) -> None:
     """matches, contains, not_contains, max_words, min_words, max_chars, is_json,
     equals_field, contains_field."""
     register("matches", _matches)
-    register("contains", _contains)
-    register("not_contains", _not_contains)
+    register("contains", contains)
+    register("not_contains", not_contains)
     register("max_words", _counted(max_words))
     register("min_words", _counted(min_words))
     register("max_chars", _counted(max_chars))
-    register("is_json", _is_json)
-    register("equals_field", _equals_field)
-    register("contains_field", _contains_field)
+    register("is_json", is_json)
+    register("equals_field", equals_field)
+    register("contains_field", contains_field)
 
 
 # -- backends -------------------------------------------------------------------------------
