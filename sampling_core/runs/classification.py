@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, get_args, get_origin
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -21,13 +21,18 @@ from pydantic_core import PydanticUndefined
 
 from sampling_core.runs.config import LABELS, STRICTNESS, Label, RunConfig
 
+if TYPE_CHECKING:
+    from sampling_core.kinds import KindRegistry
+
 __all__ = [
     "ClassifiedField",
+    "as_json",
     "classification_table",
     "classified_fields",
     "inconsistent_blocks",
     "label_of",
     "nested_model",
+    "option_label",
     "unclassified_fields",
     "walk_config",
 ]
@@ -51,6 +56,28 @@ class ClassifiedField:
     is_list: bool
     values: tuple[Any, ...] = ()
     descends: bool = False
+
+
+def as_json(value: Any) -> Any:
+    """A config value as JSON data, as the resume comparison and the recorded result
+    settings both see it: a model dumped (its ``None`` fields left out), lists, tuples and
+    dicts walked, strings, numbers, booleans and ``None`` as they are, anything else (a
+    ``Path``) as its text."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, list | tuple):
+        return [as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): as_json(v) for k, v in value.items()}
+    return value if isinstance(value, str | int | float | bool | None) else str(value)
+
+
+def option_label(kinds: KindRegistry | None, area: Any, kind: str, option: str) -> str:
+    """The resume label of ``option`` of the ``area`` kind ``kind`` (a backend, strategy or
+    requirement): as that kind labels it, or ``"result"`` when ``kinds`` does not know it."""
+    if kinds is None or kind not in kinds.kinds[area]:
+        return "result"
+    return kinds.kinds[area][kind].label(option)
 
 
 def label_of(info: FieldInfo) -> Label | None:

@@ -21,10 +21,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel
-
-from sampling_core.kinds import Area, Kind, KindError, KindRegistry
-from sampling_core.runs.classification import walk_config
+from sampling_core.kinds import KindRegistry
+from sampling_core.runs.classification import as_json, option_label, walk_config
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.meta_hashes import RunHashes
@@ -86,7 +84,7 @@ def result_settings(config: RunConfig, kinds: KindRegistry | None = None) -> dic
     is a result setting.
     """
     values = {
-        field.path: _json(field.values[0])
+        field.path: as_json(field.values[0])
         for field in walk_config(type(config), (config,))
         if not field.descends and field.label == "result"
     }
@@ -94,28 +92,10 @@ def result_settings(config: RunConfig, kinds: KindRegistry | None = None) -> dic
         (config.backend, "backend", config.backend.kind),
         (config.strategy, "strategy", config.strategy.name),
     ):
-        kind = _kind(kinds, area, kind_name)
         for option, value in (block.model_extra or {}).items():
-            if kind is None or kind.label(option) == "result":
-                values[f"{area}.{option}"] = _json(value)
+            if option_label(kinds, area, kind_name, option) == "result":
+                values[f"{area}.{option}"] = as_json(value)
     return values
-
-
-def _kind(kinds: KindRegistry | None, area: Area, name: str) -> Kind | None:
-    try:
-        return None if kinds is None else kinds.get(area, name)
-    except KindError:
-        return None
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_none=True)
-    if isinstance(value, list):
-        return [_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _json(v) for k, v in value.items()}
-    return value if isinstance(value, str | int | float | bool | None) else str(value)
 
 
 def resolved_settings(backend: Any) -> dict[str, Any]:

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from sampling_core.kinds import KindRegistry
 from sampling_core.plugins import affects_results
-from sampling_core.runs.classification import walk_config
+from sampling_core.runs.classification import as_json, option_label, walk_config
 from sampling_core.runs.config import Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
@@ -157,7 +157,7 @@ def compare_configs(
             if path in _AREA_OF:  # its options, once its fields are compared
                 block_end.append((path, old_value, new_value))
         elif field.label != "location":
-            old_json, new_json = _as_json(old_value), _as_json(new_value)
+            old_json, new_json = as_json(old_value), as_json(new_value)
             if old_json != new_json:
                 differences.append(Difference(path, field.label, old_json, new_json))
     while block_end:
@@ -166,12 +166,6 @@ def compare_configs(
 
 
 _AREA_OF: dict[str, Any] = {"backend": "backend", "strategy": "strategy"}
-
-
-def _option_label(area: Any, kind: str, option: str, kinds: KindRegistry | None) -> str:
-    if kinds is None or kind not in kinds.kinds[area]:
-        return "result"
-    return kinds.kinds[area][kind].label(option)
 
 
 def _option_differences(
@@ -188,8 +182,8 @@ def _option_differences(
                 old_options.setdefault(name, default)
                 new_options.setdefault(name, default)
     for option in sorted(set(old_options) | set(new_options)):
-        before, after = _as_json(old_options.get(option)), _as_json(new_options.get(option))
-        label = _option_label(area, kind, option, kinds)
+        before, after = as_json(old_options.get(option)), as_json(new_options.get(option))
+        label = option_label(kinds, area, kind, option)
         if before != after and label != "location":
             yield Difference(f"{path}.{option}", label, before, after)  # type: ignore[arg-type]
     # (a kind changed is a difference of `kind`/`name`, found by the walk)
@@ -199,13 +193,13 @@ def _requirement_differences(
     old: list[Any], new: list[Any], kinds: KindRegistry | None
 ) -> Iterator[Difference]:
     """Requirements must match, except options their kind labels ``throughput``."""
-    if [(r.kind, _as_json(r.value)) for r in old] != [(r.kind, _as_json(r.value)) for r in new]:
-        yield Difference("requirements", "result", _as_json(old), _as_json(new))
+    if [(r.kind, as_json(r.value)) for r in old] != [(r.kind, as_json(r.value)) for r in new]:
+        yield Difference("requirements", "result", as_json(old), as_json(new))
         return
     for index, (before, after) in enumerate(zip(old, new, strict=True)):
         for option in sorted(set(before.options) | set(after.options)):
-            was, now = _as_json(before.options.get(option)), _as_json(after.options.get(option))
-            label = _option_label("requirement", after.kind, option, kinds)
+            was, now = as_json(before.options.get(option)), as_json(after.options.get(option))
+            label = option_label(kinds, "requirement", after.kind, option)
             if was != now and label != "location":
                 path = f"requirements[{index}].{option}"
                 yield Difference(path, label, was, now)  # type: ignore[arg-type]
@@ -213,23 +207,13 @@ def _requirement_differences(
 
 def _plugin_differences(old: list[Any], new: list[Any]) -> Iterator[Difference]:
     """Plugins added, removed or reconfigured: throughput when none of them affects results."""
-    before = {entry.name: _as_json(entry) for entry in old}
-    after = {entry.name: _as_json(entry) for entry in new}
+    before = {entry.name: as_json(entry) for entry in old}
+    after = {entry.name: as_json(entry) for entry in new}
     changed = sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
     if not changed:
         return
     label = "result" if any(affects_results(name) for name in changed) else "throughput"
     yield Difference("plugins", label, list(before.values()), list(after.values()))
-
-
-def _as_json(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_none=True)
-    if isinstance(value, list):
-        return [_as_json(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
 
 
 def check_dataset(meta: dict[str, Any], dataset: Dataset, scan: RecordsScan) -> list[Difference]:
