@@ -196,13 +196,13 @@ def _default_kinds() -> KindRegistry:
 
 def _check_kinds(where: str, item: PromptItem, kinds: KindRegistry) -> None:
     from sampling_core.kinds import KindError
+    from sampling_core.runs.components import build_requirements, sub_key
 
     for index, spec in enumerate(item.requirements):
         try:
-            kinds.requirement(spec.kind, spec.value, **spec.options)
+            build_requirements([spec], kinds)
         except KindError as exc:
-            sub = "" if exc.key is None else f".{exc.key}"
-            raise DatasetError(f"{where}: require[{index}]{sub}: {exc}") from exc
+            raise DatasetError(f"{where}: require[{index}]{sub_key(exc)}: {exc}") from exc
 
 
 def _is_text_parts(value: Any) -> bool:
