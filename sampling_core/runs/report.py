@@ -7,6 +7,7 @@ versions (fields a record lacks are shown as unknown).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import isfinite
 from pathlib import Path
@@ -222,12 +223,20 @@ def _read_config(run_dir: RunDirectory) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def build_report(path: str | Path, *, rows: bool = False, top: int = 10) -> RunReport:
+def build_report(
+    path: str | Path,
+    *,
+    rows: bool = False,
+    top: int = 10,
+    visit: Callable[[dict[str, Any]], None] | None = None,
+) -> RunReport:
     """The report of the run in ``path`` (raises ``RunDirError`` when it is not a run).
 
     One streaming pass over the records (with the summary's): memory holds the totals, the
     first ``top`` prompts not ok and, for a run that measured pass@k, two small numbers a
     prompt; each prompt's :class:`PromptRow` only with ``rows`` (``report --json``, the view).
+    ``visit`` is also called with each record the report counts (the latest of each of the
+    run's prompts), in the same pass.
     """
     run_dir = RunDirectory(Path(path))
     report = RunReport(RunSummary(run_dir.path, total=0), [], _read_config(run_dir))
@@ -235,13 +244,15 @@ def build_report(path: str | Path, *, rows: bool = False, top: int = 10) -> RunR
     shared: dict[tuple[int, int], tuple[int, int]] = {}  # one tuple per distinct (n, c)
     measure = not report.early_exit
 
-    def visit(record: dict[str, Any]) -> None:
+    def count(record: dict[str, Any]) -> None:
         row = prompt_row(record)
         report.add(row, keep_row=rows, top=top)
         if measure and row.samples is not None:
             counts.append(shared.setdefault(row.samples, row.samples))
+        if visit is not None:
+            visit(record)
 
-    report.summary = summarize(path, visit)
+    report.summary = summarize(path, count)
     report._trim(top)
     if measure:
         report.pass_at_k = pass_at_k_table(counts)

@@ -35,9 +35,11 @@ def _budgets(report: RunReport) -> dict[str, Any]:
 
 def run_data(path: str | Path) -> dict[str, Any]:
     """Everything the page shows of the run in ``path`` (raises ``RunDirError`` if not a run)."""
-    report = build_report(path, rows=True)
+    latest: dict[str, dict[str, Any]] = {}  # the records the report counts, by key
+    report = build_report(
+        path, rows=True, visit=lambda record: latest.update({record["key"]: record})
+    )
     run_dir = RunDirectory(Path(path))
-    latest = run_dir.scan_records().latest()
     notes: list[str] = []
     if not report.summary.complete:
         notes.append(
