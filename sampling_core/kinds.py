@@ -33,7 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import SamplehooksError
-from sampling_core.options import first_problem, options_model, problem_option, signature_of
+from sampling_core.options import (
+    as_kwargs,
+    first_problem,
+    options_model,
+    problem_option,
+    signature_of,
+)
 from sampling_core.plugins import (
     BUILTIN_DISTRIBUTION,
     ENTRY_POINT_GROUP,
@@ -106,9 +112,7 @@ class Kind:
         except ValidationError as exc:
             problem = first_problem(exc, self.options)
             raise KindError(f"{self.where()}: {problem}", problem_option(exc)) from None
-        out = {name: getattr(validated, name) for name in validated.model_fields_set}
-        out.update(validated.model_extra or {})
-        return out
+        return as_kwargs(validated)
 
     def check_value(self, value: Any) -> Any:
         """A requirement's VALUE validated by the factory's first parameter; or KindError."""

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
 
 __all__ = [
+    "as_kwargs",
     "first_problem",
     "number_as_written",
     "number_kinds",
@@ -139,7 +140,7 @@ def validate_options(
         validated = model.model_validate(dict(options))
     except ValidationError as exc:
         return None, first_problem(exc, model)
-    return _kwargs(validated), None
+    return as_kwargs(validated), None
 
 
 def problem_option(exc: ValidationError) -> str:
@@ -152,7 +153,9 @@ def _first(exc: ValidationError) -> Any:
     return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
 
 
-def _kwargs(validated: BaseModel) -> dict[str, Any]:
+def as_kwargs(validated: BaseModel) -> dict[str, Any]:
+    """The options a caller set on a validated options model (and its extras), as keyword
+    arguments: defaults the caller did not give are left to the factory."""
     out = {name: getattr(validated, name) for name in validated.model_fields_set}
     out.update(validated.model_extra or {})
     return out

@@ -8,6 +8,7 @@ from typing import Any
 from sampling_core.runs.report import RunReport, build_report
 from sampling_core.runs.store import RunDirectory
 from sampling_core.view.timeline import (
+    TEXT_SHOWN,
     add_record_details,
     lanes_from_events,
     lanes_from_record,
@@ -19,8 +20,6 @@ __all__ = ["MAX_TIMELINES", "run_data"]
 MAX_TIMELINES = 2000
 """Prompts whose attempt timeline is embedded (those not ok first): keeps a page of a big
 run small enough for a laptop's browser; the table lists every prompt."""
-
-TEXT_SHOWN = 400
 
 
 def _budgets(report: RunReport) -> dict[str, Any]:
