@@ -8,6 +8,7 @@ field or a message in :mod:`sampling_core.dispatch` fails here. Faults and monit
 from __future__ import annotations
 
 import pytest
+from engine_helpers import starts_ok, strict
 
 from hook_specs import hookimpl
 from hook_specs.payloads import PAYLOAD_TYPES
@@ -15,12 +16,6 @@ from hook_specs.records import Generation, Usage, ValidationResult
 from sampling_core import BudgetError, Sampler, ScriptedBackend
 
 pytestmark = pytest.mark.anyio
-
-
-def starts_ok(text: str) -> ValidationResult:
-    """starts with ok"""
-    passed = text.startswith("ok")
-    return ValidationResult(passed, None if passed else "does not start with ok", 1.0 * passed)
 
 
 def fields_of(payload) -> dict[str, object]:
@@ -50,10 +45,6 @@ class Attempts:
     @hookimpl
     def sampling_repair(self, payload):
         self.events.append(("repair", fields_of(payload)))
-
-
-def strict(backend, *plugins, **kwargs) -> Sampler:
-    return Sampler(backend, plugins=plugins, load_entrypoints=False, strict_plugins=True, **kwargs)
 
 
 async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from engine_helpers import starts_ok, strict
 from structlog.testing import capture_logs
 
 from hook_specs import hookimpl
@@ -17,16 +18,6 @@ from sampling_core import PluginError, Sampler, ScriptedBackend
 from sampling_core.dispatch import describe
 
 pytestmark = pytest.mark.anyio
-
-
-def starts_ok(text: str) -> ValidationResult:
-    """starts with ok"""
-    passed = text.startswith("ok")
-    return ValidationResult(passed, None if passed else "does not start with ok", 1.0 * passed)
-
-
-def strict(backend, *plugins, **kwargs) -> Sampler:
-    return Sampler(backend, plugins=plugins, load_entrypoints=False, strict_plugins=True, **kwargs)
 
 
 async def test_monitors_see_each_hook_call_in_pluggys_terms():

@@ -10,13 +10,14 @@ from __future__ import annotations
 import time
 
 import pytest
+from engine_helpers import strict
 from pydantic import BaseModel
 from structlog.testing import capture_logs
 
 from hook_specs import StopSampling, hookimpl
 from hook_specs.payloads import SamplingLoopEndPayload
 from hook_specs.records import Generation, Usage
-from sampling_core import Sampler, ScriptedBackend
+from sampling_core import ScriptedBackend
 
 pytestmark = pytest.mark.anyio
 
@@ -39,10 +40,6 @@ class LoopEnd:
 
 def priced(text: str, tokens_in: int, tokens_out: int, cost: float | None) -> Generation:
     return Generation(text, usage=Usage(tokens_in, tokens_out, cost), latency_s=0.0)
-
-
-def strict(backend, *plugins) -> Sampler:
-    return Sampler(backend, plugins=plugins, load_entrypoints=False, strict_plugins=True)
 
 
 async def test_loop_end_fields_of_a_success_are_exactly_the_results():

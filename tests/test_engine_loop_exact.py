@@ -13,6 +13,7 @@ import time
 
 import anyio
 import pytest
+from engine_helpers import strict
 
 from hook_specs import hookimpl
 from hook_specs.payloads import PAYLOAD_TYPES
@@ -67,10 +68,6 @@ class Seen:
 
     def of(self, hook: str) -> list[dict[str, object]]:
         return [fields for name, fields in self.events if name == hook]
-
-
-def strict(backend, *plugins, **kwargs) -> Sampler:
-    return Sampler(backend, plugins=plugins, load_entrypoints=False, strict_plugins=True, **kwargs)
 
 
 # -- sampling_loop_start ----------------------------------------------------------------------

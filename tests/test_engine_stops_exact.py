@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from engine_helpers import strict
 from structlog.contextvars import bind_contextvars, clear_contextvars, get_contextvars
 from structlog.testing import capture_logs
 
 from hook_specs import StopSampling, hookimpl
-from sampling_core import Sampler, ScriptedBackend
+from sampling_core import ScriptedBackend
 from sampling_core.context import current_iteration
 
 pytestmark = pytest.mark.anyio
@@ -23,10 +24,6 @@ pytestmark = pytest.mark.anyio
 def passes(text: str) -> bool:
     """starts with ok"""
     return text.startswith("ok")
-
-
-def strict(backend, *plugins, **kwargs) -> Sampler:
-    return Sampler(backend, plugins=plugins, load_entrypoints=False, strict_plugins=True, **kwargs)
 
 
 # -- stops ------------------------------------------------------------------------------------
