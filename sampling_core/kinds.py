@@ -24,7 +24,6 @@ import difflib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, Literal
 
 import pluggy
@@ -41,10 +40,9 @@ from sampling_core.options import (
     signature_of,
 )
 from sampling_core.plugins import (
-    BUILTIN_DISTRIBUTION,
-    ENTRY_POINT_GROUP,
     PluginSettings,
     entry_point_object,
+    installed_plugins,
     warn_skipped,
 )
 from sampling_core.requirements import Requirement, as_requirements
@@ -313,11 +311,10 @@ def collect_kinds(
     """
     settings = settings or PluginSettings.from_env()
     registry = KindRegistry()
-    asked: set[str] = set()
-    for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=_builtins_first):
-        if entry.name in settings.disabled or entry.name in asked:
+    # Built-ins first: a clash then names the third-party plugin.
+    for entry in sorted(installed_plugins(), key=lambda found: (not found.builtin, found.name)):
+        if entry.name in settings.disabled:
             continue
-        asked.add(entry.name)
         try:  # the built-in's object when a name clashes; SystemExit & co. isolated too
             plugin = entry_point_object(entry.name)
         except Exception as exc:
@@ -329,13 +326,6 @@ def collect_kinds(
         if _provides(plugin):
             registry.add_plugin(name, plugin)
     return registry
-
-
-def _builtins_first(entry: metadata.EntryPoint) -> tuple[bool, str]:
-    """samplehooks' own entry points first (a clash then names the third-party plugin)."""
-    dist = getattr(entry, "dist", None)
-    name = dist.metadata["Name"] if dist is not None else ""
-    return (str(name).lower().replace("_", "-") != BUILTIN_DISTRIBUTION, entry.name)
 
 
 def _provides(plugin: Any) -> bool:
