@@ -243,7 +243,7 @@ class OtelPlugin:
             measured["gen_ai.response.model"] = generation.model
         self.metrics.record_call(
             measured,
-            time.perf_counter() - state.call_started,
+            payload.latency_s,  # the engine's measurement of the backend call alone
             input_tokens=generation.usage.input_tokens,
             output_tokens=generation.usage.output_tokens,
         )
