@@ -1,0 +1,194 @@
+"""How cheap can a plugin on every hook be? ``python -m benchmarks.payload_floor``.
+
+Every hook's payload is a pydantic model (DESIGN section 3), and the engine may use only
+pydantic's public API (issue 11). So a plugin that implements every hook costs, per
+attempt, at least the payloads it is handed, however the rest of the delivery is written.
+This prints that floor, measured in this process:
+
+1. the payloads a trivial plugin on every hook is handed per attempt, counted by a plugin
+   that keeps them (``loop_budget=4``, zero-latency backend, never passing, as in
+   ``benchmarks.instructions``);
+2. the time to build those same payloads (the same classes and field values) each public
+   way: with ``model_validate``, with ``model_construct``, and with the payload builder the
+   engine uses (pydantic's pickle protocol, ``HookPayload.builder``), beside the cost of the
+   field dicts alone;
+3. a ``sample()`` attempt without plugins, and with the trivial plugin;
+4. the ratio a trivial plugin could reach if building its payloads were the only cost the
+   plugin added: ``1 + payload time per attempt / no-plugin attempt``.
+
+Every figure is a median of ``--repeats`` runs taken in alternation, so the ratios compare
+numbers taken under the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.fakes import FakeModel, TrivialPlugin, configure_logging, engine_runner
+from hook_specs import HookPayload, hookimpl
+
+LOOP_BUDGET = 4
+
+
+class PayloadKeeper:
+    """Implements every hook the trivial plugin implements, and keeps each payload."""
+
+    def __init__(self) -> None:
+        self.payloads: list[HookPayload] = []
+
+    @hookimpl
+    def sampling_loop_start(self, payload: HookPayload) -> None:
+        """Keep it."""
+        self.payloads.append(payload)
+
+    @hookimpl
+    def sampling_iteration(self, payload: HookPayload) -> None:
+        """Keep it."""
+        self.payloads.append(payload)
+
+    @hookimpl
+    def sampling_repair(self, payload: HookPayload) -> None:
+        """Keep it."""
+        self.payloads.append(payload)
+
+    @hookimpl
+    def sampling_loop_end(self, payload: HookPayload) -> None:
+        """Keep it."""
+        self.payloads.append(payload)
+
+    @hookimpl
+    def generation_pre_call(self, payload: HookPayload) -> None:
+        """Keep it."""
+        self.payloads.append(payload)
+
+    @hookimpl
+    def generation_post_call(self, payload: HookPayload) -> None:
+        """Keep it."""
+        self.payloads.append(payload)
+
+    @hookimpl
+    def generation_error(self, payload: HookPayload) -> None:
+        """Keep it."""
+        self.payloads.append(payload)
+
+
+def payloads_of_one_call() -> list[HookPayload]:
+    """The payloads one call hands a plugin on every hook (as plain values: no views)."""
+    keeper = PayloadKeeper()
+    run = engine_runner(
+        FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=[keeper]
+    )
+    asyncio.run(run())
+    return keeper.payloads
+
+
+def field_values(payload: HookPayload) -> dict[str, Any]:
+    """The payload's fields as the engine gave them (read-only views undone)."""
+    return {name: payload.__dict__[name] for name in type(payload).model_fields}
+
+
+def builders(payloads: list[HookPayload]) -> dict[str, Callable[[], object]]:
+    """One function per way of building ``payloads`` again; each builds all of them."""
+    specs = [(type(p), field_values(p)) for p in payloads]
+    made = [(cls.builder(), fields) for cls, fields in specs]
+
+    def dicts_only() -> object:
+        return [dict(fields) for _, fields in specs]
+
+    def engine_builder() -> object:
+        return [build(dict(fields)) for build, fields in made]
+
+    def construct() -> object:
+        return [cls.model_construct(**fields) for cls, fields in specs]
+
+    def validate() -> object:
+        return [cls.model_validate(dict(fields)) for cls, fields in specs]
+
+    return {
+        "the field dicts alone": dicts_only,
+        "HookPayload.builder (pickle protocol; the engine's way)": engine_builder,
+        "model_construct": construct,
+        "model_validate": validate,
+    }
+
+
+def seconds(run: Callable[[], object], times: int) -> float:
+    """Wall time of ``times`` runs of ``run``."""
+    began = time.perf_counter()
+    for _ in range(times):
+        run()
+    return time.perf_counter() - began
+
+
+def engine_seconds(plugins: list[Any], calls: int) -> float:
+    """Wall time of ``calls`` sample() calls (after a warm-up)."""
+    run = engine_runner(FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=plugins)
+
+    async def many(count: int) -> float:
+        began = time.perf_counter()
+        for _ in range(count):
+            await run()
+        return time.perf_counter() - began
+
+    asyncio.run(many(50))
+    return asyncio.run(many(calls))
+
+
+def measure(calls: int, repeats: int) -> dict[str, Any]:
+    """Every figure the module docstring lists, in µs per attempt (medians of ``repeats``)."""
+    configure_logging()
+    payloads = payloads_of_one_call()
+    ways = builders(payloads)
+    runs: dict[str, Callable[[], float]] = {
+        "no plugin": lambda: engine_seconds([], calls),
+        "trivial plugin on every hook": lambda: engine_seconds([TrivialPlugin()], calls),
+        **{name: (lambda way=way: seconds(way, calls)) for name, way in ways.items()},
+    }
+    taken: dict[str, list[float]] = {name: [] for name in runs}
+    gc.collect()
+    for _ in range(repeats):
+        for name, run in runs.items():
+            taken[name].append(run())
+    attempts = calls * LOOP_BUDGET
+    per_attempt = {
+        name: statistics.median(values) / attempts * 1e6 for name, values in taken.items()
+    }
+    return {
+        "payloads per attempt": len(payloads) / LOOP_BUDGET,
+        "kinds": sorted({type(p).__name__ for p in payloads}),
+        "us per attempt": per_attempt,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure and print the table."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.payload_floor")
+    parser.add_argument("--calls", type=int, default=5000, help="sample() calls per run")
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args(argv)
+    found = measure(args.calls, args.repeats)
+    us = found["us per attempt"]
+    base, plugin = us["no plugin"], us["trivial plugin on every hook"]
+    print(f"payloads per attempt with a plugin on every hook: {found['payloads per attempt']:g}")
+    print()
+    rows = [("sample() attempt, no plugin", base, "-")]
+    rows.append(("sample() attempt, trivial plugin on every hook", plugin, "-"))
+    rows += [
+        (f"build its payloads: {name}", value, f"{1 + value / base:.2f}")
+        for name, value in us.items()
+        if name not in ("no plugin", "trivial plugin on every hook")
+    ]
+    print("| per attempt | µs | ÷ no-plugin attempt | floor of the trivial-plugin ratio |")
+    print("|---|---|---|---|")
+    for name, value, floor in rows:
+        print(f"| {name} | {value:.2f} | {value / base:.2f} | {floor} |")
+
+
+if __name__ == "__main__":
+    main()

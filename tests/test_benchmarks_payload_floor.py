@@ -1,0 +1,53 @@
+"""The payload-floor benchmark counts the payloads a plugin on every hook is handed, and
+rebuilds exactly those payloads each way it times."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from benchmarks.payload_floor import (
+    LOOP_BUDGET,
+    builders,
+    field_values,
+    measure,
+    payloads_of_one_call,
+)
+
+
+def test_it_keeps_every_payload_of_a_call() -> None:
+    payloads = payloads_of_one_call()
+    kinds = Counter(type(p).hook.value for p in payloads)
+    # loop_budget=4, never passing: four attempts, three repairs, one start and one end
+    assert kinds == {
+        "sampling_loop_start": 1,
+        "generation_pre_call": LOOP_BUDGET,
+        "generation_post_call": LOOP_BUDGET,
+        "sampling_iteration": LOOP_BUDGET,
+        "sampling_repair": LOOP_BUDGET - 1,
+        "sampling_loop_end": 1,
+    }
+
+
+def test_every_way_builds_the_same_payloads() -> None:
+    payloads = payloads_of_one_call()
+    expected = [field_values(p) for p in payloads]
+    ways = builders(payloads)
+    assert len(ways) == 4
+    for name, build in ways.items():
+        made = build()
+        if name == "the field dicts alone":
+            assert made == expected
+            continue
+        assert [type(p) for p in made] == [type(p) for p in payloads], name
+        assert [field_values(p) for p in made] == expected, name
+
+
+def test_measure_reports_the_payloads_per_attempt_and_every_figure() -> None:
+    found = measure(calls=20, repeats=1)
+    assert found["payloads per attempt"] == 17 / LOOP_BUDGET
+    assert set(found["us per attempt"]) == {
+        "no plugin",
+        "trivial plugin on every hook",
+        *builders(payloads_of_one_call()),
+    }
+    assert all(value > 0 for value in found["us per attempt"].values())
