@@ -25,7 +25,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sampling_core.events import NOT_AN_EVENT, EventFileError, is_recorded_event, numbered_events
+from sampling_core.events import (
+    NO_CALL,
+    NOT_AN_EVENT,
+    EventFileError,
+    is_recorded_event,
+    numbered_events,
+)
 
 __all__ = ["RecordedAttempt", "RecordedCall", "group_calls", "read_calls"]
 
@@ -155,7 +161,7 @@ def _add(calls: dict[str, RecordedCall], event: dict[str, Any]) -> None:
     """Apply one event (every field it has is checked before anything changes)."""
     hook, payload = event["hook"], event["payload"]
     sampling_id = _typed(payload, "sampling_id", str)
-    sampling_id = "?" if sampling_id is None else sampling_id
+    sampling_id = NO_CALL if sampling_id is None else sampling_id
     when = _typed(event, "time", float)
     if hook == "sampling_loop_end":
         _typed(payload, "elapsed_s", float)

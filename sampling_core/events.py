@@ -26,7 +26,11 @@ from typing import Any
 
 from sampling_core.errors import SamplehooksError
 
-__all__ = ["EventFileError", "is_recorded_event", "numbered_events", "read_events"]
+__all__ = ["NO_CALL", "EventFileError", "is_recorded_event", "numbered_events", "read_events"]
+
+
+NO_CALL = "?"
+"""The ``sampling_id`` of events recorded without one."""
 
 
 class EventFileError(SamplehooksError, ValueError):
@@ -42,8 +46,9 @@ def numbered_events(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Stream a recorded file as ``(line number, event)`` pairs, in file order.
 
-    ``keep_call``: keep only the events whose ``payload["sampling_id"]`` is a string it
-    accepts (every line is still checked, so a damaged line is found wherever it is).
+    ``keep_call``: keep only the events whose ``payload["sampling_id"]`` it accepts (an
+    event without one belongs to the call :data:`NO_CALL`). Every line is still checked,
+    so a damaged line is found wherever it is.
     Bad lines and a torn last line are handled as the module says. Opening the file may
     raise ``OSError`` (on the first iteration).
     """
@@ -64,8 +69,9 @@ def numbered_events(
                 continue
             if keep_call is not None:
                 call = event["payload"].get("sampling_id")
-                if not isinstance(call, str) or not keep_call(call):
-                    continue
+                call = NO_CALL if call is None else call
+                if isinstance(call, str) and not keep_call(call):
+                    continue  # (one that is not a string is kept, to be reported)
             yield number, event
 
 
