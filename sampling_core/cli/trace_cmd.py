@@ -1,6 +1,7 @@
 """``samplehooks trace show FILE``: a recorded event file as a per-call timeline.
 
-The file is what the ``recorder`` plugin writes: one JSON line per hook event. For every
+The file is what the ``recorder`` plugin writes: one JSON line per hook event, read and
+interpreted by :mod:`sampling_core.event_attempts` (as ``samplehooks view`` does). For every
 ``sample()`` call in it, the command prints the call's settings and outcome and one row
 per attempt, in the order attempts finished: time since the call started, iteration,
 subsample, attempt, sequence, passed, backend latency, tokens, and a note for attempts
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
-from sampling_core.events import read_events
+from sampling_core.event_attempts import RecordedAttempt, RecordedCall, group_calls, read_calls
 
 __all__ = ["AttemptRow", "CallTimeline", "build_timelines", "timeline_as_dict", "trace_app"]
 
@@ -40,141 +41,33 @@ def _trace() -> None:
     """Read files written by the recorder plugin."""
 
 
-@dataclass(slots=True)
-class AttemptRow:
-    """One attempt of a call, as the recorded events describe it."""
+AttemptRow = RecordedAttempt
+"""One attempt of a call (the name this module gave :class:`RecordedAttempt`)."""
 
-    subsample_index: int
-    attempt: int
-    iteration: int
-    started: float | None = None  # wall time of the attempt's first backend call
-    finished: float | None = None  # wall time of its iteration (or final error) event
-    sequence: int | None = None
-    passed: bool | None = None
-    latency_s: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    retries: int = 0
-    outcome: str = "in flight"  # "completed", "error: Type", "cancelled" or "in flight"
+CallTimeline = RecordedCall
+"""One ``sample()`` call (the name this module gave :class:`RecordedCall`)."""
 
-
-@dataclass(slots=True)
-class CallTimeline:
-    """One ``sample()`` call: its start and end events, and its attempts."""
-
-    sampling_id: str
-    start: dict[str, Any] | None = None
-    end: dict[str, Any] | None = None
-    started_at: float | None = None
-    attempts: dict[tuple[int, int], AttemptRow] = field(default_factory=dict)
-
-    def rows(self) -> list[AttemptRow]:
-        """The attempts in the order they finished; unfinished ones last."""
-        never = float("inf")
-        return sorted(
-            self.attempts.values(),
-            key=lambda r: (
-                r.finished if r.finished is not None else never,
-                r.sequence or 0,
-                r.subsample_index,
-                r.attempt,
-            ),
-        )
+_SHOWN = (
+    "subsample_index",
+    "attempt",
+    "iteration",
+    "started",
+    "finished",
+    "sequence",
+    "passed",
+    "latency_s",
+    "input_tokens",
+    "output_tokens",
+    "retries",
+    "outcome",
+)
+"""An attempt's fields in ``--json`` (``t_s`` follows)."""
 
 
 def build_timelines(events: list[dict[str, Any]]) -> list[CallTimeline]:
-    """Group recorded events by call, in the order calls first appear."""
-    calls: dict[str, CallTimeline] = {}
-    for event in events:
-        hook, payload, when = event["hook"], event["payload"], event.get("time")
-        sid = str(payload.get("sampling_id", "?"))
-        call = calls.get(sid)
-        if call is None:
-            call = calls[sid] = CallTimeline(sid)
-        if call.started_at is None and isinstance(when, int | float):
-            call.started_at = float(when)
-        if hook == "sampling_loop_start":
-            call.start = payload
-            if isinstance(when, int | float):
-                call.started_at = float(when)
-        elif hook == "sampling_loop_end":
-            _number(payload.get("elapsed_s"), "elapsed_s")
-            call.end = payload
-            for row in call.attempts.values():
-                if row.outcome == "in flight":
-                    row.outcome = "cancelled"
-        elif "subsample_index" in payload and "attempt" in payload:
-            _attempt_event(call, hook, payload, when)
-    return list(calls.values())
-
-
-def _attempt_event(call: CallTimeline, hook: str, payload: dict[str, Any], when: Any) -> None:
-    index = _integer(payload["subsample_index"], "subsample_index")
-    number = _integer(payload["attempt"], "attempt")
-    row = call.attempts.get((index, number))
-    if row is None:
-        row = call.attempts[(index, number)] = AttemptRow(
-            index, number, _integer(payload.get("iteration", 0), "iteration")
-        )
-    when = float(when) if isinstance(when, int | float) else None
-    if hook == "generation_pre_call":
-        if row.started is None:
-            row.started = when
-        row.retries = max(row.retries, _integer(payload.get("retry") or 0, "retry"))
-    elif hook == "generation_post_call":
-        usage = _mapping(_mapping(payload.get("generation"), "generation").get("usage"), "usage")
-        row.latency_s = _number(payload.get("latency_s"), "latency_s")
-        row.input_tokens = _integer(usage.get("input_tokens"), "input_tokens", None)
-        row.output_tokens = _integer(usage.get("output_tokens"), "output_tokens", None)
-    elif hook == "sampling_iteration":
-        usage = _mapping(payload.get("usage"), "usage")
-        row.sequence = _integer(payload.get("sequence"), "sequence", None)
-        passed = payload.get("passed")
-        if passed is not None and not isinstance(passed, bool):
-            raise ValueError(f"passed must be true or false, got {passed!r}")
-        row.passed = passed
-        row.latency_s = _number(payload.get("latency_s", row.latency_s), "latency_s")
-        row.input_tokens = _integer(
-            usage.get("input_tokens", row.input_tokens), "input_tokens", None
-        )
-        row.output_tokens = _integer(
-            usage.get("output_tokens", row.output_tokens), "output_tokens", None
-        )
-        row.finished = when
-        row.outcome = "completed"
-    elif hook == "generation_error" and not payload.get("will_retry"):
-        row.finished = when
-        row.outcome = f"error: {payload.get('error_type', '?')}"
-
-
-_REQUIRED: Any = object()
-
-
-def _integer(value: Any, name: str, missing: Any = _REQUIRED) -> Any:
-    """``value`` if it is an int (``missing`` stands for ``None`` when allowed)."""
-    if value is None and missing is not _REQUIRED:
-        return missing
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    return value
-
-
-def _number(value: Any, name: str) -> float | None:
-    """``value`` as a float, or ``None`` when absent."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    return float(value)
-
-
-def _mapping(value: Any, name: str) -> dict[str, Any]:
-    """``value`` if it is a JSON object (``{}`` when absent)."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError(f"{name} must be an object, got {value!r}")
-    return value
+    """Group recorded events by call, in the order calls first appear (see
+    :func:`sampling_core.event_attempts.group_calls`; a bad event raises ``EventFileError``)."""
+    return group_calls(events)
 
 
 @trace_app.command("show", cls=ReadableCommand)
@@ -191,19 +84,17 @@ def show_command(
 ) -> None:
     """Print a per-call timeline: iteration, subsample, attempt, sequence, passed, latency."""
     try:
-        events = read_events(file, on_note=lambda note: _note_line(f"{file}: {note}"))
+        timelines = read_calls(
+            file,
+            on_note=lambda note: _note_line(f"{file}: {note}"),
+            keep_call=None if call is None else _starting_with(call),
+        )
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror or exc}")
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # EventFileError: one line naming the line and the field
         fail(f"{file}: {exc}")
-    try:
-        timelines = build_timelines(events)
-    except (KeyError, TypeError, ValueError) as exc:
-        fail(f"{file}: an event does not look like a recorded hook event ({exc!r})")
-    if call is not None:
-        timelines = [t for t in timelines if t.sampling_id.startswith(call)]
-        if not timelines:
-            fail(f"{file}: no call's sampling_id starts with {call!r}")
+    if call is not None and not timelines:
+        fail(f"{file}: no call's sampling_id starts with {call!r}")
     if as_json:
         typer.echo(json.dumps([timeline_as_dict(t) for t in timelines], indent=2))
         return
@@ -214,6 +105,10 @@ def show_command(
         return
     for timeline in timelines:
         _print_call(console, timeline)
+
+
+def _starting_with(prefix: str) -> Callable[[str], bool]:
+    return lambda sampling_id: sampling_id.startswith(prefix)
 
 
 def _note_line(message: str) -> None:
@@ -227,7 +122,10 @@ def timeline_as_dict(timeline: CallTimeline) -> dict[str, Any]:
         "start": timeline.start,
         "end": timeline.end,
         "attempts": [
-            {**asdict(row), "t_s": _since(row.finished, timeline.started_at)}
+            {
+                **{name: getattr(row, name) for name in _SHOWN},
+                "t_s": _since(row.finished, timeline.started_at),
+            }
             for row in timeline.rows()
         ],
     }

@@ -10,7 +10,7 @@ from sampling_core.runs.store import RunDirectory
 from sampling_core.view.timeline import (
     TEXT_SHOWN,
     add_record_details,
-    lanes_from_events,
+    lanes_from_call,
     lanes_from_record,
     read_events_by_call,
 )
@@ -68,9 +68,9 @@ def run_data(path: str | Path) -> dict[str, Any]:
         text = record.get("text")
         item["text"] = text[:TEXT_SHOWN] if isinstance(text, str) else None
         if row.key in with_timeline:
-            call_events = events.by_call.get(str(row.sampling_id))
-            if call_events:
-                item["lanes"], item["timeline_source"] = lanes_from_events(call_events), "events"
+            call = events.by_call.get(str(row.sampling_id))
+            if call is not None:
+                item["lanes"], item["timeline_source"] = lanes_from_call(call), "events"
                 add_record_details(item["lanes"], record)
             else:
                 item["lanes"], item["timeline_source"] = lanes_from_record(record), "records"

@@ -2,8 +2,9 @@
 
 A step is one attempt with its outcome: ``passed``, ``failed``, ``error`` (the backend
 call raised for good) or ``cancelled`` (in flight when another subsample's pass ended the
-call). The hook events say all of it: a ``generation_pre_call`` that no
-``sampling_iteration`` or final ``generation_error`` followed was cancelled. Without
+call). The hook events say all of it, as :mod:`sampling_core.event_attempts` reads them
+(the same reading ``samplehooks trace show`` prints): an attempt that no
+``sampling_iteration`` or final ``generation_error`` ended was cancelled. Without
 events (the ``recorder`` plugin was off) the record's attempts are used; a subsample
 that stopped short of its budget on a failure, in a call that cancelled attempts, is
 shown with one cancelled step.
@@ -11,14 +12,16 @@ shown with one cancelled step.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from sampling_core.event_attempts import RecordedAttempt, RecordedCall, group_calls, read_calls
+
 __all__ = [
     "EventsFile",
     "add_record_details",
+    "lanes_from_call",
     "lanes_from_events",
     "lanes_from_record",
     "read_events_by_call",
@@ -28,39 +31,35 @@ TEXT_SHOWN = 400
 
 
 class EventsFile:
-    """What could be read of ``events.jsonl``: events per ``sampling_id``, and what was not."""
+    """What could be read of ``events.jsonl``: the wanted calls by ``sampling_id``, and
+    how many lines were skipped."""
 
     def __init__(self) -> None:
-        self.by_call: dict[str, list[dict[str, Any]]] = {}
+        self.by_call: dict[str, RecordedCall] = {}
         self.bad_lines = 0
         self.present = False
 
 
 def read_events_by_call(path: Path, wanted: set[str]) -> EventsFile:
-    """The events of the calls in ``wanted``, grouped by ``sampling_id``, in file order.
+    """The calls in ``wanted``, read by :func:`sampling_core.event_attempts.read_calls`
+    (streamed: the events of other calls are not kept).
 
-    Lines that are not events (a torn last line of a run in progress, damage) are counted,
-    not raised: the view shows what it can and says how many lines it skipped.
+    Tolerant, as the view always was: a line that is not an event (a torn last line of a
+    run in progress, damage) or whose fields have the wrong type is counted and skipped,
+    not raised, so the view shows what it can and says how many lines it skipped. A
+    missing or unreadable file leaves :attr:`EventsFile.present` false.
     """
     found = EventsFile()
+
+    def skip(_: object) -> None:
+        found.bad_lines += 1
+
     try:
-        handle = path.open(encoding="utf-8", errors="replace")
+        calls = read_calls(path, on_note=skip, keep_call=wanted.__contains__, on_bad_line=skip)
     except OSError:
         return found
     found.present = True
-    with handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-                payload = event["payload"]
-                call = payload["sampling_id"]
-            except (ValueError, KeyError, TypeError, RecursionError):
-                found.bad_lines += 1
-                continue
-            if call in wanted and isinstance(event.get("hook"), str):
-                found.by_call.setdefault(call, []).append(event)
+    found.by_call = {call.sampling_id: call for call in calls}
     return found
 
 
@@ -72,43 +71,36 @@ def _step(attempt: int, outcome: str, **extra: Any) -> dict[str, Any]:
     return {"attempt": attempt, "outcome": outcome, **extra}
 
 
-def _reasons(validations: Any) -> list[str]:
-    out = []
-    for v in validations if isinstance(validations, list) else []:
-        if isinstance(v, dict) and not v.get("passed"):
-            out.append(str(v.get("reason") or v.get("requirement") or "a requirement"))
-    return out
+def lanes_from_call(call: RecordedCall) -> list[dict[str, Any]]:
+    """Lanes of one call from its recorded attempts."""
+    return _as_lanes({key: _attempt_step(row) for key, row in call.attempts.items()})
 
 
 def lanes_from_events(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Lanes of one call from its hook events."""
-    steps: dict[tuple[int, int], dict[str, Any]] = {}
-    for event in events:
-        hook, p = event.get("hook"), event.get("payload") or {}
-        index, number = _int(p.get("subsample_index")), _int(p.get("attempt"))
-        if index is None or number is None:
-            continue
-        where = (index, number)
-        if hook == "generation_pre_call" and where not in steps:
-            steps[where] = _step(number, "cancelled", time=event.get("time"))
-        elif hook == "sampling_iteration":
-            usage = p.get("usage") if isinstance(p.get("usage"), dict) else {}
-            text = p.get("text")
-            steps[where] = _step(
-                number,
-                "passed" if p.get("passed") else "failed",
-                sequence=p.get("sequence"),
-                reasons=_reasons(p.get("validations")),
-                latency_s=p.get("latency_s"),
-                tokens=(usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0),
-                cost_usd=usage.get("cost_usd"),
-                text=text[:TEXT_SHOWN] if isinstance(text, str) else None,
-                time=event.get("time"),
-            )
-        elif hook == "generation_error" and not p.get("will_retry"):
-            kind = p.get("error_type") or "error"
-            steps[where] = _step(number, "error", reasons=[f"{kind}: {p.get('exception')}"[:300]])
+    """Lanes of one call from its hook events (events that are malformed are skipped)."""
+    steps = {}
+    for call in group_calls(events, on_bad_event=lambda _: None):
+        steps.update({key: _attempt_step(row) for key, row in call.attempts.items()})
     return _as_lanes(steps)
+
+
+def _attempt_step(row: RecordedAttempt) -> dict[str, Any]:
+    outcome = row.verdict
+    if outcome == "error":
+        return _step(row.attempt, outcome, reasons=[reason[:300] for reason in row.reasons])
+    if outcome == "cancelled":
+        return _step(row.attempt, outcome, time=row.started)
+    return _step(
+        row.attempt,
+        outcome,
+        sequence=row.sequence,
+        reasons=row.reasons,
+        latency_s=row.latency_s,
+        tokens=(row.input_tokens or 0) + (row.output_tokens or 0),
+        cost_usd=row.cost_usd,
+        text=None if row.text is None else row.text[:TEXT_SHOWN],
+        time=row.finished,
+    )
 
 
 def _as_lanes(steps: dict[tuple[int, int], dict[str, Any]]) -> list[dict[str, Any]]:
