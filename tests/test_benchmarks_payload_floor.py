@@ -7,10 +7,12 @@ from collections import Counter
 
 from benchmarks.payload_floor import (
     LOOP_BUDGET,
+    ONE_HOOK,
     builders,
     field_values,
     measure,
     payloads_of_one_call,
+    plugin_on,
 )
 
 
@@ -48,6 +50,16 @@ def test_measure_reports_the_payloads_per_attempt_and_every_figure() -> None:
     assert set(found["us per attempt"]) == {
         "no plugin",
         "trivial plugin on every hook",
+        *(f"plugin on {name} only" for name in ONE_HOOK),
         *builders(payloads_of_one_call()),
     }
     assert all(value > 0 for value in found["us per attempt"].values())
+
+
+def test_a_plugin_on_one_hook_implements_that_hook_only() -> None:
+    from hook_specs import HookName
+
+    every = {hook.value for hook in HookName}
+    for hooks in ONE_HOOK.values():
+        plugin = plugin_on(hooks)
+        assert {name for name in every if callable(getattr(plugin, name, None))} == set(hooks)
