@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 import sampling_core.pytest_plugin
 import sampling_core.testing
-from hook_specs import HookName, hookimpl
+from hook_specs import HookName, ValidationResult, hookimpl
 from sampling_core.requirements import contains
 
 H = HookName
@@ -37,10 +38,12 @@ async def test_recorder_sees_every_hook_in_order_with_the_current_iteration(
         "sampling_loop_start",
         "generation_pre_call",
         "generation_post_call",
+        "sampling_validate",
         "sampling_iteration",
         "sampling_repair",
         "generation_pre_call",
         "generation_post_call",
+        "sampling_validate",
         "sampling_iteration",
         "sampling_loop_end",
     ]
@@ -84,6 +87,38 @@ def test_snapshot_keeps_what_the_recorder_saw(
     assert backend.requests[0].options == {"temperature": 0.9}
 
 
+def test_recorder_snapshots_sampling_validate_as_the_plugins_left_it(
+    sampler: Any, scripted_backend: Any, hook_recorder: Any
+) -> None:
+    class AcceptAll:
+        @hookimpl
+        def sampling_validate(self, payload: Any) -> None:
+            payload.results[0] = dataclasses.replace(payload.results[0], passed=True, reason="ok")
+
+    class VetoAfterTheRecorder:
+        @hookimpl(trylast=True)  # registered after the recorder: runs after it
+        def sampling_validate(self, payload: Any) -> None:
+            payload.results.append(ValidationResult(False, "vetoed"))
+
+    plugins = [AcceptAll(), hook_recorder, VetoAfterTheRecorder()]
+    s = sampler(scripted_backend(["no"]), plugins=plugins, record=False)
+    result = s.sample_sync("Say yes.", requirements=[contains("yes")])
+
+    (event,) = hook_recorder.for_hook(H.SAMPLING_VALIDATE)
+    assert event.iteration is not None and event.iteration.iteration == event["iteration"] == 1
+    assert event["text"] == "no"
+    # the snapshot: AcceptAll's change, not the veto that came after the recorder
+    assert [(r.passed, r.reason) for r in event["results"]] == [(True, "ok")]
+    assert [(r.passed, r.reason) for r in event.payload.results] == [
+        (True, "ok"),
+        (False, "vetoed"),
+    ]
+    assert not result.success and result.attempts[0].failure_reasons == ["vetoed"]
+    names = hook_recorder.names()
+    assert names.index("sampling_validate") == names.index("generation_post_call") + 1
+    assert names.index("sampling_iteration") == names.index("sampling_validate") + 1
+
+
 def test_sampler_fixture_loads_no_entry_point_and_can_skip_the_recorder(
     sampler: Any, hook_recorder: Any, plugin_env: Any
 ) -> None:
@@ -100,6 +135,7 @@ def test_sampler_fixture_loads_no_entry_point_and_can_skip_the_recorder(
         "sampling_loop_start",
         "generation_pre_call",
         "generation_post_call",
+        "sampling_validate",
         "sampling_iteration",
         "sampling_loop_end",
     ]
