@@ -1,11 +1,22 @@
-"""Helpers shared by the engine's exact tests: a strict sampler and a check with a reason."""
+"""Helpers shared by the engine's exact tests: a strict sampler, a check with a reason, and
+the fields of recorded payloads, checked to be exactly their payload model's fields."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from hook_specs import HookName
+from hook_specs.payloads import PAYLOAD_TYPES
 from hook_specs.records import ValidationResult
 from sampling_core import Sampler
+from sampling_core.testing import HookEvent, HookRecorder
+
+# The hooks of one backend call (an attempt's or a check's own).
+BACKEND_CALLS = (
+    HookName.GENERATION_PRE_CALL,
+    HookName.GENERATION_POST_CALL,
+    HookName.GENERATION_ERROR,
+)
 
 
 def strict(backend: Any, *plugins: Any, **kwargs: Any) -> Sampler:
@@ -17,3 +28,19 @@ def starts_ok(text: str) -> ValidationResult:
     """starts with ok"""
     passed = text.startswith("ok")
     return ValidationResult(passed, None if passed else "does not start with ok", 1.0 * passed)
+
+
+def exact_fields(event: HookEvent) -> dict[str, Any]:
+    """The event's snapshot of its payload, which must hold exactly the payload model's fields."""
+    assert set(event.fields) == set(PAYLOAD_TYPES[event.hook].model_fields)
+    return event.fields
+
+
+def fields_of(recorder: HookRecorder, hook: HookName) -> list[dict[str, Any]]:
+    """The :func:`exact_fields` of every event of ``hook``, in the order fired."""
+    return [exact_fields(event) for event in recorder.for_hook(hook)]
+
+
+def events_of(recorder: HookRecorder, *hooks: HookName) -> list[tuple[str, dict[str, Any]]]:
+    """``(hook name, exact fields)`` of every event of ``hooks``, in the order fired."""
+    return [(event.name, exact_fields(event)) for event in recorder if event.hook in hooks]
