@@ -45,6 +45,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "sampling_core/loop.py": [
         "tests/test_engine_loop_exact.py",
+        "tests/test_judge_through_engine.py",
         "tests/test_engine_stops_exact.py",
         "tests/test_engine_exact.py",
         "tests/test_engine_cancellation.py",
@@ -67,6 +68,8 @@ MODULES: dict[str, list[str]] = {
     "sampling_core/dispatch.py": [
         "tests/test_dispatch_exact.py",
         "tests/test_dispatch_faults_exact.py",
+        "tests/test_hook_monitoring.py",
+        "tests/test_judge_through_engine.py",
         "tests/test_engine_loop_exact.py",
         "tests/test_engine_stops_exact.py",
         "tests/test_engine_exact.py",
