@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from plugin_site import run_python
 
 import sampling_core.pytest_plugin
 import sampling_core.testing
@@ -212,16 +212,8 @@ def test_the_call_still_succeeds(sampler):
 
 def _run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_faulty.py").write_text(FAULTY_PLUGIN_TEST)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
     flags = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--rootdir", "."]
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", *flags, *args, "test_faulty.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_python(tmp_path, "-m", "pytest", *flags, *args, "test_faulty.py", cwd=tmp_path)
 
 
 def test_strict_plugins_makes_a_plugin_fault_fail_the_test(
