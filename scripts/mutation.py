@@ -32,7 +32,6 @@ MODULES: dict[str, list[str]] = {
     "sampling_core/budgets.py": ["tests/test_engine_budgets.py"],
     "sampling_core/requirements.py": [
         "tests/test_requirements.py",
-        "tests/test_requirements_exact.py",
         "tests/test_reliability_hangs.py",
         "tests/test_engine_errors.py",
     ],
