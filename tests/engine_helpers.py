@@ -1,14 +1,18 @@
-"""Helpers shared by the engine's exact tests: a strict sampler, a check with a reason, and
-the fields of recorded payloads, checked to be exactly their payload model's fields."""
+"""Helpers shared by the engine's tests: a strict sampler, a check with a reason, the fields of
+recorded payloads (checked to be exactly their payload model's fields), and a scripted race
+with an attempt cancelled in flight."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import anyio
 
 from hook_specs import HookName
 from hook_specs.payloads import PAYLOAD_TYPES
 from hook_specs.records import ValidationResult
-from sampling_core import Sampler
+from sampling_core import GenerationRequest, Sampler
 from sampling_core.testing import HookEvent, HookRecorder
 
 # The hooks of one backend call (an attempt's or a check's own).
@@ -44,3 +48,26 @@ def fields_of(recorder: HookRecorder, hook: HookName) -> list[dict[str, Any]]:
 def events_of(recorder: HookRecorder, *hooks: HookName) -> list[tuple[str, dict[str, Any]]]:
     """``(hook name, exact fields)`` of every event of ``hooks``, in the order fired."""
     return [(event.name, exact_fields(event)) for event in recorder if event.hook in hooks]
+
+
+def race(
+    winner: tuple[int, int], hanging: int, *, first: tuple[int, int]
+) -> Callable[[GenerationRequest], Awaitable[str]]:
+    """A scripted backend's replies for a race in which one attempt is cancelled in flight.
+
+    The attempt ``winner`` (``(subsample_index, attempt)``) answers "yes", every other one
+    "no"; subsample ``hanging`` never answers, so its attempt is in flight when the winner
+    passes and is cancelled. The attempt ``first`` yields once before it answers, so that the
+    hanging subsample has started meanwhile.
+    """
+    never = anyio.Event()
+
+    async def reply(request: GenerationRequest) -> str:
+        info = request.iteration
+        if (info.subsample_index, info.attempt) == first:
+            await anyio.sleep(0)
+        if info.subsample_index == hanging:
+            await never.wait()
+        return "yes" if (info.subsample_index, info.attempt) == winner else "no"
+
+    return reply

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from engine_helpers import race
 from typer.testing import CliRunner
 
 from builtin_plugins.recorder import RecorderPlugin, read_events
@@ -124,20 +125,11 @@ def test_enabled_by_name_writes_where_the_environment_says(
 
 
 def _record_a_call(path: Path, sampler: Any, scripted_backend: Any) -> Any:
-    release = anyio.Event()
-
-    async def reply(request: GenerationRequest) -> str:
-        info = request.iteration
-        if (info.subsample_index, info.attempt) == (1, 1):
-            await anyio.sleep(0)  # subsample 2 starts its attempt meanwhile
-        if info.subsample_index == 2:
-            await release.wait()  # still in flight when subsample 1 wins: cancelled
-        return "yes" if (info.subsample_index, info.attempt) == (1, 2) else "no"
-
     recorder = RecorderPlugin(path)
+    # subsample 0 fails, 1 wins at its second attempt, 2's first is cancelled in flight
     s = sampler(
         scripted_backend(
-            reply,
+            race((1, 2), hanging=2, first=(1, 1)),
             failures=lambda r: RuntimeError("down") if r.iteration.subsample_index == 0 else None,
         ),
         plugins=[recorder],
