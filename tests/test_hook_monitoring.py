@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from engine_helpers import hook_sequence
 
 from hook_specs import StopSampling, hookimpl
 from sampling_core import PluginError, Sampler, ScriptedBackend
@@ -68,19 +69,7 @@ async def test_a_monitor_sees_every_hook_call_in_pluggys_terms_and_can_be_undone
     result = await sampler.sample("q", requirements=[never], loop_budget=2)
 
     # every hook the engine fires, implemented or not, in the engine's order
-    assert monitor.fired() == [
-        "sampling_loop_start",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_validate",
-        "sampling_iteration",
-        "sampling_repair",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_validate",
-        "sampling_iteration",
-        "sampling_loop_end",
-    ]
+    assert monitor.fired() == hook_sequence(2)
     # each call: `before` then `after`, with the implementations and the one payload object
     befores, afters = monitor.calls[0::2], monitor.calls[1::2]
     for (when, name, impls, payload, _), (then, same, impls_after, payload_after, outcome) in zip(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_helpers import hook_sequence
 from plugin_site import run_python
 
 import sampling_core.pytest_plugin
@@ -34,19 +35,7 @@ async def test_recorder_sees_every_hook_in_order_with_the_current_iteration(
     result = await s.sample("Say yes.", requirements=[contains("yes")], loop_budget=2)
 
     assert result.success and result.text == "yes"
-    assert hook_recorder.names() == [
-        "sampling_loop_start",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_validate",
-        "sampling_iteration",
-        "sampling_repair",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_validate",
-        "sampling_iteration",
-        "sampling_loop_end",
-    ]
+    assert hook_recorder.names() == hook_sequence(2)
     assert hook_recorder.sampling_ids() == [result.sampling_id]
     assert hook_recorder.names(result.sampling_id) == hook_recorder.names()
     assert hook_recorder.names("another call") == []
@@ -131,14 +120,7 @@ def test_sampler_fixture_loads_no_entry_point_and_can_skip_the_recorder(
     recorded = sampler()
     assert recorded.plugins.names() == ["HookRecorder"]
     recorded.sample_sync("Hi.")
-    assert hook_recorder.names() == [
-        "sampling_loop_start",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_validate",
-        "sampling_iteration",
-        "sampling_loop_end",
-    ]
+    assert hook_recorder.names() == hook_sequence(1)
     hook_recorder.clear()
     assert hook_recorder.events == []
 
