@@ -15,6 +15,7 @@ import pytest
 
 from hook_specs import HookName, ReadOnlyFieldError, background, hookimpl
 from sampling_core import PluginError, Sampler, ScriptedBackend
+from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio
 H = HookName
@@ -29,27 +30,22 @@ def sampler_with(*plugins, **kwargs) -> Sampler:
     return Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False, **kwargs)
 
 
-class Seen:
-    def __init__(self) -> None:
-        self.events: list[str] = []
-
-    @hookimpl
-    def sampling_loop_end(self, payload):
-        self.events.append(payload.sampling_id)
-
-
 async def test_late_register_and_unregister_take_effect_from_the_next_call():
     sampler = sampler_with()
     await sampler.sample("q")
-    late, direct = Seen(), Seen()
+    late, direct = HookRecorder(), HookRecorder()
     sampler.plugins.register(late)
     sampler.plugins.manager.register(direct, "direct")  # straight on pluggy's manager
     first = await sampler.sample("q")
-    assert late.events == [first.sampling_id] and direct.events == [first.sampling_id]
-    assert sampler.plugins.unregister("Seen") is late
+    assert late.sampling_ids() == [first.sampling_id] and direct.sampling_ids() == [
+        first.sampling_id
+    ]
+    assert sampler.plugins.unregister("HookRecorder") is late
     sampler.plugins.manager.unregister(direct)
     await sampler.sample("q")
-    assert late.events == [first.sampling_id] and direct.events == [first.sampling_id]
+    assert late.sampling_ids() == [first.sampling_id] and direct.sampling_ids() == [
+        first.sampling_id
+    ]
     assert sampler.plugins.unregister("nobody") is None
 
 
