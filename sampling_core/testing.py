@@ -103,9 +103,10 @@ class HookRecorder:
 
     Its implementations are ``trylast``, so registered after the plugins under test it runs
     after them (pluggy calls the later-registered of two ``trylast`` implementations last):
-    in the hooks whose payload plugins may change, the snapshot shows the payload as they
-    left it. Register one on a ``Sampler`` (the ``sampler`` fixture does, after the
-    plugins it is given) or per call with ``plugins=[...]``.
+    in the hooks whose payload plugins may change (``sampling_loop_start``,
+    ``sampling_validate``, ``sampling_repair``, ``generation_pre_call``), the snapshot shows
+    the payload as they left it. Register one on a ``Sampler`` (the ``sampler`` fixture
+    does, after the plugins it is given) or per call with ``plugins=[...]``.
     """
 
     def __init__(self) -> None:
@@ -171,6 +172,11 @@ class HookRecorder:
     def sampling_iteration(self, payload: HookPayload) -> None:
         """Record the event."""
         self._record(HookName.SAMPLING_ITERATION, payload)
+
+    @hookimpl(trylast=True)
+    def sampling_validate(self, payload: HookPayload) -> None:
+        """Record the event."""
+        self._record(HookName.SAMPLING_VALIDATE, payload)
 
     @hookimpl(trylast=True)
     def sampling_repair(self, payload: HookPayload) -> None:

@@ -32,7 +32,6 @@ MODULES: dict[str, list[str]] = {
     "sampling_core/budgets.py": ["tests/test_engine_budgets.py"],
     "sampling_core/requirements.py": [
         "tests/test_requirements.py",
-        "tests/test_requirements_exact.py",
         "tests/test_reliability_hangs.py",
         "tests/test_engine_errors.py",
     ],
@@ -45,6 +44,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "sampling_core/loop.py": [
         "tests/test_engine_loop_exact.py",
+        "tests/test_judge_through_engine.py",
         "tests/test_engine_stops_exact.py",
         "tests/test_engine_exact.py",
         "tests/test_engine_cancellation.py",
@@ -67,6 +67,8 @@ MODULES: dict[str, list[str]] = {
     "sampling_core/dispatch.py": [
         "tests/test_dispatch_exact.py",
         "tests/test_dispatch_faults_exact.py",
+        "tests/test_hook_monitoring.py",
+        "tests/test_judge_through_engine.py",
         "tests/test_engine_loop_exact.py",
         "tests/test_engine_stops_exact.py",
         "tests/test_engine_exact.py",

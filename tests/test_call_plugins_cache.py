@@ -7,17 +7,9 @@ import pytest
 from hook_specs import hookimpl
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.hook_table import CallTables
+from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio
-
-
-class Seen:
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-
-    @hookimpl
-    def sampling_loop_end(self, payload):
-        self.ids.append(payload.sampling_id)
 
 
 def sampler(*plugins) -> Sampler:
@@ -25,36 +17,39 @@ def sampler(*plugins) -> Sampler:
 
 
 async def test_the_same_objects_get_the_same_table_and_see_every_call():
-    s, seen = sampler(), Seen()
+    s, seen = sampler(), HookRecorder()
     first = s.plugins.with_call_plugins([seen])
     assert s.plugins.with_call_plugins([seen]) is first
-    assert s.plugins.with_call_plugins([Seen()]) is not first  # other objects, other table
+    assert s.plugins.with_call_plugins([HookRecorder()]) is not first  # other objects, other table
     results = [await s.sample("q", plugins=[seen]) for _ in range(3)]
-    assert seen.ids == [r.sampling_id for r in results]
+    assert seen.sampling_ids() == [r.sampling_id for r in results]
     assert s.plugins.names() == []  # nothing was registered on the sampler
 
 
 async def test_a_change_to_the_registry_is_seen_by_the_next_call():
-    s, seen, later = sampler(), Seen(), Seen()
+    s, seen, later = sampler(), HookRecorder(), HookRecorder()
     first = await s.sample("q", plugins=[seen])
     s.register(later, name="later")
     second = await s.sample("q", plugins=[seen])
-    assert seen.ids == [first.sampling_id, second.sampling_id]
-    assert later.ids == [second.sampling_id]
+    assert seen.sampling_ids() == [first.sampling_id, second.sampling_id]
+    assert later.sampling_ids() == [second.sampling_id]
     s.plugins.unregister("later")
     third = await s.sample("q", plugins=[seen])
-    assert later.ids == [second.sampling_id] and seen.ids[-1] == third.sampling_id
+    assert (
+        later.sampling_ids() == [second.sampling_id]
+        and seen.sampling_ids()[-1] == third.sampling_id
+    )
 
 
 async def test_a_monitor_added_later_sees_the_call_plugins():
-    s, seen, watched = sampler(), Seen(), []
+    s, seen, watched = sampler(), HookRecorder(), []
     await s.sample("q", plugins=[seen])
     s.plugins.add_hookcall_monitoring(
         lambda name, impls, kwargs: watched.append((name, [i.plugin_name for i in impls])),
         lambda *args: None,
     )
     await s.sample("q", plugins=[seen])
-    assert ("sampling_loop_end", ["Seen"]) in watched
+    assert ("sampling_loop_end", ["HookRecorder"]) in watched
 
 
 def test_names_are_resolved_afresh_for_every_call():
@@ -68,7 +63,7 @@ def test_at_most_size_tables_are_kept_most_recent_first():
     s = sampler()
     tables = CallTables(size=2)
     base = s.plugins.hooks()
-    a, b, c = (Seen(),), (Seen(),), (Seen(),)
+    a, b, c = (HookRecorder(),), (HookRecorder(),), (HookRecorder(),)
     table_a, table_b, table_c = (s.plugins.with_call_plugins(p) for p in (a, b, c))
     tables.put(base, a, table_a)
     tables.put(base, b, table_b)

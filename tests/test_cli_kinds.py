@@ -2,19 +2,17 @@
 
 Bad input (unknown kind, bad option, a factory that raises, a misbehaving provider hook, a
 name clash) is one line and exit 2, and ``run`` writes nothing. Misbehaving plugins are
-installed the way an installer leaves them (a ``*.dist-info`` directory on ``PYTHONPATH``).
+installed the way an installer leaves them (``plugin_site``, a site on ``PYTHONPATH``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from plugin_site import run_cli, write_site
 from reliability_helpers import assert_refused, invoke
 from runs_helpers import records, write_config, write_dataset
 
@@ -160,24 +158,8 @@ BAD_PLUGINS = {
 
 def site_with(root: Path, name: str, source: str) -> Path:
     """A directory holding an installed distribution with one plugin module ``name``."""
-    site = root / name
-    info = site / f"bad_{name}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: bad-{name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[samplehooks]\n{name} = bad_{name}\n")
-    (site / f"bad_{name}.py").write_text(_HOOKIMPL + source)
-    return site
-
-
-def cli(site: Path, *args: str | Path) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
-    environ.update(PYTHONPATH=str(site), COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "sampling_core.cli", *map(str, args)],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return write_site(
+        root / name, f"bad-{name}", {name: f"bad_{name}"}, {f"bad_{name}": _HOOKIMPL + source}
     )
 
 
@@ -197,16 +179,16 @@ def test_a_misbehaving_provider_hook_is_one_line_exit_2_and_listed(
     tmp_path: Path, config: Path, name: str, says: str
 ) -> None:
     site = site_with(tmp_path / "sites", name, BAD_PLUGINS[name])
-    sampled = cli(site, "sample", "hi", "--backend", "scripted", "--reply", "x")
+    sampled = run_cli(site, "sample", "hi", "--backend", "scripted", "--reply", "x")
     assert sampled.returncode == 2, sampled.stderr
     assert sampled.stdout == "" and "Traceback" not in sampled.stderr
     assert says in sampled.stderr and len(sampled.stderr.strip().splitlines()) == 1
     out = tmp_path / "out"
-    ran = cli(site, "run", config, "--out", out)
+    ran = run_cli(site, "run", config, "--out", out)
     assert ran.returncode == 2, ran.stderr
     assert says in ran.stderr and len(ran.stderr.strip().splitlines()) == 1
     assert not out.exists()
-    listed = cli(site, "plugins", "--json")
+    listed = run_cli(site, "plugins", "--json")
     assert listed.returncode == 0, listed.stderr
     (entry,) = [p for p in json.loads(listed.stdout) if p["name"] == name]
     if name == "clash":  # alone it is fine; the clash is with another plugin

@@ -1,7 +1,6 @@
 """``samplehooks plugins``: built-ins, a really installed third-party plugin, broken ones.
 
-The third-party distribution is made the way an installer leaves it (a ``*.dist-info``
-directory with ``METADATA`` and ``entry_points.txt`` next to the plugin's modules) in a
+The third-party distribution is made the way an installer leaves it (``plugin_site``), in a
 temporary directory put on ``PYTHONPATH`` of the command's process, so entry-point
 discovery finds it exactly as it finds anything in site-packages.
 """
@@ -9,15 +8,13 @@ discovery finds it exactly as it finds anything in site-packages.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
+from plugin_site import run_cli, run_python, write_site
 
 PLUGIN_MODULE = '''
 from hook_specs import hookimpl
@@ -44,37 +41,23 @@ class Wrapper:
         yield
 '''
 
-ENTRY_POINTS = """
-[samplehooks]
-foo = foo_plugin:FooPlugin
-broken = foo_broken
-wrapper = foo_plugin:Wrapper
-"""
-
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding an installed distribution ``foo-plugin`` 1.0 with three plugins."""
-    root = tmp_path_factory.mktemp("site")
-    info = root / "foo_plugin-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: foo-plugin\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    (root / "foo_plugin.py").write_text(PLUGIN_MODULE)
-    (root / "foo_broken.py").write_text("raise ImportError('foo_broken needs libfoo 2')\n")
-    return root
-
-
-def run(site: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
-    environ.update(PYTHONPATH=str(site), COLUMNS="200", **(env or {}))
-    return subprocess.run(
-        [sys.executable, *args], env=environ, capture_output=True, text=True, timeout=120
+    return write_site(
+        tmp_path_factory.mktemp("site"),
+        "foo-plugin",
+        {"foo": "foo_plugin:FooPlugin", "broken": "foo_broken", "wrapper": "foo_plugin:Wrapper"},
+        {
+            "foo_plugin": PLUGIN_MODULE,
+            "foo_broken": "raise ImportError('foo_broken needs libfoo 2')\n",
+        },
     )
 
 
 def listing(site: Path, env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    done = run(site, "-m", "sampling_core.cli", "plugins", "--json", env=env)
+    done = run_cli(site, "plugins", "--json", env=env)
     assert done.returncode == 0, done.stderr
     return {plugin["name"]: plugin for plugin in json.loads(done.stdout)}
 
@@ -122,7 +105,7 @@ def test_enabled_follows_the_environment(site: Path) -> None:
 
 
 def test_table_shows_every_plugin_and_why_one_did_not_load(site: Path) -> None:
-    done = run(site, "-m", "sampling_core.cli", "plugins")
+    done = run_cli(site, "plugins")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "foo-plugin" in out and "third-party" in out and "built-in" in out
@@ -146,7 +129,7 @@ def test_the_listed_plugin_fires_and_the_broken_one_does_not_break_sampling(site
               [r.options.get("tag") for r in backend.requests])
         """
     )
-    done = run(site, "-c", script)
+    done = run_python(site, "-c", script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "yes ['foo'] [1, 2] ['foo', 'foo']"
     assert "plugin 'broken' could not be loaded and was skipped" in done.stderr

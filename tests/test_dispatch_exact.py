@@ -8,49 +8,29 @@ field or a message in :mod:`sampling_core.dispatch` fails here. Faults and monit
 from __future__ import annotations
 
 import pytest
-from engine_helpers import starts_ok, strict
+from engine_helpers import events_of, starts_ok, strict
 
-from hook_specs import hookimpl
-from hook_specs.payloads import PAYLOAD_TYPES
+from hook_specs import HookName, hookimpl
 from hook_specs.records import Generation, Usage, ValidationResult
 from sampling_core import BudgetError, Sampler, ScriptedBackend
+from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio
 
 
-def fields_of(payload) -> dict[str, object]:
-    fields = {name: getattr(payload, name) for name in dict(payload)}
-    assert set(fields) == set(PAYLOAD_TYPES[payload.hook].model_fields)
-    return fields
-
-
-class Attempts:
-    """The fields of every per-attempt payload, in the order fired."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, object]]] = []
-
-    @hookimpl
-    def generation_post_call(self, payload):
-        self.events.append(("post_call", fields_of(payload)))
-
-    @hookimpl
-    def sampling_validate(self, payload):
-        self.events.append(("validate", fields_of(payload)))
-
-    @hookimpl
-    def sampling_iteration(self, payload):
-        self.events.append(("iteration", fields_of(payload)))
-
-    @hookimpl
-    def sampling_repair(self, payload):
-        self.events.append(("repair", fields_of(payload)))
+# The per-attempt hooks that fire once the backend has answered.
+AFTER_THE_CALL = (
+    HookName.GENERATION_POST_CALL,
+    HookName.SAMPLING_VALIDATE,
+    HookName.SAMPLING_ITERATION,
+    HookName.SAMPLING_REPAIR,
+)
 
 
 async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
     first = Generation("no way", usage=Usage(1, 2, 0.25), latency_s=0.5, model="m")
     second = Generation("ok then", usage=Usage(3, 2, 0.5), latency_s=0.25, model="m")
-    seen = Attempts()
+    seen = HookRecorder()
     result = await strict(ScriptedBackend([first, second]), seen).sample(
         "q", requirements=[starts_ok], loop_budget=2
     )
@@ -61,9 +41,9 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
     repaired = result.attempts[1].messages
     one = {**call, "subsample_index": 0, "attempt": 1, "iteration": 1}
     two = {**call, "subsample_index": 0, "attempt": 2, "iteration": 2}
-    assert seen.events == [
+    assert events_of(seen, *AFTER_THE_CALL) == [
         (
-            "post_call",
+            "generation_post_call",
             {
                 **one,
                 "sequence": None,
@@ -74,7 +54,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
             },
         ),
         (
-            "validate",
+            "sampling_validate",
             {
                 **one,
                 "sequence": None,
@@ -85,7 +65,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
             },
         ),
         (
-            "iteration",
+            "sampling_iteration",
             {
                 **one,
                 "sequence": 1,
@@ -100,7 +80,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
             },
         ),
         (
-            "repair",
+            "sampling_repair",
             {
                 **one,
                 "sequence": 1,
@@ -112,7 +92,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
             },
         ),
         (
-            "post_call",
+            "generation_post_call",
             {
                 **two,
                 "sequence": None,
@@ -123,7 +103,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
             },
         ),
         (
-            "validate",
+            "sampling_validate",
             {
                 **two,
                 "sequence": None,
@@ -134,7 +114,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
             },
         ),
         (
-            "iteration",
+            "sampling_iteration",
             {
                 **two,
                 "sequence": 2,

@@ -1,8 +1,8 @@
-"""Hook delivery's faults and monitors, exactly: messages, log lines, orders, outcomes.
+"""Hook delivery's faults, exactly: messages, log lines, orders, outcomes.
 
-What a hook-call monitor receives, what an isolated fault logs and records, what strict mode
-raises, the plugin timeout, a non-list written where a list is read, and one hook with
-several implementations, compared whole.
+What an isolated fault logs and records, what strict mode raises, the plugin timeout, a
+non-list written where a list is read, and one hook with several implementations, compared
+whole. What a hook-call monitor receives is in ``test_hook_monitoring.py``.
 """
 
 from __future__ import annotations
@@ -18,70 +18,6 @@ from sampling_core import PluginError, Sampler, ScriptedBackend
 from sampling_core.dispatch import describe
 
 pytestmark = pytest.mark.anyio
-
-
-async def test_monitors_see_each_hook_call_in_pluggys_terms():
-    class A:
-        @hookimpl
-        def sampling_iteration(self, payload):
-            pass
-
-    class B:
-        @hookimpl
-        def sampling_iteration(self, payload):
-            raise ValueError("b broke")
-
-    calls = []
-
-    def before(hook_name, hook_impls, kwargs):
-        calls.append(
-            (
-                "before",
-                hook_name,
-                [i.plugin_name for i in hook_impls],
-                type(kwargs["payload"]).__name__,
-            )
-        )
-
-    def after(outcome, hook_name, hook_impls, kwargs):
-        calls.append(
-            ("after", hook_name, [i.plugin_name for i in hook_impls], outcome.get_result())
-        )
-
-    sampler = Sampler(ScriptedBackend(["x"]), plugins=[A(), B()], load_entrypoints=False)
-    sampler.plugins.add_hookcall_monitoring(before, after)
-    result = await sampler.sample("q")
-    mine = [c for c in calls if c[1] == "sampling_iteration"]
-    assert mine == [
-        ("before", "sampling_iteration", ["A", "B"], "SamplingIterationPayload"),
-        ("after", "sampling_iteration", ["A", "B"], []),
-    ]
-    [fault] = result.plugin_errors
-    assert (fault.plugin_name, fault.hook, str(fault.exception)) == (
-        "B",
-        "sampling_iteration",
-        "b broke",
-    )
-
-
-async def test_a_monitor_sees_the_exception_a_hook_call_ended_with():
-    class Refuser:
-        @hookimpl
-        def generation_pre_call(self, payload):
-            raise KeyError("nope")
-
-    outcomes = []
-
-    def after(outcome, hook_name, hook_impls, kwargs):
-        outcomes.append((hook_name, outcome.exception))
-
-    sampler = Sampler(ScriptedBackend(["x"]), plugins=[Refuser()], load_entrypoints=False)
-    sampler.plugins.add_hookcall_monitoring(lambda *args: None, after)
-    with pytest.raises(PluginError) as raised:
-        await sampler.sample("q")
-    [exception] = [e for hook, e in outcomes if hook == "generation_pre_call"]
-    assert exception is raised.value
-    assert str(exception) == "plugin 'Refuser' failed in generation_pre_call: KeyError: 'nope'"
 
 
 async def test_an_isolated_fault_is_logged_in_one_line_with_the_plugin_and_hook():
@@ -177,30 +113,6 @@ async def test_a_value_a_plain_implementation_returns_is_not_awaited():
 
     result = await strict(ScriptedBackend(["x"]), ReturnsValue()).sample("q")
     assert result.success and result.plugin_errors == []
-
-
-async def test_a_monitor_gets_the_payload_in_kwargs_before_and_after():
-    class Observer:
-        @hookimpl
-        def sampling_loop_end(self, payload):
-            pass
-
-    kwargs_seen: list[tuple[str, object]] = []
-
-    def before(hook_name, hook_impls, kwargs):
-        if hook_name == "sampling_loop_end":
-            kwargs_seen.append(("before", kwargs["payload"]))
-
-    def after(outcome, hook_name, hook_impls, kwargs):
-        if hook_name == "sampling_loop_end":
-            kwargs_seen.append(("after", kwargs["payload"]))
-
-    sampler = Sampler(ScriptedBackend(["x"]), plugins=[Observer()], load_entrypoints=False)
-    sampler.plugins.add_hookcall_monitoring(before, after)
-    result = await sampler.sample("q")
-    assert [when for when, _ in kwargs_seen] == ["before", "after"]
-    first, second = (payload for _, payload in kwargs_seen)
-    assert first is second and first.sampling_id == result.sampling_id
 
 
 async def test_with_several_implementations_each_is_called_and_the_breaker_is_named():

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import typer
+from plugin_site import run_python
 
 from hook_specs import PAYLOAD_TYPES, HookName, specs
 from sampling_core import RepairTemplate, Sampler, TransientBackendError
@@ -125,9 +126,7 @@ def test_the_hook_examples_are_plugins_that_run(hook_sections: dict[HookName, st
         concurrency_budget=8,
     )
     assert result.success and result.plugin_errors == []
-    # HookRecorder does not record sampling_validate (yet): every other hook fired
-    recorded = {hook.value for hook in HookName.per_call()} - {"sampling_validate"}
-    assert set(recorder.names()) == recorded
+    assert set(recorder.names()) == {hook.value for hook in HookName.per_call()}
     assert result.concurrency_budget == 4  # CapConcurrency
     summary, errors = plugins[3], plugins[6]
     assert summary.lines and errors.errors == {"TransientBackendError (retried)": 1}
@@ -150,17 +149,8 @@ def test_the_testing_example_passes_under_pytest(tmp_path: Path) -> None:
     (test_module,) = [b for b in blocks if b.startswith("# test_")]
     (tmp_path / "samplehooks_pass_rate.py").write_text(blocks[0])
     (tmp_path / "test_pass_rate.py").write_text(test_module)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
-    env["PYTHONPATH"] = str(tmp_path)
     flags = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", *flags, "test_pass_rate.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_python(tmp_path, "-m", "pytest", *flags, "test_pass_rate.py", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
 

@@ -3,8 +3,9 @@
 Every payload a plugin reads is compared whole (its field set is the payload model's), with
 exact numbers: the call's settings at ``sampling_loop_start``; the messages, options, retry
 number and purpose of each ``generation_pre_call``; ``generation_error``'s retry decision and
-wait; the latency the engine measures; what a check's context holds and its own model calls.
-Stops and cancellation are in ``test_engine_stops_exact.py``.
+wait; the latency the engine measures; what a check's context holds. Stops and cancellation
+are in ``test_engine_stops_exact.py``, a check's own model calls in
+``test_judge_through_engine.py``.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ import time
 
 import anyio
 import pytest
-from engine_helpers import strict
+from engine_helpers import BACKEND_CALLS, events_of, fields_of, strict
 
-from hook_specs import hookimpl
-from hook_specs.payloads import PAYLOAD_TYPES
-from hook_specs.records import Generation, Usage
+from hook_specs import HookName, hookimpl
 from sampling_core import GenerationRequest, RepairTemplate, RetryPolicy, Sampler, ScriptedBackend
 from sampling_core.seeds import derive_seed
+from sampling_core.testing import HookRecorder
 from sampling_core.transport import TransientBackendError
 
 pytestmark = pytest.mark.anyio
@@ -37,44 +37,14 @@ def short(text: str) -> bool:
     return len(text.split()) <= 3
 
 
-class Seen:
-    """Every payload of the hooks named, as ``(hook, {field: value})`` in the order fired."""
-
-    def __init__(self, *hooks: str) -> None:
-        self.hooks = set(hooks)
-        self.events: list[tuple[str, dict[str, object]]] = []
-
-    def _keep(self, hook: str, payload) -> None:
-        if hook in self.hooks:
-            fields = {name: getattr(payload, name) for name in dict(payload)}
-            assert set(fields) == set(PAYLOAD_TYPES[payload.hook].model_fields)
-            self.events.append((hook, fields))
-
-    @hookimpl
-    def sampling_loop_start(self, payload):
-        self._keep("loop_start", payload)
-
-    @hookimpl
-    def generation_pre_call(self, payload):
-        self._keep("pre_call", payload)
-
-    @hookimpl
-    def generation_post_call(self, payload):
-        self._keep("post_call", payload)
-
-    @hookimpl
-    def generation_error(self, payload):
-        self._keep("error", payload)
-
-    def of(self, hook: str) -> list[dict[str, object]]:
-        return [fields for name, fields in self.events if name == hook]
+H = HookName
 
 
 # -- sampling_loop_start ----------------------------------------------------------------------
 
 
 async def test_loop_start_shows_the_calls_settings_exactly():
-    seen = Seen("loop_start")
+    seen = HookRecorder()
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q"}]
     result = await strict(ScriptedBackend(["ok"]), seen).sample(
         messages,
@@ -85,7 +55,7 @@ async def test_loop_start_shows_the_calls_settings_exactly():
         seed=7,
         options={"temperature": 0.5},
     )
-    assert seen.of("loop_start") == [
+    assert fields_of(seen, H.SAMPLING_LOOP_START) == [
         {
             "sampling_id": result.sampling_id,
             "strategy_name": "RejectionSampling",
@@ -106,9 +76,9 @@ async def test_loop_start_without_seed_options_or_provider_name():
         async def generate(self, request: GenerationRequest) -> str:
             return "ok"
 
-    seen = Seen("loop_start")
+    seen = HookRecorder()
     await strict(Plain(), seen).sample("q")
-    [fields] = seen.of("loop_start")
+    [fields] = fields_of(seen, H.SAMPLING_LOOP_START)
     assert (fields["seed"], fields["options"], fields["provider_name"]) == (None, {}, None)
     assert (fields["requirements"], fields["selection"]) == ([], "first")
 
@@ -190,35 +160,38 @@ async def test_the_samplers_check_timeout_reaches_the_checks():
 
 
 async def test_each_attempt_sends_the_calls_options_with_its_own_derived_seed():
-    seen = Seen("pre_call")
+    seen = HookRecorder()
     backend = ScriptedBackend(["no"])
     await strict(backend, seen).sample(
         "q", requirements=[passes], loop_budget=2, seed=11, options={"temperature": 0.3}
     )
     assert [
-        (f["attempt"], f["options"], f["retry"], f["purpose"]) for f in seen.of("pre_call")
+        (f["attempt"], f["options"], f["retry"], f["purpose"])
+        for f in fields_of(seen, H.GENERATION_PRE_CALL)
     ] == [
         (1, {"temperature": 0.3, "seed": derive_seed(11, 0, 1)}, 0, "sample"),
         (2, {"temperature": 0.3, "seed": derive_seed(11, 0, 2)}, 0, "sample"),
     ]
-    assert [r.options for r in backend.requests] == [f["options"] for f in seen.of("pre_call")]
-    unseeded = Seen("pre_call")
+    assert [r.options for r in backend.requests] == [
+        f["options"] for f in fields_of(seen, H.GENERATION_PRE_CALL)
+    ]
+    unseeded = HookRecorder()
     await strict(ScriptedBackend(["ok"]), unseeded).sample("q", options={"top_p": 0.9})
-    assert [f["options"] for f in unseeded.of("pre_call")] == [{"top_p": 0.9}]
+    assert [f["options"] for f in fields_of(unseeded, H.GENERATION_PRE_CALL)] == [{"top_p": 0.9}]
 
 
 async def test_a_transient_failure_is_retried_with_the_retry_number_and_the_wait_announced():
-    seen = Seen("pre_call", "post_call", "error")
+    seen = HookRecorder()
     busy = TransientBackendError("busy", retry_after=0.004)
     backend = ScriptedBackend(["ok"], failures={1: busy})
     result = await strict(backend, seen, retry=RETRY).sample("q", requirements=[passes])
-    assert [(hook, f.get("retry")) for hook, f in seen.events] == [
-        ("pre_call", 0),
-        ("error", 0),
-        ("pre_call", 1),
-        ("post_call", 1),
+    assert [(hook, f["retry"]) for hook, f in events_of(seen, *BACKEND_CALLS)] == [
+        ("generation_pre_call", 0),
+        ("generation_error", 0),
+        ("generation_pre_call", 1),
+        ("generation_post_call", 1),
     ]
-    error = seen.of("error")[0]
+    error = fields_of(seen, H.GENERATION_ERROR)[0]
     assert error == {
         "sampling_id": result.sampling_id,
         "strategy_name": "RejectionSampling",
@@ -249,21 +222,25 @@ async def test_the_wait_before_a_retry_is_the_one_announced(monkeypatch, policy,
         await real_sleep(0)
 
     monkeypatch.setattr(anyio, "sleep", sleep)
-    seen = Seen("error")
+    seen = HookRecorder()
     busy = TransientBackendError("busy", retry_after=0.004 if waits[0] else None)
     result = await strict(ScriptedBackend(["ok"], failures={1: busy}), seen, retry=policy).sample(
         "q"
     )
-    assert result.success and slept == waits == [seen.of("error")[0]["retry_in_s"]]
+    assert result.success and slept == waits == [
+        fields_of(seen, H.GENERATION_ERROR)[0]["retry_in_s"]
+    ]
 
 
 async def test_a_call_that_stays_transient_is_retried_max_retries_times_then_kept_as_an_error():
-    seen = Seen("error")
+    seen = HookRecorder()
     busy = TransientBackendError("busy")
     backend = ScriptedBackend(["ok"], failures=lambda request: busy)
     with pytest.raises(TransientBackendError):
         await strict(backend, seen, retry=RETRY).sample("q")
-    assert [(f["retry"], f["will_retry"], f["retry_in_s"]) for f in seen.of("error")] == [
+    assert [
+        (f["retry"], f["will_retry"], f["retry_in_s"]) for f in fields_of(seen, H.GENERATION_ERROR)
+    ] == [
         (0, True, 0.001),
         (1, True, 0.002),
         (2, False, None),
@@ -272,13 +249,13 @@ async def test_a_call_that_stays_transient_is_retried_max_retries_times_then_kep
 
 
 async def test_a_failure_that_is_not_transient_is_not_retried():
-    seen = Seen("error", "post_call")
+    seen = HookRecorder()
     broken = ValueError("bad request")
     backend = ScriptedBackend(["ok"], failures={1: broken})
     result = await strict(backend, seen, retry=RETRY).sample(
         "q", requirements=[passes], loop_budget=2, concurrency_budget=2
     )
-    [error] = seen.of("error")
+    [error] = fields_of(seen, H.GENERATION_ERROR)
     assert (error["will_retry"], error["retry_in_s"], error["retry"]) == (False, None, 0)
     assert [(e.attempt, e.exception) for e in result.errors] == [(1, broken)]
     assert (result.success, result.cancelled, backend.calls) == (True, 0, 2)
@@ -295,72 +272,14 @@ async def test_the_engine_measures_the_latency_of_a_reply_that_reports_none():
             return "ok"
 
     for backend, least in ((Slow(), 0.02), (Instant(), 0.0)):
-        seen = Seen("post_call")
+        seen = HookRecorder()
         began = time.perf_counter()
         result = await strict(backend, seen).sample("q")
         wall = time.perf_counter() - began
-        [post] = seen.of("post_call")
+        [post] = fields_of(seen, H.GENERATION_POST_CALL)
         assert least <= post["latency_s"] == result.attempts[0].latency_s <= wall
         assert post["generation"].latency_s == post["latency_s"]
         assert (post["retry"], post["purpose"]) == (0, "sample")
-
-
-# -- a check's own model calls ----------------------------------------------------------------
-
-
-async def test_a_checks_model_call_goes_through_the_hooks_as_a_judge_call():
-    seen = Seen("pre_call", "post_call", "error")
-
-    async def judged(text, context):
-        """a judge says yes"""
-        request = GenerationRequest(
-            [{"role": "user", "content": f"ok? {text}"}], {"max_tokens": 1}, context.iteration
-        )
-        verdict = await context.generate(request, backend=judge)
-        return verdict.text == "yes"
-
-    busy = TransientBackendError("busy")
-    main = ScriptedBackend(["ok fine"])
-    judge = ScriptedBackend(["yes"], failures={1: busy})
-    result = await strict(main, seen, retry=RETRY).sample(
-        "q", requirements=[judged], seed=5, options={"temperature": 0.2}
-    )
-    assert result.success and (main.calls, judge.calls) == (1, 2)
-    calls = [(hook, f["purpose"], f["retry"]) for hook, f in seen.events]
-    assert calls == [
-        ("pre_call", "sample", 0),
-        ("post_call", "sample", 0),
-        ("pre_call", "judge", 0),
-        ("error", "judge", 0),
-        ("pre_call", "judge", 1),
-        ("post_call", "judge", 1),
-    ]
-    judge_call = seen.of("pre_call")[1]
-    assert judge_call["messages"] == [{"role": "user", "content": "ok? ok fine"}]
-    assert judge_call["options"] == {"max_tokens": 1}  # the check's own, no derived seed
-    assert (judge_call["attempt"], judge_call["iteration"]) == (1, 1)
-    # a judge call is no attempt of its own: nothing in flight, no error kept
-    assert (result.cancelled, result.errors, result.iterations_used) == (0, [], 1)
-    assert result.usage == Usage(1 + 3, 2 + 1)
-
-
-async def test_a_judge_call_that_fails_for_good_fails_the_check_not_the_attempt():
-    async def judged(text, context):
-        """a judge says yes"""
-        request = GenerationRequest([{"role": "user", "content": text}], {}, context.iteration)
-        await context.generate(request)
-        return True
-
-    def reply(request):
-        if request.messages[-1]["content"] == "q":
-            return Generation("answer", usage=Usage(2, 1, 0.5))
-        raise ValueError("judge offline")
-
-    result = await strict(ScriptedBackend(reply)).sample("q", requirements=[judged])
-    [attempt] = result.attempts
-    assert attempt.passed is False and "judge offline" in attempt.validations[0].reason
-    assert (result.errors, result.cancelled) == ([], 0)
-    assert result.usage == Usage(2, 1, 0.5)
 
 
 async def test_a_check_sees_what_the_backend_was_sent_seed_and_plugin_changes_included():

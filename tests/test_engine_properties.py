@@ -10,14 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from invariants import check_result
-from task_helpers import alive_tasks
+from property_helpers import CallScenario, ScenarioBackend, call_settings, run_call
 
-from hook_specs import HookName, Usage, hookimpl
-from sampling_core import Generation, GenerationRequest, Sampler, SamplingResult
+from hook_specs import hookimpl
+from sampling_core import GenerationRequest, Sampler, SamplingResult
 from sampling_core import loop as loop_module
 from sampling_core.subsample_tasks import AnyioSubsampleTasks
-
-H = HookName
 
 
 class Boom(RuntimeError):
@@ -25,51 +23,30 @@ class Boom(RuntimeError):
 
 
 @dataclass
-class Scenario:
-    loop_budget: int
-    concurrency_budget: int
-    seed: int
-    pass_rate: float
-    error_rate: float
-    plugin_fault_rate: float
+class Scenario(CallScenario):
+    error_rate: float  # share of backend calls that raise Boom
+    plugin_fault_rate: float  # share of observe-only hook calls that raise
     latency_ms: int
-    cancel_after_ms: int | None
-    selection: str
 
 
 scenarios = st.builds(
     Scenario,
-    loop_budget=st.integers(1, 8),
-    concurrency_budget=st.integers(1, 16),
-    seed=st.integers(0, 2**32 - 1),
-    pass_rate=st.sampled_from([0.0, 0.05, 0.3, 1.0]),
+    **call_settings(pass_rates=[0.0, 0.05, 0.3, 1.0], cancel_within_ms=6),
     error_rate=st.sampled_from([0.0, 0.1, 0.5, 1.0]),
     plugin_fault_rate=st.sampled_from([0.0, 0.2]),
     latency_ms=st.sampled_from([0, 1, 2]),
-    cancel_after_ms=st.one_of(st.none(), st.integers(0, 6)),
-    selection=st.sampled_from(["first", "ordered"]),
 )
 
 
-class ScenarioBackend:
-    """Random latency, verdicts and failures, all from the scenario's seed."""
+def backend_of(s: Scenario) -> ScenarioBackend:
+    def fault(rng: random.Random, request: GenerationRequest) -> Boom | None:
+        return (
+            Boom(f"iteration {request.iteration.iteration}")
+            if rng.random() < s.error_rate
+            else None
+        )
 
-    def __init__(self, scenario: Scenario) -> None:
-        self.s = scenario
-        self.rng = random.Random(scenario.seed)
-        self.returned = Usage()
-
-    async def generate(self, request: GenerationRequest) -> Generation:
-        latency = self.rng.randint(0, self.s.latency_ms) / 1000
-        fail = self.rng.random() < self.s.error_rate
-        verdict = "pass" if self.rng.random() < self.s.pass_rate else "fail"
-        if latency:
-            await anyio.sleep(latency)
-        if fail:
-            raise Boom(f"iteration {request.iteration.iteration}")
-        usage = Usage(1 + request.iteration.iteration, 1)
-        self.returned += usage
-        return Generation(verdict, usage=usage)
+    return ScenarioBackend(s, fault, latency_ms=s.latency_ms)
 
 
 @dataclass
@@ -121,33 +98,11 @@ def check_invariants(s: Scenario, result: SamplingResult | None, raised, observe
 
 
 async def run_scenario(s: Scenario) -> None:
-    backend = ScenarioBackend(s)
+    backend = backend_of(s)
     observer = Observer(random.Random(s.seed + 1), s.plugin_fault_rate)
     sampler = Sampler(backend, plugins=[observer], load_entrypoints=False)
-    result, raised = None, None
-    before = alive_tasks()
-
-    def passes(text: str) -> bool:
-        """passes"""
-        return text == "pass"
-
-    with anyio.CancelScope() as scope:
-        if s.cancel_after_ms is not None:
-            scope.deadline = anyio.current_time() + s.cancel_after_ms / 1000
-        try:
-            result = await sampler.sample(
-                "q",
-                requirements=[passes],
-                loop_budget=s.loop_budget,
-                concurrency_budget=s.concurrency_budget,
-                selection=s.selection,
-            )
-        except Boom as exc:
-            raised = exc
-    if scope.cancelled_caught:
-        raised = "cancelled"
-    check_invariants(s, result, raised, observer, backend)
-    assert alive_tasks() <= before  # no task left running
+    result, raised, cancelled = await run_call(sampler, s, (Boom,))
+    check_invariants(s, result, "cancelled" if cancelled else raised, observer, backend)
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "asyncio-taskgroup", "trio"])

@@ -52,33 +52,42 @@ async def test_a_backend_that_always_hangs_ends_in_attempt_timeout():
         await sampler.sample("q", concurrency_budget=2)
 
 
-async def test_a_plugin_that_blocks_forever_is_isolated_under_a_timeout():
-    class Stuck:
-        @hookimpl
-        async def sampling_iteration(self, payload):
-            await anyio.sleep_forever()
+def stuck_in(hook: str) -> object:
+    """A plugin named ``Stuck`` whose async ``hook`` never returns."""
 
+    async def wait(self, payload):
+        await anyio.sleep_forever()
+
+    return type("Stuck", (), {hook: hookimpl(wait)})()
+
+
+@pytest.mark.parametrize("hook", ["sampling_iteration", "sampling_loop_end"])
+async def test_a_plugin_that_blocks_forever_in_an_observe_only_hook_is_isolated(hook):
     sampler = Sampler(
-        ScriptedBackend(["x"]), plugins=[Stuck()], load_entrypoints=False, plugin_timeout=0.05
+        ScriptedBackend(["x"]),
+        plugins=[stuck_in(hook)],
+        load_entrypoints=False,
+        plugin_timeout=0.05,
     )
     with anyio.fail_after(10):
         result = await sampler.sample("q", concurrency_budget=2)
     assert result.success
-    assert len(result.plugin_errors) == result.iterations_used  # one per delivered event
-    for fault in result.plugin_errors:
-        assert isinstance(fault.exception, PluginTimeout) and fault.plugin_name == "Stuck"
+    events = result.iterations_used if hook == "sampling_iteration" else 1
+    assert [(f.plugin_name, f.hook) for f in result.plugin_errors] == [("Stuck", hook)] * events
+    for fault in result.plugin_errors:  # one per delivered event
+        assert isinstance(fault.exception, PluginTimeout)
 
 
-async def test_a_slow_plugin_in_a_mutating_hook_fails_closed():
-    class Slow:
-        @hookimpl
-        async def generation_pre_call(self, payload):
-            await anyio.sleep(5)
-
+@pytest.mark.parametrize("hook", ["generation_pre_call", "sampling_loop_start"])
+async def test_a_plugin_that_blocks_in_a_hook_that_may_write_fails_closed(hook):
     backend = ScriptedBackend(["x"])
-    sampler = Sampler(backend, plugins=[Slow()], load_entrypoints=False, plugin_timeout=0.02)
-    with anyio.fail_after(10), pytest.raises(PluginError, match="took longer than"):
+    sampler = Sampler(
+        backend, plugins=[stuck_in(hook)], load_entrypoints=False, plugin_timeout=0.02
+    )
+    with anyio.fail_after(10), pytest.raises(PluginError) as raised:
         await sampler.sample("q")
+    assert (raised.value.plugin_name, raised.value.hook) == ("Stuck", hook)
+    assert "took longer than" in str(raised.value)
     assert backend.calls == 0
 
 

@@ -8,14 +8,12 @@ subprocess with that directory on ``PYTHONPATH`` sees it as an installed distrib
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from plugin_site import pip_install, run_cli, run_python
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plugin-example"
 
@@ -25,36 +23,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example distribution, installed by pip into a directory of its own."""
-    target = tmp_path_factory.mktemp("example-site")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            str(EXAMPLE),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return target
-
-
-def run(site: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
-    environ.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run(
-        [sys.executable, *args], env=environ, cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+    return pip_install(EXAMPLE, tmp_path_factory.mktemp("example-site"))
 
 
 def test_pip_installed_it_as_a_distribution_with_an_entry_point(site: Path) -> None:
@@ -64,7 +33,7 @@ def test_pip_installed_it_as_a_distribution_with_an_entry_point(site: Path) -> N
 
 
 def test_samplehooks_plugins_lists_it_with_its_hooks(site: Path) -> None:
-    done = run(site, "-m", "sampling_core.cli", "plugins", "--json")
+    done = run_cli(site, "plugins", "--json")
     assert done.returncode == 0, done.stderr
     (example,) = [p for p in json.loads(done.stdout) if p["name"] == "example"]
     assert example == {
@@ -111,7 +80,7 @@ def test_it_fires_during_sample(site: Path) -> None:
         }))
         """
     )
-    done = run(site, "-c", script)
+    done = run_python(site, "-c", script)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
         "text": "yes",
@@ -129,7 +98,7 @@ def test_its_own_tests_pass_with_the_samplehooks_pytest_fixtures(
     # samplehooks' fixtures come from its pytest11 entry point; hypothesis (slow to import)
     # is not needed here.
     flags = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
-    done = run(site, "-m", "pytest", *flags, str(tests), cwd=tmp_path)
+    done = run_python(site, "-m", "pytest", *flags, str(tests), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout
 
@@ -138,15 +107,15 @@ def test_its_own_tests_pass_with_the_samplehooks_pytest_fixtures(
 
 
 def test_its_kinds_work_in_samplehooks_sample(site: Path) -> None:
-    done = run(
-        site, "-m", "sampling_core.cli", "sample", "hello",
+    done = run_cli(
+        site, "sample", "hello",
         "--backend", "echo", "--backend-option", "upper=true", "--backend-option", "prefix=Echo:",
         "--require", "starts_with:ECHO", "--strategy", "nudge:word=Kindly",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ECHO: HELLO\n"
-    refused = run(
-        site, "-m", "sampling_core.cli", "sample", "hello",
+    refused = run_cli(
+        site, "sample", "hello",
         "--backend", "echo", "--backend-option", "uper=true",
     )  # fmt: skip
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
@@ -171,7 +140,7 @@ def test_its_kinds_work_in_a_run_and_a_bad_option_writes_nothing(
         '{"prompt": "short one"}\n{"prompt": "a prompt with far too many words"}\n'
     )
     (tmp_path / "run.yaml").write_text(CONFIG)
-    done = run(site, "-m", "sampling_core.cli", "run", "run.yaml", "--out", "out", cwd=tmp_path)
+    done = run_cli(site, "run", "run.yaml", "--out", "out", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = (tmp_path / "out" / "records.jsonl").read_text().splitlines()
     status = [(r["text"], r["status"]) for r in map(json.loads, lines)]
@@ -183,7 +152,7 @@ def test_its_kinds_work_in_a_run_and_a_bad_option_writes_nothing(
     assert "kind: echo" in effective and "name: nudge" in effective
 
     (tmp_path / "bad.yaml").write_text(CONFIG.replace("word: Kindly", "wrd: Kindly"))
-    bad = run(site, "-m", "sampling_core.cli", "run", "bad.yaml", "--out", "bad", cwd=tmp_path)
+    bad = run_cli(site, "run", "bad.yaml", "--out", "bad", cwd=tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
     assert "strategy.wrd" in bad.stderr and "did you mean 'word'?" in bad.stderr

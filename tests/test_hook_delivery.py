@@ -1,4 +1,7 @@
-"""Hook delivery: live registration, monitoring, background observers, deep read-only payloads."""
+"""Hook delivery: live registration, background observers, deep read-only payloads.
+
+(Hook-call monitoring: ``test_hook_monitoring.py``.)
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import pytest
 
 from hook_specs import HookName, ReadOnlyFieldError, background, hookimpl
 from sampling_core import PluginError, Sampler, ScriptedBackend
+from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio
 H = HookName
@@ -26,85 +30,23 @@ def sampler_with(*plugins, **kwargs) -> Sampler:
     return Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False, **kwargs)
 
 
-class Seen:
-    def __init__(self) -> None:
-        self.events: list[str] = []
-
-    @hookimpl
-    def sampling_loop_end(self, payload):
-        self.events.append(payload.sampling_id)
-
-
 async def test_late_register_and_unregister_take_effect_from_the_next_call():
     sampler = sampler_with()
     await sampler.sample("q")
-    late, direct = Seen(), Seen()
+    late, direct = HookRecorder(), HookRecorder()
     sampler.plugins.register(late)
     sampler.plugins.manager.register(direct, "direct")  # straight on pluggy's manager
     first = await sampler.sample("q")
-    assert late.events == [first.sampling_id] and direct.events == [first.sampling_id]
-    assert sampler.plugins.unregister("Seen") is late
+    assert late.sampling_ids() == [first.sampling_id] and direct.sampling_ids() == [
+        first.sampling_id
+    ]
+    assert sampler.plugins.unregister("HookRecorder") is late
     sampler.plugins.manager.unregister(direct)
     await sampler.sample("q")
-    assert late.events == [first.sampling_id] and direct.events == [first.sampling_id]
-    assert sampler.plugins.unregister("nobody") is None
-
-
-async def test_monitoring_sees_every_hook_with_its_outcome_and_can_be_undone():
-    class Stopper:
-        @hookimpl
-        def generation_post_call(self, payload):
-            from hook_specs import StopSampling
-
-            raise StopSampling("enough")
-
-    calls = []
-
-    def before(hook_name, hook_impls, kwargs):
-        calls.append(("before", hook_name, [i.plugin_name for i in hook_impls]))
-        assert set(kwargs) == {"payload"}
-
-    def after(outcome, hook_name, hook_impls, kwargs):
-        calls.append(("after", hook_name, type(outcome.exception).__name__))
-
-    sampler = sampler_with()
-    undo = sampler.plugins.add_hookcall_monitoring(before, after)
-    await sampler.sample("q", requirements=[never], loop_budget=2)
-    fired = [name for kind, name, _ in calls if kind == "before"]
-    assert fired == [
-        "sampling_loop_start",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_validate",
-        "sampling_iteration",
-        "sampling_repair",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_validate",
-        "sampling_iteration",
-        "sampling_loop_end",
+    assert late.sampling_ids() == [first.sampling_id] and direct.sampling_ids() == [
+        first.sampling_id
     ]
-    assert all(outcome == "NoneType" for kind, _, outcome in calls if kind == "after")
-    calls.clear()
-    sampler.plugins.register(Stopper())
-    result = await sampler.sample("q", requirements=[never], loop_budget=2)
-    assert result.stop_reason == "stopped_by_plugin"
-    assert ("before", "generation_post_call", ["Stopper"]) in calls
-    assert ("after", "generation_post_call", "StopSampling") in calls
-    undo()
-    calls.clear()
-    await sampler.sample("q")
-    assert calls == []
-
-
-async def test_monitoring_added_on_the_pluggy_manager_counts_too():
-    names = []
-    sampler = sampler_with()
-    sampler.plugins.manager.add_hookcall_monitoring(
-        lambda name, impls, kwargs: names.append(name), lambda *args: None
-    )
-    await sampler.sample("q")
-    assert "sampling_iteration" in names and "sampling_loop_end" in names
+    assert sampler.plugins.unregister("nobody") is None
 
 
 class Slow:

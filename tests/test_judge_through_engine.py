@@ -1,36 +1,25 @@
-"""LLM-as-judge through the engine: hooks see purpose "judge", retries, usage, the prompt."""
+"""LLM-as-judge through the engine: a check's own model calls (``llm_judge``, or any check
+calling ``CheckContext.generate``) fire the generation hooks with purpose "judge", are retried,
+count in usage, see the prompt, and fail the check, not the call, when they fail for good."""
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
+from typing import Any
 
-from hook_specs import HookName, hookimpl
-from sampling_core import Sampler, ScriptedBackend, TransientBackendError
+import pytest
+from engine_helpers import BACKEND_CALLS, events_of, fields_of, strict
+
+from hook_specs import HookName
+from hook_specs.records import Generation, Usage
+from sampling_core import GenerationRequest, Sampler, ScriptedBackend
 from sampling_core.requirements import llm_judge
-from sampling_core.testing import make_scripted_backend
-from sampling_core.transport import RetryPolicy
+from sampling_core.testing import HookRecorder
+from sampling_core.transport import RetryPolicy, TransientBackendError
 
 pytestmark = pytest.mark.anyio
 
-
-class Purposes:
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, int]] = []
-        self.tokens: dict[str, int] = {"sample": 0, "judge": 0}
-
-    @hookimpl
-    def generation_pre_call(self, payload):
-        self.seen.append(("pre", payload.purpose, payload.retry))
-
-    @hookimpl
-    def generation_post_call(self, payload):
-        self.seen.append(("post", payload.purpose, payload.retry))
-        usage = payload.generation.usage
-        self.tokens[payload.purpose] += usage.input_tokens + usage.output_tokens
-
-    @hookimpl
-    def generation_error(self, payload):
-        self.seen.append(("error", payload.purpose, payload.retry))
+RETRY = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.01, jitter=0.0)
 
 
 def judge_reply(request) -> str:
@@ -39,55 +28,125 @@ def judge_reply(request) -> str:
     return "YES, a colour" if "Answer to judge:\nblue" in prompt else "NO"
 
 
+def calls_of(recorder: HookRecorder) -> list[tuple[str, str, int]]:
+    """``(hook, purpose, retry)`` of every backend call's hook, in the order fired."""
+    return [(hook, f["purpose"], f["retry"]) for hook, f in events_of(recorder, *BACKEND_CALLS)]
+
+
 async def test_judge_calls_fire_the_generation_hooks_and_count_in_usage():
-    purposes = Purposes()
+    seen = HookRecorder()
     model = ScriptedBackend(["table", "blue"])
     judge = ScriptedBackend(judge_reply)
-    sampler = Sampler(model, plugins=[purposes], load_entrypoints=False)
-    result = await sampler.sample(
+    result = await strict(model, seen).sample(
         "Name a colour.", requirements=[llm_judge(judge, "Is it a colour?")], loop_budget=2
     )
     assert result.success and result.text == "blue"
-    assert purposes.seen == [
-        ("pre", "sample", 0),
-        ("post", "sample", 0),
-        ("pre", "judge", 0),
-        ("post", "judge", 0),
-        ("pre", "sample", 0),
-        ("post", "sample", 0),
-        ("pre", "judge", 0),
-        ("post", "judge", 0),
+    assert calls_of(seen) == [
+        ("generation_pre_call", "sample", 0),
+        ("generation_post_call", "sample", 0),
+        ("generation_pre_call", "judge", 0),
+        ("generation_post_call", "judge", 0),
+        ("generation_pre_call", "sample", 0),
+        ("generation_post_call", "sample", 0),
+        ("generation_pre_call", "judge", 0),
+        ("generation_post_call", "judge", 0),
     ]
     # usage counts the judge's tokens beside the attempts'
-    assert purposes.tokens["judge"] > 0 and purposes.tokens["sample"] > 0
+    tokens = {"sample": 0, "judge": 0}
+    for post in fields_of(seen, HookName.GENERATION_POST_CALL):
+        usage = post["generation"].usage
+        tokens[post["purpose"]] += usage.input_tokens + usage.output_tokens
+    assert tokens["judge"] > 0 and tokens["sample"] > 0
     total = result.usage.input_tokens + result.usage.output_tokens
-    assert total == purposes.tokens["judge"] + purposes.tokens["sample"]
+    assert total == tokens["judge"] + tokens["sample"]
     assert result.cancelled == 0 and result.errors == []
 
 
-async def test_a_transient_judge_failure_is_retried(hook_recorder):
-    purposes = Purposes()
-    judge = make_scripted_backend(judge_reply, failures={1: TransientBackendError("429")})
-    sampler = Sampler(
-        ScriptedBackend(["blue"]),
-        plugins=[purposes, hook_recorder],
-        load_entrypoints=False,
-        retry=RetryPolicy(max_retries=1, base_delay=0.001),
+def own_check(judge: ScriptedBackend) -> tuple[Any, str]:
+    """A check that makes its own model call, and the prompt it sends."""
+
+    async def judged(text, context):
+        """a judge says yes"""
+        request = GenerationRequest(
+            [{"role": "user", "content": f"ok? {text}"}], {"max_tokens": 1}, context.iteration
+        )
+        verdict = await context.generate(request, backend=judge)
+        return verdict.text == "yes"
+
+    return judged, "ok? ok fine"
+
+
+def builtin_judge(judge: ScriptedBackend) -> tuple[Any, str]:
+    """``llm_judge``, and the prompt it sends."""
+    prompt = (
+        "ok?\n\nThe request was:\nq\n\nAnswer to judge:\nok fine\n\n"
+        "Reply with YES or NO first, then one sentence saying why."
     )
-    result = await sampler.sample("Name a colour.", requirements=[llm_judge(judge, "Colour?")])
-    assert result.success
-    assert ("error", "judge", 0) in purposes.seen and ("post", "judge", 1) in purposes.seen
-    errors = hook_recorder.payloads(HookName.GENERATION_ERROR)
-    assert [e.will_retry for e in errors] == [True] and errors[0].purpose == "judge"
+    return llm_judge(judge, "ok?", options={"max_tokens": 1}), prompt
 
 
-async def test_a_judge_that_fails_for_good_fails_the_check_not_the_call():
-    judge = make_scripted_backend(judge_reply, failures={1: RuntimeError("judge down")})
-    sampler = Sampler(ScriptedBackend(["blue"]), load_entrypoints=False)
-    result = await sampler.sample("Name a colour.", requirements=[llm_judge(judge, "Colour?")])
-    assert not result.success and result.errors == []
-    (verdict,) = result.attempts[0].validations
-    assert not verdict.passed and "judge down" in (verdict.reason or "")
+@pytest.mark.parametrize("make_check", [own_check, builtin_judge])
+async def test_a_transient_judge_failure_is_retried_through_the_hooks(
+    make_check: Callable[[ScriptedBackend], tuple[Any, str]],
+):
+    seen = HookRecorder()
+    busy = TransientBackendError("busy")
+    main = ScriptedBackend(["ok fine"])
+    judge = ScriptedBackend(["yes"], failures={1: busy})
+    check, prompt = make_check(judge)
+    result = await strict(main, seen, retry=RETRY).sample(
+        "q", requirements=[check], seed=5, options={"temperature": 0.2}
+    )
+    assert result.success and (main.calls, judge.calls) == (1, 2)
+    assert calls_of(seen) == [
+        ("generation_pre_call", "sample", 0),
+        ("generation_post_call", "sample", 0),
+        ("generation_pre_call", "judge", 0),
+        ("generation_error", "judge", 0),
+        ("generation_pre_call", "judge", 1),
+        ("generation_post_call", "judge", 1),
+    ]
+    [error] = fields_of(seen, HookName.GENERATION_ERROR)
+    assert (error["will_retry"], error["exception"]) == (True, busy)
+    judge_call = fields_of(seen, HookName.GENERATION_PRE_CALL)[1]
+    assert judge_call["messages"] == [{"role": "user", "content": prompt}]
+    assert judge_call["options"] == {"max_tokens": 1}  # the check's own, no derived seed
+    assert (judge_call["attempt"], judge_call["iteration"]) == (1, 1)
+    # a judge call is no attempt of its own: nothing in flight, no error kept
+    assert (result.cancelled, result.errors, result.iterations_used) == (0, [], 1)
+    # the attempt's tokens ("q" in, "ok fine" out) and the judge's (its prompt in, "yes" out)
+    assert result.usage == Usage(1 + len(prompt.split()), 2 + 1)
+
+
+def answer_then_fail(request) -> Generation:
+    if request.messages[-1]["content"] == "q":
+        return Generation("answer", usage=Usage(2, 1, 0.5))
+    raise ValueError("judge offline")
+
+
+async def asks_the_samplers_backend(text, context):
+    """a judge says yes"""
+    request = GenerationRequest([{"role": "user", "content": text}], {}, context.iteration)
+    await context.generate(request)
+    return True
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        llm_judge(ScriptedBackend(answer_then_fail), "Is it a good answer?"),  # its own backend
+        llm_judge(None, "Is it a good answer?"),  # the sampler's backend
+        asks_the_samplers_backend,
+    ],
+)
+async def test_a_judge_that_fails_for_good_fails_the_check_not_the_call(check: Any):
+    result = await strict(ScriptedBackend(answer_then_fail)).sample("q", requirements=[check])
+    [attempt] = result.attempts
+    [verdict] = attempt.validations
+    assert not result.success and attempt.passed is False
+    assert not verdict.passed and "judge offline" in (verdict.reason or "")
+    assert (result.errors, result.cancelled) == ([], 0)
+    assert result.usage == Usage(2, 1, 0.5)  # the attempt's; the failed judge call spent none
 
 
 async def test_the_sampler_backend_judges_when_none_is_given():

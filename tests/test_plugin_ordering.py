@@ -162,13 +162,19 @@ def end(
     )
 
 
-def test_a_clean_concurrent_call_has_inversions_but_no_problem():
+def report_of(*arrivals: tuple[int, int, int]) -> Any:
+    """The report on call "c1" whose iterations arrive as ``(subsample_index, attempt,
+    sequence)``, in this order, then its loop end (one iteration used per arrival)."""
     checker = OrderingChecker()
     checker.sampling_loop_start(start())
-    for index, attempt, seq in [(1, 1, 1), (0, 1, 2), (0, 2, 3), (1, 2, 4)]:
+    for index, attempt, seq in arrivals:
         checker.sampling_iteration(iteration(index, attempt, seq))
-    checker.sampling_loop_end(end(4))
-    report = checker.report("c1")
+    checker.sampling_loop_end(end(len(arrivals)))
+    return checker.report("c1")
+
+
+def test_a_clean_concurrent_call_has_inversions_but_no_problem():
+    report = report_of((1, 1, 1), (0, 1, 2), (0, 2, 3), (1, 2, 4))
     assert report.iterations == [4, 1, 2, 5]
     assert report.inversions == [(4, 1), (4, 2)]
     assert report.problems() == [] and report.problem_kinds() == []
@@ -302,13 +308,8 @@ def test_an_open_call_has_a_report_and_a_strict_end_names_its_hook():
 
 
 def test_inversion_count_and_duplicates_in_the_middle_of_what_was_seen():
-    checker = OrderingChecker()
-    checker.sampling_loop_start(start())
     # iterations 1, 3, 2, 3: the 2 is below one iteration (3) of the two seen; then 3 again
-    for index, attempt, seq in [(0, 1, 1), (0, 3, 2), (0, 2, 3), (0, 3, 4)]:
-        checker.sampling_iteration(iteration(index, attempt, seq))
-    checker.sampling_loop_end(end(4))
-    report = checker.report("c1")
+    report = report_of((0, 1, 1), (0, 3, 2), (0, 2, 3), (0, 3, 4))
     assert report.iterations == [1, 3, 2, 3]
     assert report.inversions == [(3, 2)] and report.inversion_count == 1
     assert report.duplicates == [3]

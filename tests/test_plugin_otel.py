@@ -6,6 +6,7 @@ from typing import Any
 
 import anyio
 import pytest
+from engine_helpers import race
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -37,20 +38,12 @@ def _named(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
 async def test_a_span_per_loop_attempt_and_backend_call(
     sampler, scripted_backend, provider, exporter
 ):
-    release = anyio.Event()
-
-    async def reply(request: GenerationRequest) -> str:
-        info = request.iteration
-        if (info.subsample_index, info.attempt) == (0, 1):
-            await anyio.sleep(0)  # subsample 1 starts its attempt meanwhile
-        if info.subsample_index == 1:
-            await release.wait()  # never set: cancelled in flight when subsample 0 wins
-        return "good" if info.attempt == 2 else "bad"
-
-    s = sampler(scripted_backend(reply), plugins=[TracingPlugin(tracer_provider=provider)])
+    # subsample 0 wins at its second attempt; subsample 1's first is cancelled in flight
+    backend = scripted_backend(race((0, 2), hanging=1, first=(0, 1)))
+    s = sampler(backend, plugins=[TracingPlugin(tracer_provider=provider)])
     result = await s.sample(
         "q",
-        requirements=[lambda text: text == "good"],
+        requirements=[lambda text: text == "yes"],
         loop_budget=2,
         concurrency_budget=2,
         options={"model": "m-1", "temperature": 0.2, "max_tokens": 64, "stop": ["END"]},

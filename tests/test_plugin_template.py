@@ -8,25 +8,15 @@ subprocess with that directory on ``PYTHONPATH`` sees it installed.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from plugin_site import pip_install, run_cli, run_python
 from typer.testing import CliRunner
 
 from sampling_core.cli import app
 
 pytestmark = pytest.mark.slow
-
-
-def run(site: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
-    environ.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run(
-        [sys.executable, *args], env=environ, cwd=cwd, capture_output=True, text=True, timeout=300
-    )
 
 
 def test_new_plugin_round_trip(tmp_path: Path) -> None:
@@ -35,13 +25,9 @@ def test_new_plugin_round_trip(tmp_path: Path) -> None:
     root = tmp_path / "samplehooks-demo-checks"
     assert (root / "pyproject.toml").is_file() and (root / "tests" / "test_plugin.py").is_file()
 
-    site = tmp_path / "site"
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
-    pip += ["--no-build-isolation", "--disable-pip-version-check", "--target", str(site)]
-    done = subprocess.run([*pip, str(root)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    site = pip_install(root, tmp_path / "site")
 
-    listed = run(site, "-m", "sampling_core.cli", "plugins", "--json")
+    listed = run_cli(site, "plugins", "--json")
     assert listed.returncode == 0, listed.stderr
     (plugin,) = [p for p in json.loads(listed.stdout) if p["name"] == "demo-checks"]
     assert plugin["loaded"] and plugin["enabled"]
@@ -49,12 +35,12 @@ def test_new_plugin_round_trip(tmp_path: Path) -> None:
     assert plugin["provides"] == {"requirement": ["demo_checks_max_lines"]}
 
     flags = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
-    tested = run(site, "-m", "pytest", *flags, str(root / "tests"), cwd=tmp_path)
+    tested = run_python(site, "-m", "pytest", *flags, str(root / "tests"), cwd=tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "2 passed" in tested.stdout
 
-    sampled = run(
-        site, "-m", "sampling_core.cli", "sample", "Hi.", "--backend", "scripted",
+    sampled = run_cli(
+        site, "sample", "Hi.", "--backend", "scripted",
         "--reply", "one\ntwo\nthree", "--reply", "one", "--require", "demo_checks_max_lines:1",
         "--plugin", "demo-checks:label=cli",
     )  # fmt: skip

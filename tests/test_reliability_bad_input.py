@@ -33,6 +33,13 @@ def config_text(dataset: Path, **blocks: object) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
+def write_run_config(tmp_path: Path, dataset: Path, extra: str = "") -> Path:
+    """``run.yaml`` with :func:`config_text` over ``dataset``, then ``extra`` YAML lines."""
+    config = tmp_path / "run.yaml"
+    config.write_text(config_text(dataset) + extra)
+    return config
+
+
 def run_refused(tmp_path: Path, config: Path, *fragments: str) -> str:
     """``samplehooks run CONFIG --out OUT`` is refused and OUT is not created."""
     out = tmp_path / "out"
@@ -131,8 +138,7 @@ def test_a_missing_or_unreadable_config_is_refused(tmp_path: Path) -> None:
 def test_a_config_with_several_problems_gets_one_line_for_each(
     tmp_path: Path, dataset: Path
 ) -> None:
-    config = tmp_path / "run.yaml"
-    config.write_text(config_text(dataset) + "colour: red\nbudgets: {loop_budget: 0}\n")
+    config = write_run_config(tmp_path, dataset, "colour: red\nbudgets: {loop_budget: 0}\n")
     result = invoke("run", config, "--out", tmp_path / "out")
     assert result.exit_code == 2 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
@@ -146,8 +152,7 @@ def test_a_config_with_several_problems_gets_one_line_for_each(
 def test_a_refused_run_leaves_an_existing_empty_out_directory_empty(
     tmp_path: Path, dataset: Path
 ) -> None:
-    config = tmp_path / "run.yaml"
-    config.write_text(config_text(dataset) + "plugins: [nosuch]\n")
+    config = write_run_config(tmp_path, dataset, "plugins: [nosuch]\n")
     out = tmp_path / "out"
     out.mkdir()
     assert_refused(invoke("run", config, "--out", out), "nosuch")
@@ -187,21 +192,18 @@ def test_a_malformed_dataset_line_is_named_by_its_number(
 ) -> None:
     line, number, fragment = DATASET_CASES[case]
     dataset.write_text(dataset.read_text() + line + "\n" + '{"id": "z", "prompt": "last"}\n')
-    config = tmp_path / "run.yaml"
-    config.write_text(config_text(dataset))
+    config = write_run_config(tmp_path, dataset)
     run_refused(tmp_path, config, f"{dataset}:{number}: ", fragment)
 
 
 def test_a_dataset_line_that_is_not_utf8_is_named(tmp_path: Path, dataset: Path) -> None:
     dataset.write_bytes(dataset.read_bytes() + b'{"id": "c", "prompt": "\xff"}\n')
-    config = tmp_path / "run.yaml"
-    config.write_text(config_text(dataset))
+    config = write_run_config(tmp_path, dataset)
     run_refused(tmp_path, config, f"{dataset}:3: not valid JSON")
 
 
 def test_an_empty_or_missing_dataset_is_refused(tmp_path: Path, dataset: Path) -> None:
-    config = tmp_path / "run.yaml"
-    config.write_text(config_text(dataset))
+    config = write_run_config(tmp_path, dataset)
     dataset.write_text("\n  \n")
     run_refused(tmp_path, config, f"{dataset}: the dataset has no prompts")
     dataset.unlink()
@@ -212,8 +214,7 @@ def test_an_empty_or_missing_dataset_is_refused(tmp_path: Path, dataset: Path) -
 
 
 def test_an_out_directory_that_cannot_be_created_is_refused(tmp_path: Path, dataset: Path) -> None:
-    config = tmp_path / "run.yaml"
-    config.write_text(config_text(dataset))
+    config = write_run_config(tmp_path, dataset)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     before = tree(tmp_path)

@@ -174,37 +174,6 @@ async def test_a_plugin_timeout_does_not_turn_a_base_exception_into_a_fault() ->
     assert end.exception is harness.raised
 
 
-async def test_a_plugin_blocking_forever_in_loop_end_is_cut_off_by_the_plugin_timeout() -> None:
-    class Stuck:
-        @hookimpl
-        async def sampling_loop_end(self, payload: Any) -> None:
-            await anyio.sleep_forever()
-
-    sampler = Sampler(
-        ScriptedBackend(["ok"]), plugins=[Stuck()], load_entrypoints=False, plugin_timeout=0.05
-    )
-    with anyio.fail_after(10):
-        result = await sampler.sample("q", concurrency_budget=2)
-    assert result.success
-    (fault,) = result.plugin_errors
-    assert (fault.plugin_name, fault.hook) == ("Stuck", "sampling_loop_end")
-
-
-async def test_a_plugin_blocking_forever_in_loop_start_fails_closed_under_the_timeout() -> None:
-    from sampling_core import PluginError
-
-    class Stuck:
-        @hookimpl
-        async def sampling_loop_start(self, payload: Any) -> None:
-            await anyio.sleep_forever()
-
-    backend = ScriptedBackend(["ok"])
-    sampler = Sampler(backend, plugins=[Stuck()], load_entrypoints=False, plugin_timeout=0.05)
-    with anyio.fail_after(10), pytest.raises(PluginError, match=r"Stuck.*sampling_loop_start"):
-        await sampler.sample("q")
-    assert backend.calls == 0
-
-
 CHILD = """
 import sys, anyio
 from hook_specs import hookimpl

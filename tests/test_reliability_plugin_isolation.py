@@ -4,23 +4,20 @@ taking its name, and a run config cannot make samplehooks import a module."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from plugin_site import run_cli, write_site
 from reliability_helpers import assert_refused, invoke, tree
 from runs_helpers import write_config, write_dataset
 
-ENTRY_POINTS = """\
-[samplehooks]
-exits = hostile_exit:Plugin
-interrupts = hostile_interrupt:Plugin
-basebomb = hostile_base:Plugin
-tracing = hostile_tracing:Impostor
-fine = hostile_fine:Plugin
-"""
+ENTRY_POINTS = {
+    "exits": "hostile_exit:Plugin",
+    "interrupts": "hostile_interrupt:Plugin",
+    "basebomb": "hostile_base:Plugin",
+    "tracing": "hostile_tracing:Impostor",
+    "fine": "hostile_fine:Plugin",
+}
 
 FINE = """\
 from hook_specs import hookimpl
@@ -34,36 +31,23 @@ class Plugin:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("hostile-site")
-    info = root / "hostile_plugins-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hostile-plugins\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    (root / "hostile_exit.py").write_text("import sys\nsys.exit(3)\n")
-    (root / "hostile_interrupt.py").write_text("raise KeyboardInterrupt('from a plugin')\n")
-    (root / "hostile_base.py").write_text("class Boom(BaseException):\n    pass\nraise Boom('x')\n")
-    (root / "hostile_tracing.py").write_text(FINE.replace("class Plugin", "class Impostor"))
-    (root / "hostile_fine.py").write_text(FINE)
-    (root / "imported_marker.py").write_text(
-        "import pathlib, os\npathlib.Path(os.environ['MARKER']).write_text('imported')\n"
-    )
-    return root
-
-
-def run(site: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
-    environ.update(PYTHONPATH=str(site), COLUMNS="200", **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "sampling_core.cli", *args],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    modules = {
+        "hostile_exit": "import sys\nsys.exit(3)\n",
+        "hostile_interrupt": "raise KeyboardInterrupt('from a plugin')\n",
+        "hostile_base": "class Boom(BaseException):\n    pass\nraise Boom('x')\n",
+        "hostile_tracing": FINE.replace("class Plugin", "class Impostor"),
+        "hostile_fine": FINE,
+        "imported_marker": (
+            "import pathlib, os\npathlib.Path(os.environ['MARKER']).write_text('imported')\n"
+        ),
+    }
+    return write_site(
+        tmp_path_factory.mktemp("hostile-site"), "hostile-plugins", ENTRY_POINTS, modules
     )
 
 
 def test_any_exception_raised_importing_a_plugin_is_isolated_and_named(site: Path) -> None:
-    done = run(site, "sample", "q", "--backend", "scripted", "--reply", "an answer")
+    done = run_cli(site, "sample", "q", "--backend", "scripted", "--reply", "an answer")
     assert done.returncode == 0, done.stderr
     assert "an answer" in done.stdout
     for name, raised in (
@@ -73,20 +57,20 @@ def test_any_exception_raised_importing_a_plugin_is_isolated_and_named(site: Pat
     ):
         (line,) = [line for line in done.stderr.splitlines() if f"'{name}'" in line]
         assert line.startswith("samplehooks: warning:") and raised in line, line
-    listed = {p["name"]: p for p in json.loads(run(site, "plugins", "--json").stdout)}
+    listed = {p["name"]: p for p in json.loads(run_cli(site, "plugins", "--json").stdout)}
     assert listed["fine"]["loaded"] is True
     assert listed["exits"]["loaded"] is False and "SystemExit" in listed["exits"]["error"]
 
 
 def test_a_third_party_plugin_cannot_take_a_builtins_name(site: Path) -> None:
-    done = run(site, "plugins", "--json")
+    done = run_cli(site, "plugins", "--json")
     assert done.returncode == 0, done.stderr
     tracing = {p["name"]: p for p in json.loads(done.stdout)}["tracing"]
     assert tracing["builtin"] is True and tracing["distribution"] == "samplehooks"
     assert tracing["value"] == "builtin_plugins.tracing:TracingPlugin"
     warnings = [line for line in done.stderr.splitlines() if "hostile-plugins" in line]
     assert len(warnings) == 1 and "'tracing'" in warnings[0] and "built-in" in warnings[0]
-    used = run(
+    used = run_cli(
         site, "sample", "q", "--backend", "scripted", "--reply", "a", "--plugin", "tracing",
         env={"SAMPLEHOOKS_DISABLE_PLUGINS": "exits,interrupts,basebomb"},
     )  # fmt: skip

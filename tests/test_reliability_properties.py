@@ -22,11 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from invariants import check_result
-from task_helpers import alive_tasks
+from property_helpers import CallScenario, ScenarioBackend, call_settings, run_call
 
-from hook_specs import Usage, hookimpl
+from hook_specs import hookimpl
 from sampling_core import (
-    Generation,
     GenerationRequest,
     PluginError,
     RetryPolicy,
@@ -45,57 +44,37 @@ class Fatal(BaseException):
 
 
 @dataclass
-class Scenario:
-    loop_budget: int
-    concurrency_budget: int
-    seed: int
-    pass_rate: float
+class Scenario(CallScenario):
     backend_faults: float  # share of backend calls that raise (Boom / transient / Fatal)
     mutating_faults: float  # share of pre_call / repair calls that raise
     stop_rate: float  # share of iteration / post_call events that raise StopSampling
     fatal_share: float  # share of faults that are Fatal rather than ordinary
-    cancel_after_ms: int | None
-    selection: str
 
 
 scenarios = st.builds(
     Scenario,
-    loop_budget=st.integers(1, 8),
-    concurrency_budget=st.integers(1, 16),
-    seed=st.integers(0, 2**32 - 1),
-    pass_rate=st.sampled_from([0.0, 0.1, 0.5]),
+    **call_settings(pass_rates=[0.0, 0.1, 0.5], cancel_within_ms=5),
     backend_faults=st.sampled_from([0.0, 0.1, 0.4]),
     mutating_faults=st.sampled_from([0.0, 0.02, 0.2]),
     stop_rate=st.sampled_from([0.0, 0.05]),
     fatal_share=st.sampled_from([0.0, 0.1]),
-    cancel_after_ms=st.one_of(st.none(), st.integers(0, 5)),
-    selection=st.sampled_from(["first", "ordered"]),
 )
 
 
-class ChaosBackend:
-    """Random latency, verdicts and faults; counts the usage of what it returned."""
+def chaos_backend(s: Scenario) -> ScenarioBackend:
+    """Backend faults of every kind: Fatal, transient (retried), Boom."""
 
-    def __init__(self, s: Scenario) -> None:
-        self.s = s
-        self.rng = random.Random(s.seed)
-        self.returned = Usage()
+    def fault(rng: random.Random, request: GenerationRequest) -> BaseException | None:
+        roll, kind = rng.random(), rng.random()
+        if roll >= s.backend_faults:
+            return None
+        if kind < s.fatal_share:
+            return Fatal("backend")
+        if kind < 0.5:
+            return TransientBackendError("busy", retry_after=0.0, status=503)
+        return Boom(f"iteration {request.iteration.iteration}")
 
-    async def generate(self, request: GenerationRequest) -> Generation:
-        rng, s = self.rng, self.s
-        latency, roll, kind = rng.randint(0, 2) / 1000, rng.random(), rng.random()
-        verdict = "pass" if rng.random() < s.pass_rate else "fail"
-        if latency:
-            await anyio.sleep(latency)
-        if roll < s.backend_faults:
-            if kind < s.fatal_share:
-                raise Fatal("backend")
-            if kind < 0.5:
-                raise TransientBackendError("busy", retry_after=0.0, status=503)
-            raise Boom(f"iteration {request.iteration.iteration}")
-        usage = Usage(request.iteration.iteration, 1)
-        self.returned += usage
-        return Generation(verdict, usage=usage)
+    return ScenarioBackend(s, fault)
 
 
 @dataclass
@@ -136,13 +115,8 @@ class Chaos:
         self.ends.append(payload)
 
 
-def passes(text: str) -> bool:
-    """says pass"""
-    return text == "pass"
-
-
 async def run_scenario(s: Scenario) -> None:
-    backend = ChaosBackend(s)
+    backend = chaos_backend(s)
     chaos = Chaos(s, random.Random(s.seed + 1))
     sampler = Sampler(
         backend,
@@ -150,22 +124,8 @@ async def run_scenario(s: Scenario) -> None:
         load_entrypoints=False,
         retry=RetryPolicy(max_retries=1, base_delay=0.0),
     )
-    before = alive_tasks()
-    result, raised = None, None
-    with anyio.CancelScope() as scope:
-        if s.cancel_after_ms is not None:
-            scope.deadline = anyio.current_time() + s.cancel_after_ms / 1000
-        try:
-            result = await sampler.sample(
-                "q",
-                requirements=[passes],
-                loop_budget=s.loop_budget,
-                concurrency_budget=s.concurrency_budget,
-                selection=s.selection,
-            )
-        except (Boom, TransientBackendError, PluginError, Fatal) as exc:
-            raised = exc
-    assert alive_tasks() <= before  # no task left running
+    expected = (Boom, TransientBackendError, PluginError, Fatal)
+    result, raised, cancelled = await run_call(sampler, s, expected)
 
     assert len(chaos.ends) == 1  # sampling_loop_end exactly once, on every path
     end = chaos.ends[0]
@@ -180,7 +140,7 @@ async def run_scenario(s: Scenario) -> None:
                 assert raised.plugin_name == "Chaos"
                 assert raised.hook in ("generation_pre_call", "sampling_repair")
         else:
-            assert scope.cancelled_caught
+            assert cancelled
         return
     check_result(result, s.loop_budget, s.concurrency_budget, backend.returned)
     assert (end.stop_reason, end.success) == (result.stop_reason, result.success)

@@ -18,13 +18,18 @@ def write(tmp_path: Path, *lines: str) -> Path:
     return path
 
 
-def test_keys_hashes_and_per_line_requirements(tmp_path: Path) -> None:
-    path = write(
+def two_prompts(tmp_path: Path, needle: str) -> Path:
+    """Prompt "a", a blank line, and prompt 7, which requires ``needle``."""
+    return write(
         tmp_path,
         json.dumps({"id": "a", "prompt": "one"}),
         "",
-        json.dumps({"id": 7, "prompt": "two", "require": [{"contains": "x"}]}),
+        json.dumps({"id": 7, "prompt": "two", "require": [{"contains": needle}]}),
     )
+
+
+def test_keys_hashes_and_per_line_requirements(tmp_path: Path) -> None:
+    path = two_prompts(tmp_path, "x")
     data = read_dataset(DatasetConfig(path=path, id_field="id"))
     items = data.items  # a Dataset reads its file again on each pass
     assert data.count == 2
@@ -33,12 +38,7 @@ def test_keys_hashes_and_per_line_requirements(tmp_path: Path) -> None:
     by_line = read_dataset(DatasetConfig(path=path))
     assert [i.key for i in by_line.items] == ["line:1", "line:3"]
 
-    changed = write(
-        tmp_path,
-        json.dumps({"id": "a", "prompt": "one"}),
-        "",
-        json.dumps({"id": 7, "prompt": "two", "require": [{"contains": "y"}]}),
-    )
+    changed = two_prompts(tmp_path, "y")  # prompt 7's requirement changed, prompt a's not
     again = read_dataset(DatasetConfig(path=changed, id_field="id"))
     assert again.items[0].content_hash == items[0].content_hash
     assert again.items[1].content_hash != items[1].content_hash

@@ -21,14 +21,25 @@ def dataset(tmp_path: Path) -> Path:
     return write_dataset(tmp_path / "data.jsonl", 6)
 
 
+@pytest.fixture
+def config(tmp_path: Path, dataset: Path) -> Path:
+    """The run's config: every default, over :func:`dataset`."""
+    return write_config(tmp_path / "a.yaml", dataset)
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    """Where the run's directory goes (not made yet)."""
+    return tmp_path / "out"
+
+
 async def test_a_run_writes_config_meta_records_and_progress(
-    tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch, out: Path
 ) -> None:
     monkeypatch.setenv("MY_KEY_VAR", "sk-very-secret-value")
     # the config names an openai backend by its key's variable; the run uses a scripted one
     backend = {"kind": "openai", "model": "m", "api_key_env": "MY_KEY_VAR"}
     config = write_config(tmp_path / "run.yaml", dataset, backend=backend)
-    out = tmp_path / "out"
     scripted = ScriptedBackend(["a short answer"])
     summary = await run_batch(
         config, out, backend=scripted, argv=["samplehooks", "run", "run.yaml"]
@@ -60,10 +71,8 @@ async def test_a_run_writes_config_meta_records_and_progress(
 
 
 async def test_resume_skips_finished_prompts_and_notes_every_resume(
-    tmp_path: Path, dataset: Path
+    config: Path, out: Path
 ) -> None:
-    config = write_config(tmp_path / "run.yaml", dataset)
-    out = tmp_path / "out"
     await run_batch(config, out)
     before = (out / "records.jsonl").read_bytes()
     backend = ScriptedBackend(["never used"])
@@ -80,10 +89,9 @@ async def test_resume_skips_finished_prompts_and_notes_every_resume(
 
 
 async def test_throughput_changes_are_accepted_even_in_a_new_block(
-    tmp_path: Path, dataset: Path
+    tmp_path: Path, dataset: Path, config: Path, out: Path
 ) -> None:
-    out = tmp_path / "out"
-    await run_batch(write_config(tmp_path / "a.yaml", dataset), out)
+    await run_batch(config, out)
     changed = write_config(
         tmp_path / "b.yaml",
         dataset,
@@ -100,10 +108,9 @@ async def test_throughput_changes_are_accepted_even_in_a_new_block(
 
 
 async def test_a_result_change_refuses_the_resume_and_writes_nothing(
-    tmp_path: Path, dataset: Path
+    tmp_path: Path, dataset: Path, config: Path, out: Path
 ) -> None:
-    out = tmp_path / "out"
-    await run_batch(write_config(tmp_path / "a.yaml", dataset), out)
+    await run_batch(config, out)
     before = snapshot(out)
     changed = write_config(
         tmp_path / "b.yaml",
@@ -135,10 +142,9 @@ async def test_a_result_change_refuses_the_resume_and_writes_nothing(
     ids=["seed", "seed-removed", "selection", "temperature", "strategy"],
 )
 async def test_each_setting_that_changes_results_refuses_the_resume(
-    tmp_path: Path, dataset: Path, change: dict[str, Any], field: str
+    tmp_path: Path, dataset: Path, change: dict[str, Any], field: str, config: Path, out: Path
 ) -> None:
-    out = tmp_path / "out"
-    await run_batch(write_config(tmp_path / "a.yaml", dataset), out)
+    await run_batch(config, out)
     before = snapshot(out)
     changed = write_config(tmp_path / "b.yaml", dataset, **change)
     backend = ScriptedBackend(["a short answer"])
@@ -150,10 +156,8 @@ async def test_each_setting_that_changes_results_refuses_the_resume(
 
 
 async def test_no_resume_into_an_existing_run_and_no_resume_of_nothing(
-    tmp_path: Path, dataset: Path
+    tmp_path: Path, config: Path, out: Path
 ) -> None:
-    config = write_config(tmp_path / "a.yaml", dataset)
-    out = tmp_path / "out"
     await run_batch(config, out)
     before = snapshot(out)
     with pytest.raises(RunDirError, match="already holds files; to continue"):
@@ -168,10 +172,8 @@ async def test_no_resume_into_an_existing_run_and_no_resume_of_nothing(
 
 
 async def test_a_torn_last_line_is_dropped_and_its_prompt_runs_again(
-    tmp_path: Path, dataset: Path
+    config: Path, out: Path
 ) -> None:
-    config = write_config(tmp_path / "a.yaml", dataset)
-    out = tmp_path / "out"
     await run_batch(config, out)
     lines = (out / "records.jsonl").read_bytes().splitlines(keepends=True)
     kept = b"".join(lines[:3])
@@ -186,9 +188,7 @@ async def test_a_torn_last_line_is_dropped_and_its_prompt_runs_again(
     assert summary.complete and [r["seq"] for r in records(out)] == list(range(1, 7))
 
 
-async def test_a_damaged_line_in_the_middle_is_an_error(tmp_path: Path, dataset: Path) -> None:
-    config = write_config(tmp_path / "a.yaml", dataset)
-    out = tmp_path / "out"
+async def test_a_damaged_line_in_the_middle_is_an_error(config: Path, out: Path) -> None:
     await run_batch(config, out)
     lines = (out / "records.jsonl").read_text().splitlines(keepends=True)
     lines[1] = "garbage\n"
@@ -197,7 +197,7 @@ async def test_a_damaged_line_in_the_middle_is_an_error(tmp_path: Path, dataset:
         await run_batch(config, out, resume=True)
 
 
-async def test_retry_failed_reruns_failed_and_errored_prompts(tmp_path: Path) -> None:
+async def test_retry_failed_reruns_failed_and_errored_prompts(tmp_path: Path, out: Path) -> None:
     dataset = write_dataset(tmp_path / "d.jsonl", 6, zebra_every=3)  # p0, p3 need "zebra"
 
     def first(request):  # p1 errors; zebra prompts fail
@@ -206,7 +206,6 @@ async def test_retry_failed_reruns_failed_and_errored_prompts(tmp_path: Path) ->
         return "plain words"
 
     config = write_config(tmp_path / "a.yaml", dataset)
-    out = tmp_path / "out"
     summary = await run_batch(config, out, backend=ScriptedBackend(first))
     assert (summary.ok, summary.failed, summary.error) == (3, 2, 1)
     by_key = {r["key"]: r for r in records(out)}
@@ -225,9 +224,7 @@ async def test_retry_failed_reruns_failed_and_errored_prompts(tmp_path: Path) ->
     assert "(--retry-failed)" in (out / "effective_config.yaml").read_text()
 
 
-async def test_dataset_drift_refuses_the_resume(tmp_path: Path, dataset: Path) -> None:
-    config = write_config(tmp_path / "a.yaml", dataset)
-    out = tmp_path / "out"
+async def test_dataset_drift_refuses_the_resume(dataset: Path, config: Path, out: Path) -> None:
     await run_batch(config, out)
     lines = dataset.read_text().splitlines()
     lines[2] = json.dumps({"id": "p2", "prompt": "A different question?"})
@@ -240,9 +237,7 @@ async def test_dataset_drift_refuses_the_resume(tmp_path: Path, dataset: Path) -
     assert snapshot(out) == before
 
 
-async def test_a_run_in_use_is_refused(tmp_path: Path, dataset: Path) -> None:
-    config = write_config(tmp_path / "a.yaml", dataset)
-    out = tmp_path / "out"
+async def test_a_run_in_use_is_refused(config: Path, out: Path) -> None:
     await run_batch(config, out)
     holder = RunDirectory(out)
     holder.lock()
@@ -254,9 +249,8 @@ async def test_a_run_in_use_is_refused(tmp_path: Path, dataset: Path) -> None:
 
 
 async def test_prompt_seeds_are_distinct_per_prompt_and_stable_across_runs(
-    tmp_path: Path, dataset: Path
+    tmp_path: Path, config: Path
 ) -> None:
-    config = write_config(tmp_path / "a.yaml", dataset)
     seen: list[dict[str, int]] = []
     for name in ("one", "two"):
         backend = ScriptedBackend(["a short answer"])

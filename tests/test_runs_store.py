@@ -17,14 +17,20 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def writer_of(path: Path, count: int) -> store.RecordWriter:
+    """A writer on a new records file at ``path`` holding ``count`` records not yet flushed."""
+    path.touch()
+    writer = store.RecordWriter(path, flush_every=100, fsync=False)
+    for n in range(count):
+        writer.append({"n": n})
+    return writer
+
+
 def test_sigterm_during_a_flush_lands_after_every_waiting_record_is_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "records.jsonl"
-    path.touch()
-    writer = store.RecordWriter(path, flush_every=100, fsync=False)
-    for i in range(3):
-        writer.append({"n": i})
+    writer = writer_of(path, 3)
     real_write = os.write
     sent = []
 
@@ -57,10 +63,7 @@ def test_a_failed_write_keeps_only_what_was_not_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "records.jsonl"
-    path.touch()
-    writer = store.RecordWriter(path, flush_every=100, fsync=False)
-    writer.append({"n": 0})
-    writer.append({"n": 1})
+    writer = writer_of(path, 2)
     real_write = os.write
     calls = []
 

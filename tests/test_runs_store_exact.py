@@ -53,6 +53,12 @@ def refused(action) -> str:
     return str(raised.value)
 
 
+def records_refused(run_dir: RunDirectory, message: str) -> None:
+    """Both readers of the records (the scan and the iterator) refuse them with ``message``."""
+    assert refused(run_dir.scan_records) == message
+    assert refused(lambda: list(run_dir.iter_records())) == message
+
+
 def test_utc_now_is_the_utc_time_to_the_second(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "XYZ-05:30")  # local time 5 h 30 ahead of UTC
     time.tzset()
@@ -174,11 +180,10 @@ def test_unreadable_run_files_are_named(tmp_path: Path) -> None:
     assert refused(run_dir.read_progress) == (
         f"cannot read {run_dir.progress_file}: [Errno 21] Is a directory: '{run_dir.progress_file}'"
     )
-    message = (
-        f"cannot read {run_dir.records_file}: [Errno 21] Is a directory: '{run_dir.records_file}'"
+    records_refused(
+        run_dir,
+        f"cannot read {run_dir.records_file}: [Errno 21] Is a directory: '{run_dir.records_file}'",
     )
-    assert refused(run_dir.scan_records) == message
-    assert refused(lambda: list(run_dir.iter_records())) == message
 
 
 def test_damaged_progress_and_records_say_what_to_do(tmp_path: Path) -> None:
@@ -189,12 +194,11 @@ def test_damaged_progress_and_records_say_what_to_do(tmp_path: Path) -> None:
         "delete it to go on (the counts are rebuilt from the records)"
     )
     run_dir.records_file.write_text('{"key": "a", "status": "ok"}\ngarbage\n', encoding="utf-8")
-    message = (
+    records_refused(
+        run_dir,
         f"{run_dir.records_file}:2 is damaged (not a record); "
-        "repair or remove that line, or start a new run"
+        "repair or remove that line, or start a new run",
     )
-    assert refused(run_dir.scan_records) == message
-    assert refused(lambda: list(run_dir.iter_records())) == message
 
 
 def test_a_last_record_without_its_newline_is_kept_whole(tmp_path: Path) -> None:

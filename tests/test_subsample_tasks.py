@@ -22,6 +22,18 @@ class Boom(Exception):
     pass
 
 
+class Started:
+    """Counts the subsamples that started; :attr:`all` is set once ``n`` have."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.count, self.all = n, 0, anyio.Event()
+
+    def one(self) -> None:
+        self.count += 1
+        if self.count == self.n:
+            self.all.set()
+
+
 def unwrap(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
@@ -89,20 +101,16 @@ async def test_a_shielded_block_is_not_cut_short_and_the_cancel_lands_after_it()
 
 async def test_cancelling_one_subsample_leaves_the_others():
     finished = []
-    ready, release = anyio.Event(), anyio.Event()
-    waiting = 0
+    started, release = Started(3), anyio.Event()
     tasks = subsample_tasks(3)
 
     async def subsample(index: int) -> None:
-        nonlocal waiting
-        waiting += 1
-        if waiting == 3:
-            ready.set()
+        started.one()
         await release.wait()
         finished.append(index)
 
     async def cancel_one_then_release() -> None:
-        await ready.wait()
+        await started.all.wait()
         tasks.cancel(1)
         await anyio.lowlevel.checkpoint()
         release.set()
@@ -116,15 +124,11 @@ async def test_cancelling_one_subsample_leaves_the_others():
 
 async def test_cancelling_the_caller_cancels_all_waits_for_them_and_raises_its_cancellation():
     cleaned_up, outcome = [], []
-    started = 0
-    all_started = anyio.Event()
+    started = Started(3)
     tasks = subsample_tasks(3)
 
     async def subsample(index: int) -> None:
-        nonlocal started
-        started += 1
-        if started == 3:
-            all_started.set()
+        started.one()
         try:
             await anyio.sleep_forever()
         finally:
@@ -143,7 +147,7 @@ async def test_cancelling_the_caller_cancels_all_waits_for_them_and_raises_its_c
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:  # swallows only its own cancellation
             group.start_soon(caller)
-            await all_started.wait()
+            await started.all.wait()
             group.cancel_scope.cancel()
     assert outcome == ["cancelled"]
     assert sorted(cleaned_up) == [0, 1, 2]

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_helpers import hook_sequence
+from plugin_site import run_python
 
 import sampling_core.pytest_plugin
 import sampling_core.testing
-from hook_specs import HookName, hookimpl
+from hook_specs import HookName, ValidationResult, hookimpl
 from sampling_core.requirements import contains
 
 H = HookName
@@ -33,17 +35,7 @@ async def test_recorder_sees_every_hook_in_order_with_the_current_iteration(
     result = await s.sample("Say yes.", requirements=[contains("yes")], loop_budget=2)
 
     assert result.success and result.text == "yes"
-    assert hook_recorder.names() == [
-        "sampling_loop_start",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_iteration",
-        "sampling_repair",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_iteration",
-        "sampling_loop_end",
-    ]
+    assert hook_recorder.names() == hook_sequence(2)
     assert hook_recorder.sampling_ids() == [result.sampling_id]
     assert hook_recorder.names(result.sampling_id) == hook_recorder.names()
     assert hook_recorder.names("another call") == []
@@ -84,6 +76,38 @@ def test_snapshot_keeps_what_the_recorder_saw(
     assert backend.requests[0].options == {"temperature": 0.9}
 
 
+def test_recorder_snapshots_sampling_validate_as_the_plugins_left_it(
+    sampler: Any, scripted_backend: Any, hook_recorder: Any
+) -> None:
+    class AcceptAll:
+        @hookimpl
+        def sampling_validate(self, payload: Any) -> None:
+            payload.results[0] = dataclasses.replace(payload.results[0], passed=True, reason="ok")
+
+    class VetoAfterTheRecorder:
+        @hookimpl(trylast=True)  # registered after the recorder: runs after it
+        def sampling_validate(self, payload: Any) -> None:
+            payload.results.append(ValidationResult(False, "vetoed"))
+
+    plugins = [AcceptAll(), hook_recorder, VetoAfterTheRecorder()]
+    s = sampler(scripted_backend(["no"]), plugins=plugins, record=False)
+    result = s.sample_sync("Say yes.", requirements=[contains("yes")])
+
+    (event,) = hook_recorder.for_hook(H.SAMPLING_VALIDATE)
+    assert event.iteration is not None and event.iteration.iteration == event["iteration"] == 1
+    assert event["text"] == "no"
+    # the snapshot: AcceptAll's change, not the veto that came after the recorder
+    assert [(r.passed, r.reason) for r in event["results"]] == [(True, "ok")]
+    assert [(r.passed, r.reason) for r in event.payload.results] == [
+        (True, "ok"),
+        (False, "vetoed"),
+    ]
+    assert not result.success and result.attempts[0].failure_reasons == ["vetoed"]
+    names = hook_recorder.names()
+    assert names.index("sampling_validate") == names.index("generation_post_call") + 1
+    assert names.index("sampling_iteration") == names.index("sampling_validate") + 1
+
+
 def test_sampler_fixture_loads_no_entry_point_and_can_skip_the_recorder(
     sampler: Any, hook_recorder: Any, plugin_env: Any
 ) -> None:
@@ -96,13 +120,7 @@ def test_sampler_fixture_loads_no_entry_point_and_can_skip_the_recorder(
     recorded = sampler()
     assert recorded.plugins.names() == ["HookRecorder"]
     recorded.sample_sync("Hi.")
-    assert hook_recorder.names() == [
-        "sampling_loop_start",
-        "generation_pre_call",
-        "generation_post_call",
-        "sampling_iteration",
-        "sampling_loop_end",
-    ]
+    assert hook_recorder.names() == hook_sequence(1)
     hook_recorder.clear()
     assert hook_recorder.events == []
 
@@ -176,16 +194,8 @@ def test_the_call_still_succeeds(sampler):
 
 def _run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_faulty.py").write_text(FAULTY_PLUGIN_TEST)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SAMPLEHOOKS_")}
     flags = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--rootdir", "."]
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", *flags, *args, "test_faulty.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_python(tmp_path, "-m", "pytest", *flags, *args, "test_faulty.py", cwd=tmp_path)
 
 
 def test_strict_plugins_makes_a_plugin_fault_fail_the_test(
