@@ -44,6 +44,7 @@ from hook_specs import (
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
     SamplingRepairPayload,
+    SamplingValidatePayload,
     background,
     hookimpl,
 )
@@ -58,11 +59,18 @@ _TRUE = {"1", "true", "yes", "on"}
 # What to leave out of each hook's payload: always (raw backend objects) and, unless
 # content is captured, every field that holds prompt or output text.
 _ALWAYS: dict[str, Any] = {
+    "sampling_validate": {"generation": {"raw"}},
     "sampling_iteration": {"generation": {"raw"}},
     "generation_post_call": {"generation": {"raw"}},
 }
 _CONTENT: dict[str, Any] = {
     "sampling_loop_start": {"messages": True},
+    "sampling_validate": {
+        "generation": {"raw", "text"},
+        "text": True,
+        "messages": True,
+        "results": {"__all__": {"reason"}},
+    },
     "sampling_iteration": {
         "generation": {"raw", "text"},
         "text": True,
@@ -217,6 +225,13 @@ class RecorderPlugin:
     def sampling_loop_start(self, payload: SamplingLoopStartPayload) -> None:
         """Note the call's start, with the budgets every other plugin agreed on."""
         self.output.note("sampling_loop_start", self.output.dump("sampling_loop_start", payload))
+
+    @hookimpl(trylast=True)
+    def sampling_validate(self, payload: SamplingValidatePayload) -> None:
+        """Note an attempt's verdicts (as the plugins before changed them)."""
+        if payload.well_formed_results() is None:  # a plugin wrote something else:
+            return  # the engine names it, and the attempt is not recorded as checked
+        self.output.note("sampling_validate", self.output.dump("sampling_validate", payload))
 
     @hookimpl(trylast=True)
     def sampling_repair(self, payload: SamplingRepairPayload) -> None:

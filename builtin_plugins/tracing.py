@@ -36,8 +36,10 @@ from hook_specs import (
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
     SamplingRepairPayload,
+    SamplingValidatePayload,
     hookimpl,
 )
+from hook_specs.records import count_passed, failure_reasons
 from sampling_core.redaction import ScrubbedLogger
 
 __all__ = ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"]
@@ -47,6 +49,7 @@ LOGGER_NAME = "samplehooks.trace"
 
 EVENT_NAMES = {
     "sampling_loop_start": "sampling.loop.start",
+    "sampling_validate": "sampling.validate",
     "sampling_iteration": "sampling.iteration",
     "sampling_repair": "sampling.repair",
     "sampling_loop_end": "sampling.loop.end",
@@ -192,6 +195,25 @@ class TracingPlugin:
             error=str(payload.exception),
             will_retry=payload.will_retry,
             retry_in_s=payload.retry_in_s,
+        )
+
+    @hookimpl(trylast=True)
+    def sampling_validate(self, payload: SamplingValidatePayload) -> None:
+        """Emit ``sampling.validate``: an attempt's verdicts, as the plugins before left them."""
+        results = payload.well_formed_results()
+        if results is None:  # a plugin wrote something else: the engine names it
+            return
+        passed = count_passed(results)
+        extra: dict[str, Any] = {}
+        if self.capture_content:
+            extra = {"failure_reasons": failure_reasons(results)}
+        self.logger.debug(
+            "sampling.validate",
+            **_attempt_fields(payload),
+            passed=passed == len(results),
+            valid_count=passed,
+            total_count=len(results),
+            **extra,
         )
 
     @hookimpl

@@ -213,6 +213,15 @@ class SamplingValidatePayload(AttemptPayload):
         "attempt passes when every result passes."
     )
 
+    def well_formed_results(self) -> list[ValidationResult] | None:
+        """``results`` when it is a list of ``ValidationResult`` (what the engine accepts
+        after the hook), else ``None``. Observers running after a plugin that wrote
+        something else use it to stay out of the way: the engine names that plugin."""
+        results = self.results
+        if isinstance(results, list) and all(isinstance(r, ValidationResult) for r in results):
+            return results
+        return None
+
 
 class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):
     """Payload of ``sampling_iteration``."""

@@ -103,6 +103,17 @@ def count_passed(validations: tuple[ValidationResult, ...] | list[ValidationResu
     return passed
 
 
+def failure_reasons(
+    validations: tuple[ValidationResult, ...] | list[ValidationResult],
+) -> list[str]:
+    """The reason of every failed check (its requirement's description when it gave none)."""
+    return [
+        v.reason or v.requirement or "a requirement was not met"
+        for v in validations
+        if not v.passed
+    ]
+
+
 @dataclass(slots=True)
 class Attempt:
     """One completed attempt: generated and validated."""
@@ -149,8 +160,4 @@ class Attempt:
     @property
     def failure_reasons(self) -> list[str]:
         """The reason of every failed check (its requirement's description when it gave none)."""
-        return [
-            v.reason or v.requirement or "a requirement was not met"
-            for v in self.validations
-            if not v.passed
-        ]
+        return failure_reasons(self.validations)

@@ -192,10 +192,8 @@ class CallHooks:
         fields["generation"] = generation
         fields["results"] = list(validations)
         payload = await self._fire(self._routes.validate, fields)
-        results = payload.results
-        if not isinstance(results, list) or not all(
-            isinstance(r, ValidationResult) for r in results
-        ):
+        results = payload.well_formed_results()
+        if results is None:
             writer = payload.written_by("results") or "a plugin"
             raise PluginError(
                 writer,

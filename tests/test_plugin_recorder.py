@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from engine_helpers import race
 from typer.testing import CliRunner
 
 from builtin_plugins.recorder import RecorderPlugin, read_events
-from hook_specs import Generation, Usage
+from hook_specs import Generation, Usage, hookimpl
 from sampling_core import GenerationRequest
 from sampling_core.cli.app import app
 from sampling_core.cli.trace_cmd import build_timelines, trace_app
@@ -46,10 +47,8 @@ def test_every_hook_event_is_one_json_line(tmp_path, sampler, scripted_backend, 
             concurrency_budget=2,
         )
     events = lines(path)
-    # every hook call in firing order, but sampling_validate (the recorder does not implement it)
-    assert [e["hook"] for e in events] == [
-        name for name in hook_recorder.names() if name != "sampling_validate"
-    ]
+    # every hook call, in firing order
+    assert [e["hook"] for e in events] == hook_recorder.names()
     assert recorder.lines_written == len(events)
     assert all(e["payload"]["sampling_id"] == result.sampling_id for e in events)
     assert all(isinstance(e["time"], float) for e in events)
@@ -62,6 +61,27 @@ def test_every_hook_event_is_one_json_line(tmp_path, sampler, scripted_backend, 
     )
     (end,) = [e["payload"] for e in events if e["hook"] == "sampling_loop_end"]
     assert end["stop_reason"] == "success" and end["iterations_used"] == result.iterations_used
+
+
+def test_verdicts_are_recorded_as_the_plugins_left_them(tmp_path, sampler, scripted_backend):
+    path = tmp_path / "events.jsonl"
+
+    class Lenient:
+        @hookimpl
+        def sampling_validate(self, payload: Any) -> None:
+            payload.results = [
+                dataclasses.replace(r, passed=True, reason="waived") for r in payload.results
+            ]
+
+    s = sampler(scripted_backend(["SECRET-OUT"]), plugins=[Lenient(), RecorderPlugin(path)])
+    result = s.sample_sync("q", requirements=[lambda t: False])
+    assert result.success
+    (validate,) = [e["payload"] for e in lines(path) if e["hook"] == "sampling_validate"]
+    assert validate["results"] == [
+        {"requirement": validate["results"][0]["requirement"], "passed": True, "score": None}
+    ]
+    assert "SECRET" not in path.read_text() and "waived" not in path.read_text()
+    assert "text" not in validate and "messages" not in validate
 
 
 def test_content_is_written_when_asked(tmp_path, sampler, scripted_backend):
@@ -103,8 +123,8 @@ async def test_concurrent_calls_share_one_file(tmp_path, sampler, scripted_backe
             group.start_soon(one)
     recorder.close()
     events = read_events(path)
-    # start, end; pre/post/iteration each (and sampling_validate, not written); repairs
-    assert len(events) == 10 * (2 + 6 * 3 + 3)
+    # start, end; pre/post/validate/iteration per attempt; repairs
+    assert len(events) == 10 * (2 + 6 * 4 + 3)
     assert len(hook_recorder) == 10 * (2 + 6 * 4 + 3)
     assert len({e["payload"]["sampling_id"] for e in events}) == 10
 

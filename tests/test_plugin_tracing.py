@@ -27,8 +27,8 @@ PER_ATTEMPT = ALL_EVENTS - {"sampling.loop.start", "sampling.loop.end"}
 
 
 def traced(names: list[str]) -> list[str]:
-    """The tracing events of these hook calls: every hook but sampling_validate (no event)."""
-    return [EVENT_NAMES[name] for name in names if name != "sampling_validate"]
+    """The tracing events of these hook calls (one per call)."""
+    return [EVENT_NAMES[name] for name in names]
 
 
 def _two_by_two_backend(scripted_backend: Any) -> Any:
@@ -98,6 +98,14 @@ def test_one_event_per_hook_call_with_its_fields(sampler, scripted_backend, hook
         assert (event["valid_count"], event["total_count"]) == (int(attempt.passed), 1)
     assert [e["passed"] for e in iterations if e["subsample_index"] == 1] == [False, True]
 
+    verdicts = [e for e in events if e["event"] == "sampling.validate"]
+    assert [e["log_level"] for e in verdicts] == ["debug"] * 3
+    assert sorted((e["subsample_index"], e["attempt"], e["passed"]) for e in verdicts) == sorted(
+        (a.subsample_index, a.attempt, a.passed) for a in result.attempts
+    )
+    assert all(e["sequence"] is None and e["total_count"] == 1 for e in verdicts)
+    assert all(e["valid_count"] == int(e["passed"]) for e in verdicts)
+
     post_calls = [e for e in events if e["event"] == "generation.post_call"]
     assert len(post_calls) == 3
     assert all(e["latency_s"] >= 0 and e["model"] == "scripted" for e in post_calls)
@@ -137,6 +145,8 @@ def test_no_prompt_or_output_text_unless_asked(sampler, scripted_backend):
     assert passed[0]["text"] == ANSWER
     (end,) = [e for e in events if e["event"] == "sampling.loop.end"]
     assert end["text"] == ANSWER
+    failed = [e for e in events if e["event"] == "sampling.validate" and not e["passed"]]
+    assert failed and all(e["failure_reasons"] == ["<lambda>"] for e in failed)
 
 
 def test_content_capture_follows_the_environment_when_enabled_by_name(monkeypatch):
