@@ -12,6 +12,9 @@ and, per call, by ``(subsample_index, attempt)``: one :class:`RecordedAttempt` p
   error; ``sampling_repair`` names a failed attempt and changes nothing.
 - A later event's value replaces an earlier one's; an absent or ``null`` field does not.
 - ``sampling_loop_end`` ends the call: its attempts still in flight were cancelled.
+- The generation events of a call a check made for the attempt (``purpose: "judge"``, an
+  LLM-as-judge) carry the attempt's ids but say nothing of its own generation: they are
+  checked like the others and change nothing.
 
 Bad input follows the rule of :mod:`sampling_core.events`: a field read here that has the
 wrong type is an :class:`~sampling_core.events.EventFileError` naming the line, the hook
@@ -170,6 +173,8 @@ def _add(calls: dict[str, RecordedCall], event: dict[str, Any]) -> None:
         key = (_typed(payload, "subsample_index", int, True), _typed(payload, "attempt", int, True))
         iteration = _typed(payload, "iteration", int) or 0
         changes = _attempt_changes(hook, payload, when)
+        if payload.get("purpose") == "judge":  # a check's own model call, not the attempt's
+            changes = {}
     call = calls.get(sampling_id)
     if call is None:
         call = calls[sampling_id] = RecordedCall(sampling_id)

@@ -228,3 +228,58 @@ def test_the_reader_streams_and_filters_by_call(tmp_path: Path) -> None:
     kept = read_calls(path, keep_call="c2".__eq__, on_bad_line=skipped.append)
     assert [call.sampling_id for call in kept] == ["c2"]
     assert [str(error) for error in skipped] == ["line 5 is not JSON (Expecting value)"]
+
+
+def test_a_judges_model_calls_are_not_the_attempts_generation() -> None:
+    """An LLM-as-judge check's backend calls carry the attempt's ids (purpose "judge"): the
+    attempt keeps its own latency and tokens, and a judge call failing for good does not
+    make the attempt a backend error."""
+    ids = {"sampling_id": "c1", "strategy_name": "R", "subsample_index": 0, "attempt": 1}
+    ids["iteration"] = 1
+
+    def generation(latency: float, tokens: int) -> dict[str, Any]:
+        return {"latency_s": latency, "usage": {"input_tokens": tokens, "output_tokens": tokens}}
+
+    events = [
+        {"hook": "generation_pre_call", "time": 1.0, "payload": {**ids, "purpose": "sample"}},
+        {
+            "hook": "generation_post_call",
+            "time": 1.1,
+            "payload": {
+                **ids,
+                "purpose": "sample",
+                "latency_s": 0.1,
+                "generation": generation(0.1, 5),
+            },
+        },
+        {"hook": "generation_pre_call", "time": 1.2, "payload": {**ids, "purpose": "judge"}},
+        {
+            "hook": "generation_post_call",
+            "time": 1.9,
+            "payload": {
+                **ids,
+                "purpose": "judge",
+                "latency_s": 0.7,
+                "generation": generation(0.7, 50),
+            },
+        },
+        {"hook": "generation_pre_call", "time": 2.0, "payload": {**ids, "purpose": "judge"}},
+        {
+            "hook": "generation_error",
+            "time": 2.1,
+            "payload": {
+                **ids,
+                "purpose": "judge",
+                "will_retry": False,
+                "error_type": "ValueError",
+                "exception": "ValueError: judge down",
+            },
+        },
+        {"hook": "sampling_loop_end", "time": 2.2, "payload": {"sampling_id": "c1"}},
+    ]
+    (call,) = group_calls(events)
+    (attempt,) = call.rows()
+    assert (attempt.latency_s, attempt.input_tokens, attempt.output_tokens) == (0.1, 5, 5)
+    assert (attempt.started, attempt.retries) == (1.0, 0)
+    assert attempt.outcome == "cancelled" and attempt.error_type is None
+    assert attempt.reasons == []
