@@ -37,48 +37,6 @@ from hook_specs import HookPayload, hookimpl
 LOOP_BUDGET = 4
 
 
-class PayloadKeeper:
-    """Implements every hook the trivial plugin implements, and keeps each payload."""
-
-    def __init__(self) -> None:
-        self.payloads: list[HookPayload] = []
-
-    @hookimpl
-    def sampling_loop_start(self, payload: HookPayload) -> None:
-        """Keep it."""
-        self.payloads.append(payload)
-
-    @hookimpl
-    def sampling_iteration(self, payload: HookPayload) -> None:
-        """Keep it."""
-        self.payloads.append(payload)
-
-    @hookimpl
-    def sampling_repair(self, payload: HookPayload) -> None:
-        """Keep it."""
-        self.payloads.append(payload)
-
-    @hookimpl
-    def sampling_loop_end(self, payload: HookPayload) -> None:
-        """Keep it."""
-        self.payloads.append(payload)
-
-    @hookimpl
-    def generation_pre_call(self, payload: HookPayload) -> None:
-        """Keep it."""
-        self.payloads.append(payload)
-
-    @hookimpl
-    def generation_post_call(self, payload: HookPayload) -> None:
-        """Keep it."""
-        self.payloads.append(payload)
-
-    @hookimpl
-    def generation_error(self, payload: HookPayload) -> None:
-        """Keep it."""
-        self.payloads.append(payload)
-
-
 ONE_HOOK = {
     "sampling_loop_start and _end": ("sampling_loop_start", "sampling_loop_end"),
     "generation_pre_call": ("generation_pre_call",),
@@ -89,27 +47,36 @@ ONE_HOOK = {
 """The hooks the trivial plugin fires, measured one (or one pair) at a time."""
 
 
-def plugin_on(hooks: tuple[str, ...]) -> object:
-    """A plugin implementing ``hooks`` only, each doing nothing."""
+TRIVIAL_HOOKS = tuple(name for name in vars(TrivialPlugin) if not name.startswith("_"))
+"""The hooks the trivial plugin implements."""
+
+
+def plugin_on(
+    hooks: tuple[str, ...], action: Callable[[HookPayload], object] | None = None
+) -> object:
+    """A plugin implementing ``hooks`` only, each doing nothing, or ``action(payload)``."""
 
     def implementation(name: str) -> Callable[[object, HookPayload], None]:
-        def do_nothing(self: object, payload: HookPayload) -> None:
-            """Do nothing."""
+        def hook(self: object, payload: HookPayload) -> None:
+            """Do nothing (or the action)."""
+            if action is not None:
+                action(payload)
 
-        do_nothing.__name__ = name
-        return hookimpl(do_nothing)
+        hook.__name__ = name
+        return hookimpl(hook)
 
     return type("OnlyThese", (), {name: implementation(name) for name in hooks})()
 
 
 def payloads_of_one_call() -> list[HookPayload]:
     """The payloads one call hands a plugin on every hook (as plain values: no views)."""
-    keeper = PayloadKeeper()
+    payloads: list[HookPayload] = []
+    keeper = plugin_on(TRIVIAL_HOOKS, payloads.append)
     run = engine_runner(
         FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=[keeper]
     )
     asyncio.run(run())
-    return keeper.payloads
+    return payloads
 
 
 def field_values(payload: HookPayload) -> dict[str, Any]:
