@@ -44,8 +44,11 @@ def sampling_validate(payload: SamplingValidatePayload) -> None:
     ``payload.results`` holds one ``ValidationResult`` per requirement; a plugin may
     replace a verdict (flip it, with a reason) or append a result of its own. The attempt
     passes when every result in the list passes (an empty list passes). A fault here, or a
-    list holding anything but ``ValidationResult`` objects, fails closed (``PluginError``).
-    Not fired, and no payload built, when no plugin implements it.
+    list holding anything but ``ValidationResult`` objects, fails closed (``PluginError``,
+    naming the plugin that wrote it). A plugin that only reads the verdicts (``trylast``,
+    after the others) uses ``payload.well_formed_results()``: the list, or ``None`` when
+    an earlier plugin wrote something else. Not fired, and no payload built, when no
+    plugin implements it.
     """
 
 
