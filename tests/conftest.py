@@ -21,9 +21,12 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 def _structlog_configuration_restored() -> Iterator[None]:
     """Whatever a test configures structlog with (as an application would) ends with it: the
     next test logs as it would alone (one test's setup once hid every later log line)."""
-    before = structlog.get_config()
+    configured, before = structlog.is_configured(), structlog.get_config()
     yield
-    structlog.configure(**before)
+    if configured:
+        structlog.configure(**before)
+    else:  # configure() would mark structlog as configured by an application
+        structlog.reset_defaults()
 
 
 @pytest.fixture(scope="session")
