@@ -230,7 +230,7 @@ class SamplingCall:
         if not isinstance(validations, tuple):
             validations = await validations  # an async check
         if self.hooks.firing.validate:  # plugins may change the verdicts
-            validations = await self.hooks.validate(info, messages, generation, validations)
+            validations = await self.hooks.validate(info, sent.messages, generation, validations)
         tally.in_flight -= 1
         attempt = tally.record(info, messages, generation, validations)
         if self.hooks.firing.iteration:

@@ -56,6 +56,24 @@ async def test_a_plugin_flips_a_failed_verdict_with_a_reason(hook_recorder):
     assert [e.passed for e in events] == [False, True]
 
 
+async def test_its_messages_are_those_sent_after_generation_pre_call_edited_them():
+    class SystemPrompt:
+        @hookimpl
+        def generation_pre_call(self, payload):
+            payload.messages = [{"role": "system", "content": "be brief"}, *payload.messages]
+
+    plugin = AcceptLong()
+    sampler = Sampler(
+        ScriptedBackend(["fine"]), plugins=[SystemPrompt(), plugin], load_entrypoints=False
+    )
+    await sampler.sample("q", requirements=[short])
+    ((_, _, _, messages),) = plugin.seen
+    assert messages == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "q"},
+    ]
+
+
 async def test_an_appended_failing_result_fails_the_attempt():
     class Veto:
         @hookimpl
