@@ -221,7 +221,7 @@ def _attempt_changes(hook: str, payload: dict[str, Any], when: float | None) -> 
             "finished": when,
             "state": "error",
             "error_type": error_type,
-            "reasons": [f"{error_type or 'error'}: {exception}"],
+            "reasons": [exception or error_type or "error"],  # exception: "Type: message"
         }
     return {}
 

@@ -114,7 +114,7 @@ async def test_trace_show_and_the_view_see_the_same_attempts(tmp_path: Path) -> 
     assert repaired.reasons == ["The answer has 7 words; it must have at most 3."]
     assert repaired.text == "far too many words for the check"
     assert error.outcome == "error: RuntimeError" and error.verdict == "error"
-    assert error.reasons == ["RuntimeError: RuntimeError: down"]
+    assert error.reasons == ["RuntimeError: down"]
     cancelled = call.attempts[(2, 1)]
     assert cancelled.outcome == "cancelled" and cancelled.started is not None
     assert call.started_at is not None and call.end is not None
