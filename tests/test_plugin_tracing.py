@@ -203,3 +203,21 @@ def test_otel_switch(monkeypatch):
     assert TracingPlugin().otel is None
     with pytest.raises(ImportError, match=r"samplehooks\[otel\]"):
         TracingPlugin(otel=True)
+
+
+def test_sampling_validate_shows_the_verdicts_the_other_plugins_left(sampler, scripted_backend):
+    import dataclasses
+
+    from hook_specs import hookimpl
+
+    class Waiver:  # registered after tracing: tracing must still see its change
+        @hookimpl
+        def sampling_validate(self, payload: Any) -> None:
+            payload.results = [dataclasses.replace(r, passed=True) for r in payload.results]
+
+    s = sampler(scripted_backend(["x"]), plugins=[TracingPlugin(), Waiver()])
+    with capture_logs() as logs:
+        result = s.sample_sync("q", requirements=[lambda text: False, lambda text: False])
+    assert result.success
+    (verdict,) = [e for e in logs if e["event"] == "sampling.validate"]
+    assert (verdict["passed"], verdict["valid_count"], verdict["total_count"]) == (True, 2, 2)
