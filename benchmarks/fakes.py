@@ -125,6 +125,10 @@ class TrivialPlugin:
         """Do nothing."""
 
     @hookimpl
+    def sampling_validate(self, payload: Any) -> None:
+        """Do nothing."""
+
+    @hookimpl
     def sampling_iteration(self, payload: Any) -> None:
         """Do nothing."""
 

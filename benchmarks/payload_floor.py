@@ -41,6 +41,7 @@ ONE_HOOK = {
     "sampling_loop_start and _end": ("sampling_loop_start", "sampling_loop_end"),
     "generation_pre_call": ("generation_pre_call",),
     "generation_post_call": ("generation_post_call",),
+    "sampling_validate": ("sampling_validate",),
     "sampling_iteration": ("sampling_iteration",),
     "sampling_repair": ("sampling_repair",),
 }

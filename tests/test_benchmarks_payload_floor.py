@@ -24,6 +24,7 @@ def test_it_keeps_every_payload_of_a_call() -> None:
         "sampling_loop_start": 1,
         "generation_pre_call": LOOP_BUDGET,
         "generation_post_call": LOOP_BUDGET,
+        "sampling_validate": LOOP_BUDGET,
         "sampling_iteration": LOOP_BUDGET,
         "sampling_repair": LOOP_BUDGET - 1,
         "sampling_loop_end": 1,
@@ -46,7 +47,7 @@ def test_every_way_builds_the_same_payloads() -> None:
 
 def test_measure_reports_the_payloads_per_attempt_and_every_figure() -> None:
     found = measure(calls=20, repeats=1)
-    assert found["payloads per attempt"] == 17 / LOOP_BUDGET
+    assert found["payloads per attempt"] == 21 / LOOP_BUDGET
     assert set(found["us per attempt"]) == {
         "no plugin",
         "trivial plugin on every hook",
