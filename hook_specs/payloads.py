@@ -218,9 +218,12 @@ class SamplingValidatePayload(AttemptPayload):
         after the hook), else ``None``. Observers running after a plugin that wrote
         something else use it to stay out of the way: the engine names that plugin."""
         results = self.results
-        if isinstance(results, list) and all(isinstance(r, ValidationResult) for r in results):
-            return results
-        return None
+        if not isinstance(results, list):
+            return None
+        for result in results:
+            if not isinstance(result, ValidationResult):
+                return None
+        return results
 
 
 class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):

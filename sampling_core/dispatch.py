@@ -191,7 +191,8 @@ class CallHooks:
         fields["messages"] = list(messages)
         fields["generation"] = generation
         fields["results"] = list(validations)
-        payload = await self._fire(self._routes.validate, fields)
+        route = self._routes.validate
+        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
         results = payload.well_formed_results()
         if results is None:
             writer = payload.written_by("results") or "a plugin"
