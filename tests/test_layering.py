@@ -82,9 +82,8 @@ def _private_uses(path: Path) -> list[str]:
             while isinstance(base, ast.Attribute):
                 base = base.value
             from_library = isinstance(base, ast.Name) and base.id in library_names
-            if _private(name) and from_library:
-                found.append(f"{path.name}:{node.lineno}: {name}")
-            elif name in LIBRARY_OBJECT_PRIVATE and not _own(node.value):
+            of_library_object = name in LIBRARY_OBJECT_PRIVATE and not _own(node.value)
+            if (_private(name) and from_library) or of_library_object:
                 found.append(f"{path.name}:{node.lineno}: {name}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             name = node.value
