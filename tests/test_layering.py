@@ -60,7 +60,9 @@ def _modules(package: str):
 
 
 def _private_uses(path: Path) -> list[str]:
-    """Private attributes read from the four libraries (or known private names anywhere)."""
+    """Private attributes read from the four libraries, known private names anywhere, known
+    private names of their objects on any value but ``self``/``cls``, and private names read
+    by name (``getattr(obj, "_file")``) from any value but ``self``/``cls``."""
     tree = ast.parse(path.read_text(), str(path))
     library_names = set(LIBRARIES)
     for node in ast.walk(tree):
