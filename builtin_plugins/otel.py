@@ -22,7 +22,12 @@ The call's span follows the conventions' *invoke workflow* span: ``gen_ai.operat
 ``invoke_workflow samplehooks``, kind INTERNAL. With a ``meter_provider`` (or a global
 one), every backend call is also measured by the GenAI client metrics
 ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration``
-(:mod:`builtin_plugins.otel_metrics`).
+(:mod:`builtin_plugins.otel_metrics`). The duration of a call that returned is
+``generation_post_call``'s ``latency_s`` (the backend's reported latency when it gives one,
+else the engine's measure of the call); of a failed call, ``generation_error``'s
+``latency_s`` (the engine's measure, from just before the backend call to its exception);
+of a call cut short at loop end, which no event measures, the time since this plugin's
+``generation_pre_call``.
 """
 
 from __future__ import annotations
@@ -243,7 +248,7 @@ class OtelPlugin:
             measured["gen_ai.response.model"] = generation.model
         self.metrics.record_call(
             measured,
-            payload.latency_s,  # the engine's measurement of the backend call alone
+            payload.latency_s,  # the backend's reported latency, else the engine's measure
             input_tokens=generation.usage.input_tokens,
             output_tokens=generation.usage.output_tokens,
         )
@@ -273,7 +278,7 @@ class OtelPlugin:
         if span is not None:
             self.metrics.record_call(
                 state.call_attributes,
-                time.perf_counter() - state.call_started,
+                payload.latency_s,  # the engine's measure of the failed call
                 error_type=payload.error_type,
             )
             span.set_attribute("error.type", payload.error_type)
@@ -327,7 +332,7 @@ class OtelPlugin:
             loop = self._new_loop(payload)
         cancelled = Status(StatusCode.ERROR, "cancelled: the loop ended first")
         for state in loop.attempts.values():
-            if state.call is not None:
+            if state.call is not None:  # no event measured it: the time since our pre_call
                 self.metrics.record_call(
                     state.call_attributes,
                     time.perf_counter() - state.call_started,

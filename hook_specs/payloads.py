@@ -302,7 +302,10 @@ class GenerationPostCallPayload(AttemptPayload, ObserveOnlyPayload):
     hook: ClassVar[HookName] = HookName.GENERATION_POST_CALL
 
     generation: Generation = Field(description="What the backend returned.")
-    latency_s: float = Field(description="Backend latency, in seconds.")
+    latency_s: float = Field(
+        description="Backend latency, in seconds: the one the backend reported, else the "
+        "engine's measure of the call (`generation.latency_s`)."
+    )
     retry: int = Field(default=0, description=_RETRY_DOC)
     purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
 
@@ -314,6 +317,10 @@ class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
 
     exception: BaseException = Field(description="What the backend call raised.")
     error_type: str = Field(description="The exception's class name.")
+    latency_s: float = Field(
+        description="How long the failed backend call ran before it raised, in seconds "
+        "(the engine's measure, from the same start as a returned call's)."
+    )
     will_retry: bool = Field(description="Whether the transport layer retries this call.")
     retry_in_s: float | None = Field(
         default=None, description="When `will_retry`: the wait before the retry, in seconds."

@@ -160,16 +160,18 @@ class CallHooks:
         self,
         info: IterationInfo,
         exc: Exception,
+        latency_s: float,
         will_retry: bool,
         retry_in_s: float | None,
         retry: int,
         purpose: str = "sample",
     ) -> None:
-        """Fire ``generation_error``."""
+        """Fire ``generation_error``; ``latency_s``: how long the failed call ran."""
         if self.firing.error:
             fields = self._attempt_fields(info, None)
             fields["exception"] = exc
             fields["error_type"] = type(exc).__name__
+            fields["latency_s"] = latency_s
             fields["will_retry"] = will_retry
             fields["retry_in_s"] = retry_in_s
             fields["retry"] = retry

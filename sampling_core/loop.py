@@ -302,6 +302,7 @@ class SamplingCall:
             except StopSampling:
                 raise
             except Exception as exc:
+                failed_after = time.perf_counter() - began
                 will_retry = is_transient(exc) and retry < s.retry.max_retries
                 delay = (
                     s.retry.delay(retry + 1, getattr(exc, "retry_after", None))
@@ -309,7 +310,7 @@ class SamplingCall:
                     else None
                 )
                 if firing.error:
-                    await hooks.error(info, exc, will_retry, delay, retry, purpose)
+                    await hooks.error(info, exc, failed_after, will_retry, delay, retry, purpose)
                 if not will_retry:
                     if judging:
                         raise

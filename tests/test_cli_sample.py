@@ -164,3 +164,34 @@ def test_stdout_keeps_the_answer_alone_after_structlog_was_configured() -> None:
         assert "sampling.iteration" in result.stderr
     finally:
         structlog.reset_defaults()
+
+
+def test_a_log_file_the_application_chose_is_left_alone() -> None:
+    """Only structlog's starting factory (it prints on stdout) is redirected: a factory an
+    application configured keeps its lines, and is back in place after the command."""
+    import io
+
+    import structlog
+
+    chosen = io.StringIO()
+    factory = structlog.PrintLoggerFactory(chosen)
+    structlog.configure(logger_factory=factory)
+    try:
+        result = sample("hi", "--backend", "scripted", "--reply", "blue", "--plugin", "tracing")
+        assert result.exit_code == 0
+        assert result.stdout == "blue\n"
+        assert "sampling.iteration" in chosen.getvalue()
+        assert "sampling.iteration" not in result.stderr
+        assert structlog.get_config()["logger_factory"] is factory
+    finally:
+        structlog.reset_defaults()
+
+
+def test_an_unconfigured_structlog_is_left_unconfigured_after_a_command() -> None:
+    import structlog
+
+    structlog.reset_defaults()
+    result = sample("hi", "--backend", "scripted", "--reply", "blue", "--plugin", "tracing")
+    assert result.exit_code == 0 and result.stdout == "blue\n"
+    assert "sampling.iteration" in result.stderr
+    assert not structlog.is_configured()

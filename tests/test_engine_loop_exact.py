@@ -184,7 +184,9 @@ async def test_a_transient_failure_is_retried_with_the_retry_number_and_the_wait
     seen = HookRecorder()
     busy = TransientBackendError("busy", retry_after=0.004)
     backend = ScriptedBackend(["ok"], failures={1: busy})
+    began = time.perf_counter()
     result = await strict(backend, seen, retry=RETRY).sample("q", requirements=[passes])
+    wall = time.perf_counter() - began
     assert [(hook, f["retry"]) for hook, f in events_of(seen, *BACKEND_CALLS)] == [
         ("generation_pre_call", 0),
         ("generation_error", 0),
@@ -192,6 +194,7 @@ async def test_a_transient_failure_is_retried_with_the_retry_number_and_the_wait
         ("generation_post_call", 1),
     ]
     error = fields_of(seen, H.GENERATION_ERROR)[0]
+    assert 0.0 <= error["latency_s"] <= wall  # measured: see the test below
     assert error == {
         "sampling_id": result.sampling_id,
         "strategy_name": "RejectionSampling",
@@ -201,6 +204,7 @@ async def test_a_transient_failure_is_retried_with_the_retry_number_and_the_wait
         "sequence": None,
         "exception": busy,
         "error_type": "TransientBackendError",
+        "latency_s": error["latency_s"],
         "will_retry": True,
         "retry_in_s": 0.004,  # the server's Retry-After beats the 1 ms backoff
         "retry": 0,
@@ -259,6 +263,42 @@ async def test_a_failure_that_is_not_transient_is_not_retried():
     assert (error["will_retry"], error["retry_in_s"], error["retry"]) == (False, None, 0)
     assert [(e.attempt, e.exception) for e in result.errors] == [(1, broken)]
     assert (result.success, result.cancelled, backend.calls) == (True, 0, 2)
+
+
+async def test_the_engine_measures_how_long_a_failed_call_ran():
+    """``generation_error``'s ``latency_s`` runs from just before the backend call (where a
+    returned call's measure starts) to its exception, retried or not."""
+    busy = TransientBackendError("busy", retry_after=0.0)
+    broken = ValueError("bad request")
+    for failures, least in (([busy, broken], 0.02), ([broken], 0.0)):
+        script = iter(failures)  # subsample 0's calls fail in turn
+        given_up = anyio.Event()
+
+        def fail(request: GenerationRequest, script=script) -> Exception | None:
+            return next(script) if request.iteration.subsample_index == 0 else None
+
+        async def answer(request: GenerationRequest, given_up=given_up) -> str:
+            await given_up.wait()  # subsample 1 answers once subsample 0 gave up
+            return "ok"
+
+        class GivenUp:
+            @hookimpl
+            def generation_error(self, payload, given_up=given_up) -> None:
+                if not payload.will_retry:
+                    given_up.set()
+
+        seen = HookRecorder()
+        backend = ScriptedBackend(answer, latency=least, failures=fail)
+        began = time.perf_counter()
+        result = await strict(backend, GivenUp(), seen, retry=RETRY).sample(
+            "q", concurrency_budget=2
+        )
+        wall = time.perf_counter() - began
+        errors = fields_of(seen, H.GENERATION_ERROR)
+        assert [e["exception"] for e in errors] == failures
+        assert all(least <= e["latency_s"] for e in errors)
+        assert sum(e["latency_s"] for e in errors) <= wall
+        assert result.success and [e.exception for e in result.errors] == [broken]
 
 
 async def test_the_engine_measures_the_latency_of_a_reply_that_reports_none():

@@ -21,6 +21,38 @@ KNOWN_PRIVATE = {
     "_hookimpls",
     "_must_cancel",
 }
+# Private attributes of those libraries' objects whose names are too plain to forbid on our
+# own objects too (``self._lock`` is fine): forbidden when read from any other value.
+LIBRARY_OBJECT_PRIVATE = {
+    # structlog: PrintLogger(Factory), WriteLogger, BytesLogger, BoundLoggerBase, config
+    "_file",
+    "_write",
+    "_flush",
+    "_logger",
+    "_processors",
+    "_context",
+    "_CONFIG",
+    # pluggy: PluginManager, HookCaller
+    "_name2plugin",
+    "_plugin_distinfo",
+    "_nonwrappers",
+    "_wrappers",
+    "_call_history",
+    # asyncio: Task, Future, loops
+    "_coro",
+    "_callbacks",
+    "_state",
+    "_result",
+    "_exception",
+    "_ready",
+    "_scheduled",
+    "_loop",
+}
+# Calls that read an attribute named by a string: getattr(obj, "_file", None), and calls
+# that write one (our own read-only views set their slots with object.__setattr__).
+READ_BY_NAME = {"getattr", "hasattr", "getattr_static", "attrgetter", "__getattribute__"}
+WRITE_BY_NAME = {"setattr", "delattr", "__setattr__", "__delattr__"}
+OWN = ("self", "cls")
 
 
 def _modules(package: str):
@@ -28,7 +60,9 @@ def _modules(package: str):
 
 
 def _private_uses(path: Path) -> list[str]:
-    """Private attributes read from the four libraries (or known private names anywhere)."""
+    """Private attributes read from the four libraries, known private names anywhere, known
+    private names of their objects on any value but ``self``/``cls``, and private names read
+    by name (``getattr(obj, "_file")``) from any value but ``self``/``cls``."""
     tree = ast.parse(path.read_text(), str(path))
     library_names = set(LIBRARIES)
     for node in ast.walk(tree):
@@ -50,13 +84,43 @@ def _private_uses(path: Path) -> list[str]:
             while isinstance(base, ast.Attribute):
                 base = base.value
             from_library = isinstance(base, ast.Name) and base.id in library_names
-            if name.startswith("_") and not name.endswith("__") and from_library:
+            of_library_object = name in LIBRARY_OBJECT_PRIVATE and not _own(node.value)
+            if (_private(name) and from_library) or of_library_object:
                 found.append(f"{path.name}:{node.lineno}: {name}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             name = node.value
+        elif isinstance(node, ast.Call):
+            found += [f"{path.name}:{node.lineno}: {name}" for name in _named_privately(node)]
         if name in KNOWN_PRIVATE:
             found.append(f"{path.name}:{node.lineno}: {name}")
-    return found
+    return list(dict.fromkeys(found))  # a use found by two rules is one use
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.endswith("__")
+
+
+def _own(value: ast.expr) -> bool:
+    """Whether ``value`` is the object whose method this is (``self`` or ``cls``)."""
+    return isinstance(value, ast.Name) and value.id in OWN
+
+
+def _named_privately(call: ast.Call) -> list[str]:
+    """Private names a ``getattr``-like call reads from a value that is not ``self``/``cls``
+    (whose attribute it is cannot be told from the source, so none is allowed), and known
+    private names of the libraries' objects a ``setattr``-like call writes."""
+    func = call.func
+    called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    if called not in READ_BY_NAME | WRITE_BY_NAME or (call.args and _own(call.args[0])):
+        return []
+    names = [
+        arg.value
+        for arg in call.args
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and _private(arg.value)
+    ]
+    if called in WRITE_BY_NAME:
+        return [name for name in names if name in LIBRARY_OBJECT_PRIVATE]
+    return names
 
 
 def test_no_module_reads_a_private_attribute_of_pydantic_asyncio_structlog_or_pluggy():
@@ -74,6 +138,42 @@ def test_the_scan_finds_what_it_looks_for(tmp_path):
         "BaseModel.__dict__['__pydantic_private__']\n"
     )
     assert len(_private_uses(bad)) == 3
+
+
+def test_the_scan_finds_private_attributes_read_by_name_or_from_library_objects(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import operator\nimport structlog\n"
+        "factory = structlog.get_config()['logger_factory']\n"
+        "a = getattr(factory, '_file', None)\n"  # any private name, read by name
+        "b = hasattr(factory, '_anything')\n"
+        "c = operator.attrgetter('_file')(factory)\n"
+        "d = factory._file\n"  # a known private name of a structlog object
+        "e = object.__getattribute__(factory, '_file')\n"
+        "setattr(factory, '_file', None)\n"  # a known one, written by name
+    )
+    assert [use.split(": ")[1] for use in _private_uses(bad)] == [
+        "_file",
+        "_anything",
+        "_file",
+        "_file",
+        "_file",
+        "_file",
+    ]
+    own = tmp_path / "own.py"
+    own.write_text(
+        "class Mine:\n"
+        "    def __init__(self, file):\n"
+        "        self._file = file\n"
+        "        self._lock = None\n"
+        "    def file(self):\n"
+        "        return getattr(self, '_file', None), self._file\n"
+        "    def name(self):\n"
+        "        return getattr(type(self), '__name__')\n"
+        "view = object.__new__(Mine)\n"
+        "object.__setattr__(view, '_ro_path', 'payload')\n"  # our own slot, written
+    )
+    assert _private_uses(own) == []
 
 
 def test_sampling_core_never_imports_or_names_builtin_plugins():

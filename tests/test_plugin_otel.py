@@ -286,6 +286,49 @@ async def test_a_returned_calls_duration_is_the_engines_latency(
     assert 0.01 <= point.sum < 0.05
 
 
+async def test_a_failed_calls_duration_is_the_engines_measure(sampler, scripted_backend, provider):
+    """The duration of a failed call is ``generation_error``'s ``latency_s``, measured by the
+    engine from just before the backend call: a slow plugin running after the OTel plugin in
+    ``generation_pre_call`` must not count as model time either."""
+    import time
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from hook_specs import hookimpl
+
+    class SlowBeforeTheCall:
+        @hookimpl(trylast=True)  # runs after the OTel plugin's generation_pre_call
+        def generation_pre_call(self, payload: Any) -> None:
+            time.sleep(0.05)
+
+    latencies: list[float] = []
+
+    class Latency:
+        @hookimpl
+        def generation_error(self, payload: Any) -> None:
+            latencies.append(payload.latency_s)
+
+    reader = InMemoryMetricReader()
+    plugin = OtelPlugin(tracer_provider=provider, meter_provider=MeterProvider([reader]))
+    backend = scripted_backend(["ok"], latency=0.01, failures={1: ValueError("broken")})
+    s = sampler(backend, plugins=[plugin, SlowBeforeTheCall()])
+    with pytest.raises(ValueError, match="broken"):
+        await s.sample("q", loop_budget=1, plugins=[Latency()])
+    (duration,) = [
+        m
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "gen_ai.client.operation.duration"
+    ]
+    (point,) = duration.data.data_points
+    assert point.attributes["error.type"] == "ValueError"
+    assert point.count == 1
+    assert point.sum == latencies[0]
+    assert 0.01 <= point.sum < 0.05
+
+
 async def test_the_call_span_is_an_invoke_workflow_span(
     sampler, scripted_backend, provider, exporter
 ):

@@ -5,26 +5,36 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import structlog
+
+# The logger factory structlog starts with (it prints on stdout), read through its public
+# configuration before anything configured structlog; ``None`` when structlog was already
+# configured when the CLI was imported: then the starting factory cannot be told apart from
+# an application's own, and nothing is redirected.
+_STARTING_FACTORY: Any = (
+    None if structlog.is_configured() else structlog.get_config()["logger_factory"]
+)
 
 
 @contextmanager
 def logs_to_stderr() -> Iterator[None]:
-    """While a command runs, structlog lines that would be printed on stdout go to stderr.
+    """While a command runs, structlog lines that structlog would print on stdout go to stderr.
 
-    Only structlog's print-to-stdout factory (its default) is redirected: a logging setup
-    of the application's own is left alone. The previous configuration is restored after.
+    The rule: lines are redirected only while structlog prints through the logger factory it
+    starts with, that is when no application chose one (structlog not configured, or
+    configured without a ``logger_factory``): that factory prints on stdout. A factory an
+    application chose (a file, the ``logging`` module, even stdout named explicitly) is
+    left alone. The previous configuration is restored after.
     """
     config = structlog.get_config()
-    factory = config.get("logger_factory")
-    printing_to_stdout = isinstance(factory, structlog.PrintLoggerFactory) and (
-        getattr(factory, "_file", None) in (None, sys.stdout, sys.__stdout__)
-    )
-    if not printing_to_stdout:
-        yield
-        return
     was_configured = structlog.is_configured()
+    if was_configured and (
+        _STARTING_FACTORY is None or config["logger_factory"] is not _STARTING_FACTORY
+    ):
+        yield  # the application chose where its lines go
+        return
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     try:
         yield
