@@ -23,39 +23,19 @@ from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from hook_specs import hookimpl
 from hook_specs.records import Generation, Usage
 from sampling_core.backends.base import GenerationRequest
+from sampling_core.kinds import LOCATION, THROUGHPUT
+from sampling_core.options import options_model
 
 __all__ = ["LLMBackend", "LLMOptions", "register_backends"]
 
 _VARIABLE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # The engine's options that are passed on when the model takes an option of that name.
 _ENGINE_OPTIONS = ("max_tokens", "temperature", "top_p", "seed", "stop")
-
-
-class LLMOptions(BaseModel):
-    """The options of backend kind ``llm``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = Field(description="An llm model id or alias (see `llm models`).")
-    options: dict[str, Any] = Field(
-        default_factory=dict, description="The model's own options (see `llm models --options`)."
-    )
-    key_env: Annotated[
-        str | None, Field(pattern=_VARIABLE, json_schema_extra={"resume": "location"})
-    ] = Field(
-        default=None,
-        description="The NAME of an environment variable holding the model's API key "
-        "(default: llm's own key lookup).",
-    )
-    prefer_async: Annotated[bool, Field(json_schema_extra={"resume": "throughput"})] = Field(
-        default=True,
-        description="Under asyncio, await the model's async implementation when it has one.",
-    )
 
 
 def _llm() -> Any:
@@ -101,10 +81,27 @@ class LLMBackend:
 
     def __init__(
         self,
-        model: str,
-        options: dict[str, Any] | None = None,
-        key_env: str | None = None,
-        prefer_async: bool = True,
+        model: Annotated[str, Field(description="An llm model id or alias (see `llm models`).")],
+        options: Annotated[
+            dict[str, Any] | None,
+            Field(description="The model's own options (see `llm models --options`)."),
+        ] = None,
+        key_env: Annotated[
+            str | None,
+            Field(
+                pattern=_VARIABLE,
+                description="The NAME of an environment variable holding the model's API key "
+                "(default: llm's own key lookup).",
+            ),
+            LOCATION,
+        ] = None,
+        prefer_async: Annotated[
+            bool,
+            Field(
+                description="Under asyncio, await the model's async implementation when it has one."
+            ),
+            THROUGHPUT,
+        ] = True,
     ) -> None:
         llm = _llm()
         try:
@@ -177,7 +174,11 @@ class LLMBackend:
         )
 
 
+LLMOptions = options_model("llm", LLMBackend)
+"""The options of backend kind ``llm``: made from :class:`LLMBackend`'s parameters."""
+
+
 @hookimpl
 def register_backends(register: Callable[..., None]) -> None:
     """llm."""
-    register("llm", LLMBackend, options=LLMOptions)
+    register("llm", LLMBackend)  # its options: the annotated parameters of LLMBackend
