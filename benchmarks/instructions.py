@@ -40,10 +40,11 @@ yield (``sampling_core.suspension``); the child scales that interval by this fac
 the counted runs pay for as many checkpoints per attempt as a native run does."""
 
 
-def run_calls(variant: str, calls: int, concurrency: int) -> int:
+def run_calls(variant: str, calls: int, concurrency: int) -> list[str]:
     """Make ``calls`` sample() calls (after a warm-up), as one counted run does.
 
-    Returns the number of backend calls made in all (warm-up included).
+    Returns what the run was, as lines: the backend calls made in all (warm-up included),
+    the plugins registered and the subsample runner the loop used.
     """
     configure_logging()  # as the wall-time benchmarks do
     suspension.SCHEDULE_INTERVAL_S *= VALGRIND_SLOWDOWN
@@ -63,7 +64,11 @@ def run_calls(variant: str, calls: int, concurrency: int) -> int:
     gc.collect()
     gc.freeze()
     asyncio.run(many(calls))
-    return model.calls
+    return [
+        f"backend calls: {model.calls}",
+        f"plugins: {', '.join(type(p).__name__ for p in plugins) or 'none'}",
+        f"subsample runner: {getattr(loop_module.subsample_tasks, '__name__', '?')}",
+    ]
 
 
 def collected(valgrind_output: str) -> int:
@@ -119,8 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.child:
         variant, calls, concurrency = args.child
-        made = run_calls(variant, int(calls), int(concurrency))
-        print(f"backend calls: {made}")
+        print("\n".join(run_calls(variant, int(calls), int(concurrency))))
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed: apt install valgrind")

@@ -13,10 +13,20 @@ from benchmarks import instructions
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_a_counted_run_makes_its_calls():
+def test_a_counted_run_makes_its_calls_with_its_variants_plugins_and_runner():
     # Every attempt fails, so each sample() call makes loop_budget x concurrency attempts.
-    expected = (instructions.WARMUP + 5) * instructions.LOOP_BUDGET * 2
-    for variant in (*instructions.VARIANTS, instructions.TASK_GROUP):
+    calls = f"backend calls: {(instructions.WARMUP + 5) * instructions.LOOP_BUDGET * 2}"
+    expected = {
+        "no plugin": [calls, "plugins: none", "subsample runner: subsample_tasks"],
+        "trivial plugin on every hook": [
+            calls,
+            "plugins: TrivialPlugin",
+            "subsample runner: subsample_tasks",
+        ],
+        instructions.TASK_GROUP: [calls, "plugins: none", "subsample runner: AnyioSubsampleTasks"],
+    }
+    assert set(expected) == {*instructions.VARIANTS, instructions.TASK_GROUP}
+    for variant in expected:
         done = subprocess.run(
             [sys.executable, "-m", "benchmarks.instructions", "--child", variant, "5", "2"],
             cwd=ROOT,
@@ -26,7 +36,7 @@ def test_a_counted_run_makes_its_calls():
             check=False,
         )
         assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines() == [f"backend calls: {expected}"], variant
+        assert done.stdout.splitlines() == expected[variant], variant
 
 
 def test_the_count_is_read_from_callgrinds_output():
