@@ -5,9 +5,9 @@ pydantic's public API (issue 11). So a plugin that implements every hook costs, 
 attempt, at least the payloads it is handed, however the rest of the delivery is written.
 This prints that floor, measured in this process:
 
-1. the payloads a trivial plugin on every hook is handed per attempt, counted by a plugin
-   that keeps them (``loop_budget=4``, zero-latency backend, never passing, as in
-   ``benchmarks.instructions``);
+1. the payloads a trivial plugin on every hook is handed per attempt, counted by a
+   ``HookRecorder`` (it implements every hook too; ``loop_budget=4``, zero-latency
+   backend, never passing, as in ``benchmarks.instructions``);
 2. the time to build those same payloads (the same classes and field values) each public
    way: with ``model_validate``, with ``model_construct``, and with the payload builder the
    engine uses (pydantic's pickle protocol, ``HookPayload.builder``), beside the cost of the
@@ -25,17 +25,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 from benchmarks.fakes import FakeModel, TrivialPlugin, configure_logging, engine_runner
+from benchmarks.timing import Runner, median, time_batches
 from hook_specs import HookPayload, hookimpl
+from sampling_core.testing import HookRecorder
 
 LOOP_BUDGET = 4
 
+
+BUILD = "build its payloads: "
+"""The prefix of the figures of :func:`builders`' ways."""
 
 ONE_HOOK = {
     "sampling_loop_start and _end": ("sampling_loop_start", "sampling_loop_end"),
@@ -48,36 +50,27 @@ ONE_HOOK = {
 """The hooks the trivial plugin fires, measured one (or one pair) at a time."""
 
 
-TRIVIAL_HOOKS = tuple(name for name in vars(TrivialPlugin) if not name.startswith("_"))
-"""The hooks the trivial plugin implements."""
-
-
-def plugin_on(
-    hooks: tuple[str, ...], action: Callable[[HookPayload], object] | None = None
-) -> object:
-    """A plugin implementing ``hooks`` only, each doing nothing, or ``action(payload)``."""
+def plugin_on(hooks: tuple[str, ...]) -> object:
+    """A plugin implementing ``hooks`` only, each doing nothing."""
 
     def implementation(name: str) -> Callable[[object, HookPayload], None]:
-        def hook(self: object, payload: HookPayload) -> None:
-            """Do nothing (or the action)."""
-            if action is not None:
-                action(payload)
+        def do_nothing(self: object, payload: HookPayload) -> None:
+            """Do nothing."""
 
-        hook.__name__ = name
-        return hookimpl(hook)
+        do_nothing.__name__ = name
+        return hookimpl(do_nothing)
 
     return type("OnlyThese", (), {name: implementation(name) for name in hooks})()
 
 
 def payloads_of_one_call() -> list[HookPayload]:
-    """The payloads one call hands a plugin on every hook (as plain values: no views)."""
-    payloads: list[HookPayload] = []
-    keeper = plugin_on(TRIVIAL_HOOKS, payloads.append)
+    """The payloads one call hands a plugin on every hook (``HookRecorder`` is one)."""
+    recorder = HookRecorder()
     run = engine_runner(
-        FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=[keeper]
+        FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=[recorder]
     )
     asyncio.run(run())
-    return payloads
+    return [event.payload for event in recorder]
 
 
 def field_values(payload: HookPayload) -> dict[str, Any]:
@@ -110,57 +103,33 @@ def builders(payloads: list[HookPayload]) -> dict[str, Callable[[], object]]:
     }
 
 
-def seconds(run: Callable[[], object], times: int) -> float:
-    """Wall time of ``times`` runs of ``run``."""
-    began = time.perf_counter()
-    for _ in range(times):
-        run()
-    return time.perf_counter() - began
-
-
-def engine_seconds(plugins: list[Any], calls: int) -> float:
-    """Wall time of ``calls`` sample() calls (after a warm-up)."""
-    run = engine_runner(FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=plugins)
-
-    async def many(count: int) -> float:
-        began = time.perf_counter()
-        for _ in range(count):
-            await run()
-        return time.perf_counter() - began
-
-    asyncio.run(many(50))
-    return asyncio.run(many(calls))
-
-
 def measure(calls: int, repeats: int) -> dict[str, Any]:
-    """Every figure the module docstring lists, in µs per attempt (medians of ``repeats``)."""
+    """Every figure the module docstring lists, in µs per attempt (medians of ``repeats``,
+    timed in alternation by :func:`benchmarks.timing.time_batches`)."""
     payloads = payloads_of_one_call()
-    ways = builders(payloads)
-    runs: dict[str, Callable[[], float]] = {
-        "no plugin": lambda: engine_seconds([], calls),
-        "trivial plugin on every hook": lambda: engine_seconds([TrivialPlugin()], calls),
-        **{
-            f"plugin on {name} only": (
-                lambda hooks=hooks: engine_seconds([plugin_on(hooks)], calls)
-            )
-            for name, hooks in ONE_HOOK.items()
-        },
-        **{name: (lambda way=way: seconds(way, calls)) for name, way in ways.items()},
+
+    def engine(plugins: list[Any]) -> Runner:
+        return engine_runner(
+            FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=plugins
+        )
+
+    def awaitable(build: Callable[[], object]) -> Runner:
+        async def one_call() -> object:  # the payloads of one call, built again
+            return build()
+
+        return one_call
+
+    runners: dict[str, Runner] = {
+        "no plugin": engine([]),
+        "trivial plugin on every hook": engine([TrivialPlugin()]),
+        **{f"plugin on {name} only": engine([plugin_on(h)]) for name, h in ONE_HOOK.items()},
+        **{f"{BUILD}{name}": awaitable(way) for name, way in builders(payloads).items()},
     }
-    taken: dict[str, list[float]] = {name: [] for name in runs}
-    gc.collect()
-    for _ in range(repeats):
-        for name, run in runs.items():
-            taken[name].append(run())
+    taken = asyncio.run(time_batches(runners, calls=calls, repeats=repeats, warmup=50))
     attempts = calls * LOOP_BUDGET
-    per_attempt = {
-        name: statistics.median(values) / attempts * 1e6 for name, values in taken.items()
-    }
     return {
         "payloads per attempt": len(payloads) / LOOP_BUDGET,
-        "kinds": sorted({type(p).__name__ for p in payloads}),
-        "ways": list(ways),
-        "us per attempt": per_attempt,
+        "us per attempt": {name: median(values) / attempts * 1e6 for name, values in taken.items()},
     }
 
 
@@ -172,7 +141,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     configure_logging()  # as the other benchmarks do (the process is the application)
     found = measure(args.calls, args.repeats)
-    builders_named = set(found["ways"])
     us = found["us per attempt"]
     base, plugin = us["no plugin"], us["trivial plugin on every hook"]
     print(f"payloads per attempt with a plugin on every hook: {found['payloads per attempt']:g}")
@@ -185,13 +153,9 @@ def main(argv: list[str] | None = None) -> None:
         if name.startswith("plugin on ")
     ]
     rows += [
-        (
-            f"build its payloads: {name}",
-            value,
-            f"the trivial-plugin ratio cannot go below {1 + value / base:.2f}",
-        )
+        (name, value, f"the trivial-plugin ratio cannot go below {1 + value / base:.2f}")
         for name, value in us.items()
-        if name in builders_named
+        if name.startswith(BUILD)
     ]
     print("| per attempt | µs | ÷ no-plugin attempt | what it means |")
     print("|---|---|---|---|")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from benchmarks.payload_floor import (
+    BUILD,
     LOOP_BUDGET,
     ONE_HOOK,
     builders,
@@ -52,7 +53,7 @@ def test_measure_reports_the_payloads_per_attempt_and_every_figure() -> None:
         "no plugin",
         "trivial plugin on every hook",
         *(f"plugin on {name} only" for name in ONE_HOOK),
-        *builders(payloads_of_one_call()),
+        *(f"{BUILD}{name}" for name in builders(payloads_of_one_call())),
     }
     assert all(value > 0 for value in found["us per attempt"].values())
 
