@@ -12,7 +12,7 @@ import anyio
 from hook_specs import HookName
 from hook_specs.payloads import PAYLOAD_TYPES
 from hook_specs.records import ValidationResult
-from sampling_core import GenerationRequest, Sampler
+from sampling_core import GenerationRequest, RetryPolicy, Sampler
 from sampling_core.testing import HookEvent, HookRecorder
 
 # The hooks of one backend call (an attempt's or a check's own).
@@ -21,6 +21,20 @@ BACKEND_CALLS = (
     HookName.GENERATION_POST_CALL,
     HookName.GENERATION_ERROR,
 )
+
+
+RETRY = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.01, jitter=0.0)
+"""Transport retries fast enough for tests: two, a millisecond apart, no jitter."""
+
+
+def passes(text: str) -> bool:
+    """starts with ok"""
+    return text.startswith("ok")
+
+
+def never(text: str) -> bool:
+    """never passes"""
+    return False
 
 
 def strict(backend: Any, *plugins: Any, **kwargs: Any) -> Sampler:

@@ -10,32 +10,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from engine_helpers import strict
+from engine_helpers import fields_of, passes, strict
 from pydantic import BaseModel
 from structlog.testing import capture_logs
 
-from hook_specs import StopSampling, hookimpl
-from hook_specs.payloads import SamplingLoopEndPayload
+from hook_specs import HookName, StopSampling, hookimpl
 from hook_specs.records import Generation, Usage
 from sampling_core import ScriptedBackend
+from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio
-
-
-def passes(text: str) -> bool:
-    """the answer is ok"""
-    return text.startswith("ok")
-
-
-class LoopEnd:
-    """Keeps every ``sampling_loop_end`` payload's fields, as a plugin reads them."""
-
-    def __init__(self) -> None:
-        self.fields: list[dict[str, object]] = []
-
-    @hookimpl
-    def sampling_loop_end(self, payload):
-        self.fields.append({name: getattr(payload, name) for name in dict(payload)})
 
 
 def priced(text: str, tokens_in: int, tokens_out: int, cost: float | None) -> Generation:
@@ -44,7 +28,7 @@ def priced(text: str, tokens_in: int, tokens_out: int, cost: float | None) -> Ge
 
 async def test_loop_end_fields_of_a_success_are_exactly_the_results():
     replies = [priced("no", 3, 5, 0.25), priced("ok", 7, 11, 0.5)]
-    seen = LoopEnd()
+    seen = HookRecorder()
     sampler = strict(ScriptedBackend(replies), seen)
     began = time.perf_counter()
     result = await sampler.sample("q", requirements=[passes], loop_budget=4)
@@ -52,8 +36,7 @@ async def test_loop_end_fields_of_a_success_are_exactly_the_results():
     assert result.usage == Usage(10, 16, 0.75)
     assert result.value is None and result.errors == [] and result.plugin_errors == []
     assert 0 < result.elapsed_s <= wall
-    [fields] = seen.fields
-    assert set(fields) == set(SamplingLoopEndPayload.model_fields)
+    [fields] = fields_of(seen, HookName.SAMPLING_LOOP_END)  # exactly the model's fields
     assert fields == {
         "sampling_id": result.sampling_id,
         "strategy_name": "RejectionSampling",
@@ -73,13 +56,13 @@ async def test_loop_end_fields_of_a_success_are_exactly_the_results():
 
 async def test_loop_end_fields_on_the_error_path():
     boom = ValueError("backend down")
-    seen = LoopEnd()
+    seen = HookRecorder()
     sampler = strict(ScriptedBackend(["x"], failures=lambda request: boom), seen)
     began = time.perf_counter()
     with pytest.raises(ValueError, match="backend down"):
         await sampler.sample("q", requirements=[passes], loop_budget=3, concurrency_budget=2)
     wall = time.perf_counter() - began
-    [fields] = seen.fields
+    [fields] = fields_of(seen, HookName.SAMPLING_LOOP_END)
     elapsed = fields.pop("elapsed_s")
     assert 0 < elapsed <= wall
     assert fields == {
@@ -117,7 +100,7 @@ async def test_usage_sums_every_call_and_prices_only_when_every_call_was_priced(
 
 
 async def test_a_call_with_no_generation_spent_nothing():
-    seen = LoopEnd()
+    seen = HookRecorder()
 
     class Stop:
         @hookimpl
@@ -127,7 +110,7 @@ async def test_a_call_with_no_generation_spent_nothing():
     result = await strict(ScriptedBackend(["ok"]), Stop(), seen).sample("q")
     assert (result.stop_reason, result.text, result.usage) == ("stopped_by_plugin", None, Usage())
     assert result.usage.cost_usd is None
-    assert seen.fields[0]["usage"] == Usage(0, 0, None)
+    assert fields_of(seen, HookName.SAMPLING_LOOP_END)[0]["usage"] == Usage(0, 0, None)
 
 
 async def test_a_backend_error_is_kept_with_its_position_and_logged():

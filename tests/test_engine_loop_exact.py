@@ -14,22 +14,15 @@ import time
 
 import anyio
 import pytest
-from engine_helpers import BACKEND_CALLS, events_of, fields_of, strict
+from engine_helpers import BACKEND_CALLS, RETRY, events_of, fields_of, passes, strict
 
 from hook_specs import HookName, hookimpl
-from sampling_core import GenerationRequest, RepairTemplate, RetryPolicy, Sampler, ScriptedBackend
+from sampling_core import GenerationRequest, RepairTemplate, RetryPolicy, ScriptedBackend
 from sampling_core.seeds import derive_seed
 from sampling_core.testing import HookRecorder
 from sampling_core.transport import TransientBackendError
 
 pytestmark = pytest.mark.anyio
-
-RETRY = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.01, jitter=0.0)
-
-
-def passes(text: str) -> bool:
-    """starts with ok"""
-    return text.startswith("ok")
 
 
 def short(text: str) -> bool:
@@ -145,9 +138,7 @@ async def test_the_samplers_check_timeout_reaches_the_checks():
         await anyio.sleep(1)
         return True
 
-    sampler = Sampler(
-        ScriptedBackend(["ok"]), load_entrypoints=False, strict_plugins=True, check_timeout=0.01
-    )
+    sampler = strict(ScriptedBackend(["ok"]), check_timeout=0.01)
     result = await sampler.sample("q", requirements=[slow])
     [verdict] = result.attempts[0].validations
     assert (verdict.passed, verdict.reason) == (
@@ -337,7 +328,7 @@ async def test_a_check_sees_what_the_backend_was_sent_seed_and_plugin_changes_in
             payload.messages = [*payload.messages, {"role": "user", "content": "briefly"}]
 
     backend = ScriptedBackend(["a", "b"])
-    sampler = Sampler(backend, plugins=[Steer()], load_entrypoints=False, strict_plugins=True)
+    sampler = strict(backend, Steer())
     await sampler.sample(
         "q", requirements=[looks], loop_budget=2, seed=3, options={"temperature": 0.1}
     )

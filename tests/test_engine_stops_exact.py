@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from engine_helpers import strict
+from engine_helpers import passes, strict
 from structlog.contextvars import bind_contextvars, clear_contextvars, get_contextvars
 from structlog.testing import capture_logs
 
@@ -19,11 +19,6 @@ from sampling_core import ScriptedBackend
 from sampling_core.context import current_iteration
 
 pytestmark = pytest.mark.anyio
-
-
-def passes(text: str) -> bool:
-    """starts with ok"""
-    return text.startswith("ok")
 
 
 # -- stops ------------------------------------------------------------------------------------

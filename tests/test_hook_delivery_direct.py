@@ -13,17 +13,13 @@ import warnings
 
 import anyio
 import pytest
+from engine_helpers import never
 
 from hook_specs import hookimpl
 from sampling_core import PluginError, Sampler, ScriptedBackend
 from sampling_core.hook_table import is_async_function
 
 pytestmark = pytest.mark.anyio
-
-
-def never(text: str) -> bool:
-    """never passes"""
-    return False
 
 
 async def _later(seen: list[str], label: str) -> None:

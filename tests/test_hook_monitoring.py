@@ -10,17 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from engine_helpers import hook_sequence
+from engine_helpers import hook_sequence, never
 
 from hook_specs import StopSampling, hookimpl
 from sampling_core import PluginError, Sampler, ScriptedBackend
 
 pytestmark = pytest.mark.anyio
-
-
-def never(text: str) -> bool:
-    """never passes"""
-    return False
 
 
 @dataclass

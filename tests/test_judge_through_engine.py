@@ -8,18 +8,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from engine_helpers import BACKEND_CALLS, events_of, fields_of, strict
+from engine_helpers import BACKEND_CALLS, RETRY, events_of, fields_of, strict
 
 from hook_specs import HookName
 from hook_specs.records import Generation, Usage
 from sampling_core import GenerationRequest, Sampler, ScriptedBackend
 from sampling_core.requirements import llm_judge
 from sampling_core.testing import HookRecorder
-from sampling_core.transport import RetryPolicy, TransientBackendError
+from sampling_core.transport import TransientBackendError
 
 pytestmark = pytest.mark.anyio
-
-RETRY = RetryPolicy(max_retries=2, base_delay=0.001, max_delay=0.01, jitter=0.0)
 
 
 def judge_reply(request) -> str:
