@@ -214,3 +214,19 @@ def test_a_config_file_is_checked_against_the_kinds_the_run_is_given(tmp_path: P
     with pytest.raises(ConfigError, match="shouts"):  # unknown to the installed plugins
         run_batch_sync(config, tmp_path / "other")
     assert not (tmp_path / "other").exists()
+
+
+def test_a_config_object_is_checked_against_the_kinds_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """A ``RunConfig`` given in code (not read from a file) has its kinds checked too."""
+    from sampling_core.runs import ConfigError, load_config, run_batch_sync
+
+    dataset = write_dataset(tmp_path / "d.jsonl", 2)
+    config = load_config(write_config(tmp_path / "run.yaml", dataset))
+    unknown = config.model_copy(
+        update={"backend": config.backend.model_copy(update={"kind": "no_such_backend"})}
+    )
+    with pytest.raises(ConfigError, match=r"backend.*no_such_backend"):
+        run_batch_sync(unknown, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

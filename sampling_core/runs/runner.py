@@ -114,7 +114,9 @@ async def run_batch(
         except KindError as exc:
             raise ConfigError(f"{where}{exc}") from exc
     if source is not None:
-        config = load_config(source, kinds=kinds)
+        config = load_config(source, kinds=kinds)  # its kinds are checked as it is read
+    else:
+        check_kinds(config, kinds)
     _refuse_unencodable(Path(out_dir), "the run directory")
     _refuse_unencodable(config.dataset.path, "the dataset path")
     config = with_executor(config, executor, ray_address, workers)
@@ -128,7 +130,6 @@ async def run_batch(
             "or give another --out directory (nothing was written)"
         )
     config = with_plugins(config, plugin_options, settings)
-    check_kinds(config, kinds, where)  # again: the plugins added here have options too
     dataset = read_dataset(config.dataset, kinds)
     extra_plugins = list(plugins)
     _check_plugin_names(config.plugins, source)
