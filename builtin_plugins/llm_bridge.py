@@ -29,9 +29,8 @@ from hook_specs import hookimpl
 from hook_specs.records import Generation, Usage
 from sampling_core.backends.base import GenerationRequest
 from sampling_core.kinds import LOCATION, THROUGHPUT
-from sampling_core.options import options_model
 
-__all__ = ["LLMBackend", "LLMOptions", "register_backends"]
+__all__ = ["LLMBackend", "register_backends"]
 
 _VARIABLE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # The engine's options that are passed on when the model takes an option of that name.
@@ -172,10 +171,6 @@ class LLMBackend:
             model=self.model_id,
             raw={"provider": self.provider_name, "model": self.model_id},
         )
-
-
-LLMOptions = options_model("llm", LLMBackend)
-"""The options of backend kind ``llm``: made from :class:`LLMBackend`'s parameters."""
 
 
 @hookimpl

@@ -37,6 +37,19 @@ def test_the_kind_comes_from_the_llm_plugin_through_register_backends(kinds: Any
     assert kinds.get("backend", "llm").plugin == "llm"
 
 
+def test_its_options_come_from_the_backends_parameters(kinds: Any) -> None:
+    kind = kinds.get("backend", "llm")
+    assert set(kind.options.model_fields) == {"model", "options", "key_env", "prefer_async"}
+    labels = {option: kind.label(option) for option in kind.options.model_fields}
+    assert labels == {
+        "model": "result",
+        "options": "result",
+        "key_env": "location",  # where the key is: may change on resume
+        "prefer_async": "throughput",
+    }
+    assert all(info.description for info in kind.options.model_fields.values())
+
+
 class Calls:
     """Which of the model's APIs were used, and on which thread."""
 
