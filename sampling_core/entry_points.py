@@ -12,7 +12,7 @@ import os
 import sys
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import metadata
 from typing import Any
 
@@ -81,29 +81,43 @@ class InstalledPlugin:
     loaded: bool = False
     error: str | None = None
     hooks: list[str] = field(default_factory=list)
+    entry_point: Any = field(default=None, repr=False, compare=False)  # what load() imports
+
+    def load(self) -> Any:
+        """The object behind the entry point, imported (see :func:`entry_point_object`)."""
+        return _load(self.name, self.entry_point)
+
+    def report(self) -> dict[str, Any]:
+        """The fields ``samplehooks plugins`` reports (the entry point object left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "entry_point"}
 
 
 def installed_plugins() -> list[InstalledPlugin]:
     """Every entry point of group ``samplehooks``, built-ins included, sorted by name.
 
-    Where another distribution's entry point takes a built-in's name, the built-in wins
-    that name (with a warning naming the other distribution); see :func:`_entry_point`.
+    The entry points are read once. Where another distribution's entry point takes a
+    built-in's name, the built-in wins that name (with a warning naming the other
+    distribution); see :func:`_chosen`.
     """
-    found: dict[str, InstalledPlugin] = {}
+    by_name: dict[str, list[Any]] = {}
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in found:
-            continue
-        ep = _entry_point(ep.name) or ep
+        by_name.setdefault(ep.name, []).append(ep)
+    found = []
+    for name, eps in by_name.items():
+        ep = _chosen(name, eps)
         dist = getattr(ep, "dist", None)
         dist_name = dist.metadata["Name"] if dist is not None else None
-        found[ep.name] = InstalledPlugin(
-            name=ep.name,
-            value=ep.value,
-            distribution=dist_name,
-            version=dist.version if dist is not None else None,
-            builtin=_canonical(dist_name) == BUILTIN_DISTRIBUTION,
+        found.append(
+            InstalledPlugin(
+                name=name,
+                value=ep.value,
+                distribution=dist_name,
+                version=dist.version if dist is not None else None,
+                builtin=_canonical(dist_name) == BUILTIN_DISTRIBUTION,
+                entry_point=ep,
+            )
         )
-    return sorted(found.values(), key=lambda p: p.name)
+    return sorted(found, key=lambda p: p.name)
 
 
 def _dist_name(ep: Any) -> str | None:
@@ -115,11 +129,15 @@ _warned_clashes: set[tuple[str, str]] = set()
 
 
 def _entry_point(name: str) -> Any:
-    """The entry point named ``name``; when several distributions use the name, the
-    built-in's (a third-party plugin cannot replace a built-in), with a warning once."""
+    """The entry point named ``name`` (see :func:`_chosen`), or ``None``."""
     eps = list(metadata.entry_points(group=ENTRY_POINT_GROUP, name=name))
-    if not eps:
-        return None
+    return _chosen(name, eps) if eps else None
+
+
+def _chosen(name: str, eps: list[Any]) -> Any:
+    """Of the entry points named ``name``, the one used: when several distributions use the
+    name, the built-in's (a third-party plugin cannot replace a built-in), with a warning
+    once."""
     builtin = [ep for ep in eps if _canonical(_dist_name(ep)) == BUILTIN_DISTRIBUTION]
     if not builtin:
         return eps[0]
@@ -161,6 +179,10 @@ def entry_point_object(name: str) -> Any:
         raise LookupError(
             f"no installed plugin is named {name!r} ({hint}see `samplehooks plugins`)"
         )
+    return _load(name, ep)
+
+
+def _load(name: str, ep: Any) -> Any:
     try:
         return ep.load()
     except Exception:

@@ -41,7 +41,6 @@ from sampling_core.options import (
 )
 from sampling_core.plugins import (
     PluginSettings,
-    entry_point_object,
     installed_plugins,
     warn_skipped,
 )
@@ -316,7 +315,7 @@ def collect_kinds(
         if entry.name in settings.disabled:
             continue
         try:  # the built-in's object when a name clashes; SystemExit & co. isolated too
-            plugin = entry_point_object(entry.name)
+            plugin = entry.load()
         except Exception as exc:
             warn_skipped(entry.name, exc)
             continue

@@ -226,7 +226,7 @@ class PluginRegistry:
             if not self.settings.loads(entry):
                 continue
             try:
-                plugin = load_entry_point(entry.name)
+                plugin = instantiate(entry.name, entry.load())
                 self.register(plugin, entry.name)
             except Exception as exc:
                 entry.error = f"{type(exc).__name__}: {exc}"

@@ -72,6 +72,10 @@ def test_json_lists_builtins_the_third_party_plugin_and_the_broken_ones(site: Pa
     plugins = listing(site)
 
     foo = plugins["foo"]
+    assert set(foo) == {
+        *("name", "value", "distribution", "version", "builtin", "enabled"),
+        *("loaded", "error", "hooks", "provides"),
+    }
     assert foo["distribution"] == "foo-plugin" and foo["version"] == "1.0"
     assert foo["value"] == "foo_plugin:FooPlugin"
     assert foo["builtin"] is False and foo["enabled"] is True

@@ -12,7 +12,6 @@ import json
 import sys
 from collections.abc import Mapping
 from contextlib import redirect_stdout
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +29,8 @@ from sampling_core.plugins import (
     InstalledPlugin,
     PluginRegistry,
     PluginSettings,
-    entry_point_object,
     installed_plugins,
-    load_entry_point,
+    instantiate,
 )
 
 __all__ = ["inspect_plugins", "plugins_app", "plugins_command"]
@@ -55,7 +53,7 @@ def inspect_plugins(environ: Mapping[str, str] | None = None) -> list[dict[str, 
         _load_alone(entry)
         provides = _kinds_alone(entry) if entry.loaded else {}
         described.append(
-            {**asdict(entry), "enabled": _enabled(entry, settings), "provides": provides}
+            {**entry.report(), "enabled": _enabled(entry, settings), "provides": provides}
         )
     return described
 
@@ -69,7 +67,7 @@ def _kinds_alone(entry: InstalledPlugin) -> dict[str, list[str]]:
     registry = KindRegistry()
     try:
         with redirect_stdout(sys.stderr):
-            registry.add_plugin(entry.name, entry_point_object(entry.name))
+            registry.add_plugin(entry.name, entry.load())
     except (Exception, SystemExit) as exc:
         entry.loaded = False
         entry.error = str(exc) if isinstance(exc, KindError) else f"{type(exc).__name__}: {exc}"
@@ -86,7 +84,7 @@ def _load_alone(entry: InstalledPlugin) -> None:
     try:
         # A plugin that prints while importing must not corrupt `--json` output.
         with redirect_stdout(sys.stderr):
-            registry.register(load_entry_point(entry.name), entry.name)
+            registry.register(instantiate(entry.name, entry.load()), entry.name)
     except (Exception, SystemExit) as exc:
         entry.loaded = False
         entry.error = f"{type(exc).__name__}: {exc}"
