@@ -30,9 +30,7 @@ def logs_to_stderr() -> Iterator[None]:
     """
     config = structlog.get_config()
     was_configured = structlog.is_configured()
-    if was_configured and (
-        _STARTING_FACTORY is None or config["logger_factory"] is not _STARTING_FACTORY
-    ):
+    if was_configured and config["logger_factory"] is not _STARTING_FACTORY:
         yield  # the application chose where its lines go
         return
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
