@@ -283,7 +283,9 @@ class PluginRegistry:
         return table
 
     def with_call_plugins(self, plugins: Iterable[PluginSpec]) -> HookTable:
-        """This registry's table plus ``plugins``, for one call only (nothing is kept).
+        """This registry's table plus ``plugins``, for one call only: they are not
+        registered. The table is kept for the next call given the same plugin objects
+        (:class:`~sampling_core.hook_table.CallTables`) until the registry changes.
 
         The plugins' implementations are read with pluggy's public ``parse_hookimpl_opts``
         and checked as :meth:`register` checks them, without a pluggy manager of their own.
