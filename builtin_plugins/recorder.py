@@ -9,7 +9,7 @@ failure reasons are left out unless ``capture_content=True``, like the ``tracing
 
 Delivery is in the background (``@background``, design section 10): at each hook the
 recorder only notes the event (its hook, the wall clock time, and the payload, which for
-the three hooks that may write is turned into JSON data right then, as plugins left it;
+the four hooks that may write is turned into JSON data right then, as plugins left it;
 the payloads of observe-only hooks are read-only snapshots); the worker thread the
 ``Sampler`` owns encodes the noted events and appends them to the file after each
 ``sampling_iteration`` and ``sampling_loop_end``, so the JSON encoding and the blocking

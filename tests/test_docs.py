@@ -233,3 +233,16 @@ def test_the_readme_quickstart_runs(plugin_env: Any, capsys: pytest.CaptureFixtu
     exec(compile(block, "README.md quickstart", "exec"), {"__name__": "readme"})
     out = capsys.readouterr().out
     assert "passed=False" in out and out.rstrip().endswith("True Endless blue, restless, deep.")
+
+
+def test_the_hooks_that_may_write_are_named_where_the_docs_list_them() -> None:
+    """hook-delivery.md and the recorder's page say how many hooks may write, and which."""
+    writable = sorted(hook.value for hook, cls in PAYLOAD_TYPES.items() if cls.writable)
+    numbers = {3: "three", 4: "four", 5: "five"}
+    text = (DOCS / "hook-delivery.md").read_text()
+    found = re.search(r"The (\w+) hooks that\s+may write \(([^)]*)\)", text)
+    assert found is not None
+    assert found.group(1) == numbers[len(writable)]
+    assert sorted(re.findall(r"`(\w+)`", found.group(2))) == writable
+    recorder = (DOCS / "plugins" / "recorder.md").read_text()
+    assert f"for the {numbers[len(writable)]} hooks plugins may" in recorder
