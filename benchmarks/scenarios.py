@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,20 +232,31 @@ def _all_at_once(run: Runner, count: int) -> Callable[[], Awaitable[list[Any]]]:
     return run_all
 
 
+async def many_at_once(
+    single: Mapping[str, Runner], s: Settings
+) -> tuple[dict[str, Runner], dict[str, list[float]], dict[str, float]]:
+    """Each runner as ``s.many`` concurrent calls: those runners, their timed seconds
+    (``s.repeats`` interleaved batches of one) and their peak memory growth in MiB (median
+    of up to three separate runs)."""
+    runners = {name: _all_at_once(run, s.many) for name, run in single.items()}
+    seconds = await time_batches(runners, calls=1, repeats=s.repeats, warmup=1)
+    memory = {}
+    for name, run in runners.items():
+        growth = [await peak_memory_growth(run) for _ in range(min(3, s.repeats))]
+        memory[name] = median(growth) / 2**20
+    return runners, seconds, memory
+
+
 async def many_calls(s: Settings) -> list[Row]:
     """``s.many`` concurrent ``sample()`` calls, ``loop_budget=2, concurrency_budget=2``, 5 ms."""
     model = FakeModel(latency=0.005)
     single = implementations(model, loop_budget=2, concurrency_budget=2)
     work = await backend_calls(single, model)
-    runners = {name: _all_at_once(run, s.many) for name, run in single.items()}
-    seconds = await time_batches(runners, calls=1, repeats=s.repeats, warmup=1)
+    runners, seconds, memory = await many_at_once(single, s)
     wall = _complete({n: median(v) * 1e3 for n, v in seconds.items()})
     per_second = _complete({n: s.many / median(v) for n, v in seconds.items()})
-    memory: dict[str, float] = {}
     left: dict[str, float] = {}
     for name, run in runners.items():
-        growth = [await peak_memory_growth(run) for _ in range(min(3, s.repeats))]
-        memory[name] = median(growth) / 2**20
         await run()
         left[name] = float(tasks_left())
     mib = _complete(memory)

@@ -28,7 +28,6 @@ from benchmarks.timing import (
     engine_pairs,
     median,
     paired_ratio,
-    peak_memory_growth,
     ratio,
     time_batches,
 )
@@ -110,7 +109,7 @@ def rows_for(
 async def task_group(s: Any) -> list[Row]:
     """The engine's runner against an anyio task group, same workloads, same process."""
     from benchmarks.fakes import FakeModel
-    from benchmarks.scenarios import _all_at_once, implementations  # they import this module
+    from benchmarks.scenarios import implementations, many_at_once  # they import this module
 
     rows: list[Row] = []
     for concurrency in (1, 4, 16, 512):
@@ -144,13 +143,8 @@ async def task_group(s: Any) -> list[Row]:
 
     model = FakeModel(latency=0.005)
     single = variants(implementations(model, loop_budget=2, concurrency_budget=2))
-    runners = {name: _all_at_once(run, s.many) for name, run in single.items()}
-    seconds = await time_batches(runners, calls=1, repeats=s.repeats, warmup=1)
+    _, seconds, memory = await many_at_once(single, s)
     wall = {n: median(v) * 1e3 for n, v in seconds.items()}
-    memory = {}
-    for name, run in runners.items():
-        growth = [await peak_memory_growth(run) for _ in range(min(3, s.repeats))]
-        memory[name] = median(growth) / 2**20
     setting = f"{s.many} concurrent calls, loop_budget=2, concurrency_budget=2, 5 ms backend"
     rows += rows_for(
         setting,
