@@ -99,20 +99,6 @@ async def test_usage_sums_every_call_and_prices_only_when_every_call_was_priced(
     assert result.usage == Usage(2 + 3 + 4, 10 + 20 + 30, total)
 
 
-async def test_a_call_with_no_generation_spent_nothing():
-    seen = HookRecorder()
-
-    class Stop:
-        @hookimpl
-        def sampling_loop_start(self, payload):
-            raise StopSampling("not today")
-
-    result = await strict(ScriptedBackend(["ok"]), Stop(), seen).sample("q")
-    assert (result.stop_reason, result.text, result.usage) == ("stopped_by_plugin", None, Usage())
-    assert result.usage.cost_usd is None
-    assert fields_of(seen, HookName.SAMPLING_LOOP_END)[0]["usage"] == Usage(0, 0, None)
-
-
 async def test_a_backend_error_is_kept_with_its_position_and_logged():
     boom = ConnectionResetError("peer gone")
     backend = ScriptedBackend(["no"], failures={2: boom})

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from engine_helpers import passes, strict
+from engine_helpers import fields_of, passes, strict
 from structlog.contextvars import bind_contextvars, clear_contextvars, get_contextvars
 from structlog.testing import capture_logs
 
-from hook_specs import StopSampling, hookimpl
+from hook_specs import HookName, StopSampling, Usage, hookimpl
 from sampling_core import ScriptedBackend
 from sampling_core.context import current_iteration
+from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio
 
@@ -30,10 +31,13 @@ async def test_a_stop_at_loop_start_makes_no_call_and_is_logged_with_its_reason(
         def sampling_loop_start(self, payload):
             raise StopSampling("closed for today")
 
-    backend = ScriptedBackend(["ok"])
+    backend, seen = ScriptedBackend(["ok"]), HookRecorder()
     with capture_logs() as logs:
-        result = await strict(backend, Stop()).sample("q", concurrency_budget=2)
+        result = await strict(backend, Stop(), seen).sample("q", concurrency_budget=2)
     assert (result.stop_reason, backend.calls, result.attempts) == ("stopped_by_plugin", 0, [])
+    # nothing generated, so nothing spent, and nothing priced
+    assert (result.text, result.usage, result.usage.cost_usd) == (None, Usage(), None)
+    assert fields_of(seen, HookName.SAMPLING_LOOP_END)[0]["usage"] == Usage(0, 0, None)
     assert [e for e in logs if e["event"] == "sampling.stopped_by_plugin"] == [
         {
             "event": "sampling.stopped_by_plugin",
