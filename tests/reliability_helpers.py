@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,16 @@ def invoke(*args: Any, env: dict[str, str] | None = None, input: str | None = No
 def assert_refused(result: Any, *fragments: str, prefix: str = "samplehooks: error: ") -> str:
     """Exit status 2, nothing on stdout, ONE line on stderr holding every fragment.
 
-    Returns that line.
+    ``result`` is an in-process run (:func:`invoke`) or a finished subprocess
+    (``subprocess.CompletedProcess`` with text output). Returns that line.
     """
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
-        result.exception
-    )
-    assert result.exit_code == 2, (result.exit_code, result.output)
+    if isinstance(result, subprocess.CompletedProcess):
+        assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    else:
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+            result.exception
+        )
+        assert result.exit_code == 2, (result.exit_code, result.output)
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+import sampling_core
 
 
 def write_dataset(path: Path, count: int, *, zebra_every: int = 0) -> Path:
@@ -40,6 +45,21 @@ def snapshot(directory: Path) -> dict[str, bytes]:
         for p in sorted(directory.rglob("*"))
         if p.is_file()
     }
+
+
+def run_under_ascii_locale(script: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """``python -c script *args`` under a plain ASCII locale: no UTF-8 mode, no locale
+    coercion, no ``PYTHONIOENCODING``; stdout and stderr captured as bytes.
+
+    It imports the ``sampling_core`` this test imported (under mutmut: the mutated copy),
+    not an installed one.
+    """
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env.pop("PYTHONIOENCODING", None)
+    env["PYTHONPATH"] = str(Path(sampling_core.__file__).resolve().parent.parent)
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, env=env, check=False
+    )
 
 
 def records(run_dir: Path) -> list[dict[str, Any]]:

@@ -88,7 +88,31 @@ def test_the_result_settings_are_the_result_leaves_of_the_same_walk() -> None:
     leaves = {
         f.path for f in walk_config(RunConfig, (config,)) if not f.descends and f.label == "result"
     }
-    assert leaves <= set(settings)
+    expected = {
+        "dataset.prompt_field",
+        "dataset.id_field",
+        "dataset.requirements_field",
+        "backend.kind",
+        "backend.retries.max_retries",
+        "backend.retries.base_delay_s",
+        "backend.retries.max_delay_s",
+        "backend.replies",  # an option of the scripted kind, beside `kind`
+        "options.temperature",
+        "options.top_p",
+        "options.max_tokens",
+        "options.stop",
+        "strategy.name",
+        "budgets.loop_budget",
+        "budgets.concurrency_budget",
+        "budgets.early_exit",
+        "requirements",
+        "seed",
+        "selection",
+        "plugins",
+        "check_timeout_s",
+    }
+    assert set(settings) == expected
+    assert leaves == expected - {"backend.replies"}
     assert settings["seed"] == 7
     assert settings["backend.retries.max_retries"] == 3
     assert "dataset.path" not in settings  # a location

@@ -9,10 +9,7 @@ run directory written and read under a locale that is not UTF-8.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -20,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from runs_helpers import run_under_ascii_locale
 
-import sampling_core
 from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.store import RunDirectory, utc_now
 
@@ -238,16 +235,7 @@ LOCALE_SCRIPT = textwrap.dedent(
 
 def test_a_run_directory_is_utf_8_whatever_the_locale(tmp_path: Path) -> None:
     """Under a plain ASCII locale (no UTF-8 mode), files are still written and read as UTF-8."""
-    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
-    env.pop("PYTHONIOENCODING", None)
-    # the code this test imported (under mutmut: the mutated copy), not an installed one
-    env["PYTHONPATH"] = str(Path(sampling_core.__file__).resolve().parent.parent)
-    done = subprocess.run(
-        [sys.executable, "-c", LOCALE_SCRIPT, str(tmp_path / "run"), json.dumps(META)],
-        capture_output=True,
-        env=env,
-        check=False,
-    )
+    done = run_under_ascii_locale(LOCALE_SCRIPT, str(tmp_path / "run"), json.dumps(META))
     assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
     assert json.loads(done.stdout) == [META, {"note": "ß"}]
     run_dir = RunDirectory(tmp_path / "run")

@@ -11,8 +11,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sampling_core.kinds import KindRegistry
+from sampling_core.kinds import KindError, KindRegistry, default_kinds
 from sampling_core.runs.classification import nested_model
+from sampling_core.runs.components import check_kinds
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import ConfigError
 
@@ -70,9 +71,6 @@ def parse_config(
     except ValidationError as exc:
         raise ConfigError("\n".join(f"{where}: {line}" for line in describe_errors(exc))) from exc
     _refuse_secrets(config, where)
-    from sampling_core.kinds import KindError, default_kinds
-    from sampling_core.runs.components import check_kinds
-
     if kinds is None:
         try:
             kinds = default_kinds()

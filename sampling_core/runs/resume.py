@@ -15,12 +15,12 @@ import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import ValidationError
 
-from sampling_core.kinds import KindRegistry
+from sampling_core.kinds import Area, KindRegistry
 from sampling_core.plugins import affects_results
 from sampling_core.runs.classification import as_json, option_label, walk_config
 from sampling_core.runs.config import Label, RunConfig
@@ -141,11 +141,12 @@ def compare_configs(
     kind, ``result``). Plugins whose class sets ``affects_results = False`` may change.
     """
     differences: list[Difference] = []
-    block_end: list[tuple[str, Any, Any]] = []  # a backend/strategy block whose options follow
+    pending: tuple[Area, Any, Any] | None = None  # a backend/strategy block whose options follow
     for field in walk_config(type(old), (old, new)):
         path = field.path
-        while block_end and not path.startswith(f"{block_end[-1][0]}."):
-            differences.extend(_option_differences(*block_end.pop(), kinds))
+        if pending is not None and not path.startswith(f"{pending[0]}."):
+            differences.extend(_option_differences(*pending, kinds))
+            pending = None
         if field.label is None:
             raise TypeError(f"config field {path} has no resume label")
         old_value, new_value = field.values
@@ -154,25 +155,25 @@ def compare_configs(
         elif path == "requirements":
             differences.extend(_requirement_differences(old_value, new_value, kinds))
         elif field.descends:
-            if path in _AREA_OF:  # its options, once its fields are compared
-                block_end.append((path, old_value, new_value))
+            if path in _BLOCKS_WITH_OPTIONS:  # its options, once its fields are compared
+                pending = (cast(Area, path), old_value, new_value)
         elif field.label != "location":
             old_json, new_json = as_json(old_value), as_json(new_value)
             if old_json != new_json:
                 differences.append(Difference(path, field.label, old_json, new_json))
-    while block_end:
-        differences.extend(_option_differences(*block_end.pop(), kinds))
+    if pending is not None:
+        differences.extend(_option_differences(*pending, kinds))
     return differences
 
 
-_AREA_OF: dict[str, Any] = {"backend": "backend", "strategy": "strategy"}
+_BLOCKS_WITH_OPTIONS: frozenset[Area] = frozenset({"backend", "strategy"})
+"""The top-level blocks whose ``options`` are labelled by their kind (path and area agree)."""
 
 
 def _option_differences(
-    path: str, old: Any, new: Any, kinds: KindRegistry | None
+    area: Area, old: Any, new: Any, kinds: KindRegistry | None
 ) -> Iterator[Difference]:
-    """The options of a backend or strategy block, labelled by its kind."""
-    area = _AREA_OF[path]
+    """The options of the ``backend`` or ``strategy`` block, labelled by its kind."""
     kind = new.kind if area == "backend" else new.name
     old_options, new_options = old.options, new.options
     if kinds is not None and kind in kinds.kinds[area]:  # compare resolved values
@@ -185,7 +186,7 @@ def _option_differences(
         before, after = as_json(old_options.get(option)), as_json(new_options.get(option))
         label = option_label(kinds, area, kind, option)
         if before != after and label != "location":
-            yield Difference(f"{path}.{option}", label, before, after)  # type: ignore[arg-type]
+            yield Difference(f"{area}.{option}", label, before, after)  # type: ignore[arg-type]
     # (a kind changed is a difference of `kind`/`name`, found by the walk)
 
 
