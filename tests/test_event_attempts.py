@@ -21,7 +21,7 @@ from sampling_core import Sampler, ScriptedBackend
 from sampling_core.event_attempts import group_calls, read_calls
 from sampling_core.events import EventFileError, numbered_events, read_events
 from sampling_core.requirements import max_words
-from sampling_core.view.timeline import lanes_from_call, lanes_from_events, read_events_by_call
+from sampling_core.view.timeline import lanes_from_call, read_events_by_call
 
 # (subsample, attempt) -> what every reader must say of it, for each recorded call.
 EXPECTED = {
@@ -98,15 +98,16 @@ async def test_trace_show_and_the_view_see_the_same_attempts(tmp_path: Path) -> 
     first, second = await _record_two_calls(path)
     traced = _trace_facts(path)
     assert list(traced) == [first, second]  # two calls, in the order they started
-    for sampling_id in (first, second):
+    every_call = read_calls(path)
+    for index, sampling_id in enumerate((first, second)):
         found = read_events_by_call(path, {sampling_id})  # the view's filter by call
         assert list(found.by_call) == [sampling_id] and found.bad_lines == 0
         viewed = _view_facts(lanes_from_call(found.by_call[sampling_id]))
         assert viewed == traced[sampling_id]
         assert {key: fact[:2] for key, fact in viewed.items()} == EXPECTED
-        # the view's older entry point (events in memory) agrees too
-        events = read_events(path, keep_call=sampling_id.__eq__)
-        assert _view_facts(lanes_from_events(events)) == viewed
+        # the whole file read unfiltered agrees too
+        assert every_call[index].sampling_id == sampling_id
+        assert _view_facts(lanes_from_call(every_call[index])) == viewed
     assert _trace_facts(path, "--call", second[:8]) == {second: traced[second]}
 
     (call, _) = read_calls(path)

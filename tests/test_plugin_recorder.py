@@ -16,7 +16,8 @@ from builtin_plugins.recorder import RecorderPlugin, read_events
 from hook_specs import Generation, Usage, hookimpl
 from sampling_core import GenerationRequest
 from sampling_core.cli.app import app
-from sampling_core.cli.trace_cmd import build_timelines, trace_app
+from sampling_core.cli.trace_cmd import trace_app
+from sampling_core.event_attempts import read_calls
 
 
 @pytest.fixture
@@ -164,7 +165,7 @@ def _record_a_call(path: Path, sampler: Any, scripted_backend: Any) -> Any:
 def test_timeline_of_a_recorded_call(tmp_path, sampler, scripted_backend):
     path = tmp_path / "events.jsonl"
     result = _record_a_call(path, sampler, scripted_backend)
-    (timeline,) = build_timelines(read_events(path))
+    (timeline,) = read_calls(path)
     assert timeline.sampling_id == result.sampling_id
     rows = timeline.rows()
     outcomes = {(r.subsample_index, r.attempt): r.outcome for r in rows}
