@@ -28,15 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sampling_core.events import (
-    NO_CALL,
-    NOT_AN_EVENT,
-    EventFileError,
-    is_recorded_event,
-    numbered_events,
-)
+from sampling_core.events import NO_CALL, EventFileError, numbered_events
 
-__all__ = ["RecordedAttempt", "RecordedCall", "group_calls", "read_calls"]
+__all__ = ["RecordedAttempt", "RecordedCall", "read_calls"]
 
 
 @dataclass(slots=True)
@@ -114,32 +108,18 @@ def read_calls(
     line unless ``on_bad_line`` is given (see :mod:`sampling_core.events`).
     """
     events = numbered_events(path, on_note, keep_call=keep_call, on_bad_line=on_bad_line)
-    return _group(events, "line", on_bad_line)
-
-
-def group_calls(
-    events: Iterable[dict[str, Any]], on_bad_event: OnBad | None = None
-) -> list[RecordedCall]:
-    """The calls of events already read (e.g. by ``read_events``); errors name the event
-    by its place in ``events`` ("event 3 (sampling_iteration): attempt must be ...")."""
-    numbered = []
-    for number, event in enumerate(events, 1):
-        if is_recorded_event(event):
-            numbered.append((number, event))
-        else:
-            _bad(EventFileError(f"event {number} {NOT_AN_EVENT}"), on_bad_event)
-    return _group(numbered, "event", on_bad_event)
+    return _group(events, on_bad_line)
 
 
 def _group(
-    numbered: Iterable[tuple[int, dict[str, Any]]], label: str, on_bad: OnBad | None
+    numbered: Iterable[tuple[int, dict[str, Any]]], on_bad: OnBad | None
 ) -> list[RecordedCall]:
     calls: dict[str, RecordedCall] = {}
     for number, event in numbered:
         try:
             _add(calls, event)
         except _BadField as exc:
-            _bad(EventFileError(f"{label} {number} ({event['hook']}): {exc}"), on_bad)
+            _bad(EventFileError(f"line {number} ({event['hook']}): {exc}"), on_bad)
     return list(calls.values())
 
 
