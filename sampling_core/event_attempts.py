@@ -75,7 +75,7 @@ class RecordedCall:
     sampling_id: str
     start: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
-    started_at: float | None = None  # its start event's time (else its first event's)
+    started_at: float | None = None  # its first event's time (its start event's)
     attempts: dict[tuple[int, int], RecordedAttempt] = field(default_factory=dict)
 
     def rows(self) -> list[RecordedAttempt]:
@@ -146,20 +146,23 @@ def _add(calls: dict[str, RecordedCall], event: dict[str, Any]) -> None:
     sampling_id = _typed(payload, "sampling_id", str)
     sampling_id = NO_CALL if sampling_id is None else sampling_id
     when = _typed(event, "time", float)
-    if hook == "sampling_loop_end":
-        _typed(payload, "elapsed_s", float)
-    key = changes = None
     if hook in _ATTEMPT_HOOKS:
         key = (_typed(payload, "subsample_index", int, True), _typed(payload, "attempt", int, True))
         iteration = _typed(payload, "iteration", int) or 0
         changes = _attempt_changes(hook, payload, when)
         if payload.get("purpose") == "judge":  # a check's own model call, not the attempt's
             changes = {}
-    call = calls.get(sampling_id)
-    if call is None:
-        call = calls[sampling_id] = RecordedCall(sampling_id)
-    if when is not None and (call.started_at is None or hook == "sampling_loop_start"):
-        call.started_at = when
+        call = _call(calls, sampling_id, when)
+        row = call.attempts.get(key)
+        if row is None:
+            row = call.attempts[key] = RecordedAttempt(*key, iteration)
+        for name, value in changes.items():
+            if value is not None and not (name == "started" and row.started is not None):
+                setattr(row, name, value)
+        return
+    if hook == "sampling_loop_end":
+        _typed(payload, "elapsed_s", float)
+    call = _call(calls, sampling_id, when)
     if hook == "sampling_loop_start":
         call.start = payload
     elif hook == "sampling_loop_end":
@@ -167,13 +170,16 @@ def _add(calls: dict[str, RecordedCall], event: dict[str, Any]) -> None:
         for row in call.attempts.values():
             if row.state == "in flight":
                 row.state = "cancelled"
-    elif key is not None and changes is not None:
-        row = call.attempts.get(key)
-        if row is None:
-            row = call.attempts[key] = RecordedAttempt(*key, iteration)
-        for name, value in changes.items():
-            if value is not None and not (name == "started" and row.started is not None):
-                setattr(row, name, max(value, row.retries) if name == "retries" else value)
+
+
+def _call(calls: dict[str, RecordedCall], sampling_id: str, when: float | None) -> RecordedCall:
+    """The call ``sampling_id``, started at its first event's time (its sampling_loop_start)."""
+    call = calls.get(sampling_id)
+    if call is None:
+        call = calls[sampling_id] = RecordedCall(sampling_id)
+    if call.started_at is None:
+        call.started_at = when
+    return call
 
 
 def _attempt_changes(hook: str, payload: dict[str, Any], when: float | None) -> dict[str, Any]:

@@ -139,6 +139,7 @@ GOOD = [
     [
         (_line("sampling_iteration", passed="yes"), "passed must be true or false, got 'yes'"),
         (_line("generation_pre_call", attempt="1"), "attempt must be an integer, got '1'"),
+        (_line("generation_pre_call", attempt=True), "attempt must be an integer, got True"),
         (_line("generation_post_call", latency_s=[]), "latency_s must be a number, got []"),
         (_line("generation_error", will_retry=0), "will_retry must be true or false, got 0"),
         (_line("sampling_loop_end", elapsed_s="slow"), "elapsed_s must be a number, got 'slow'"),
@@ -189,6 +190,28 @@ def test_a_line_that_is_not_an_event_is_one_line_or_counted_by_the_view(
     assert_refused(invoke("trace", "show", path), str(path), message)
     found = read_events_by_call(path, {"c1"})
     assert found.bad_lines == 1 and list(found.by_call) == ["c1"]
+
+
+def test_a_transport_retry_is_counted_and_the_attempt_starts_at_its_first_call(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text(
+        _line("sampling_loop_start", 1.0, loop_budget=1, concurrency_budget=1)
+        + _line("generation_pre_call", 1.1, iteration=1, retry=0)
+        + _line("generation_error", 1.2, error_type="TransientBackendError", will_retry=True)
+        + _line("generation_pre_call", 1.3, iteration=1, retry=1)
+        + _line("generation_post_call", 1.5, latency_s=0.2)
+        + _line("sampling_iteration", 1.6, iteration=1, sequence=1, passed=True, latency_s=0.2)
+        + _line("sampling_loop_end", 2.0, elapsed_s=1.0)
+    )
+    shown = invoke("trace", "show", path, "--json")
+    assert shown.exit_code == 0, shown.output
+    ((row,),) = [call["attempts"] for call in json.loads(shown.stdout)]
+    assert (row["outcome"], row["retries"], row["started"]) == ("completed", 1, 1.1)
+    assert row["t_s"] == pytest.approx(0.6)  # from the call's first event, its start
+    table = invoke("trace", "show", path)
+    assert table.exit_code == 0 and "1 transport retry" in table.stdout
 
 
 def test_a_torn_last_line_is_skipped_with_a_note_by_both(tmp_path: Path) -> None:
