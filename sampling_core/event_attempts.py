@@ -28,15 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sampling_core.events import (
-    NO_CALL,
-    NOT_AN_EVENT,
-    EventFileError,
-    is_recorded_event,
-    numbered_events,
-)
+from sampling_core.events import NO_CALL, EventFileError, numbered_events
 
-__all__ = ["RecordedAttempt", "RecordedCall", "group_calls", "read_calls"]
+__all__ = ["RecordedAttempt", "RecordedCall", "read_calls"]
 
 
 @dataclass(slots=True)
@@ -81,7 +75,7 @@ class RecordedCall:
     sampling_id: str
     start: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
-    started_at: float | None = None  # its start event's time (else its first event's)
+    started_at: float | None = None  # its first event's time (its start event's)
     attempts: dict[tuple[int, int], RecordedAttempt] = field(default_factory=dict)
 
     def rows(self) -> list[RecordedAttempt]:
@@ -114,32 +108,18 @@ def read_calls(
     line unless ``on_bad_line`` is given (see :mod:`sampling_core.events`).
     """
     events = numbered_events(path, on_note, keep_call=keep_call, on_bad_line=on_bad_line)
-    return _group(events, "line", on_bad_line)
-
-
-def group_calls(
-    events: Iterable[dict[str, Any]], on_bad_event: OnBad | None = None
-) -> list[RecordedCall]:
-    """The calls of events already read (e.g. by ``read_events``); errors name the event
-    by its place in ``events`` ("event 3 (sampling_iteration): attempt must be ...")."""
-    numbered = []
-    for number, event in enumerate(events, 1):
-        if is_recorded_event(event):
-            numbered.append((number, event))
-        else:
-            _bad(EventFileError(f"event {number} {NOT_AN_EVENT}"), on_bad_event)
-    return _group(numbered, "event", on_bad_event)
+    return _group(events, on_bad_line)
 
 
 def _group(
-    numbered: Iterable[tuple[int, dict[str, Any]]], label: str, on_bad: OnBad | None
+    numbered: Iterable[tuple[int, dict[str, Any]]], on_bad: OnBad | None
 ) -> list[RecordedCall]:
     calls: dict[str, RecordedCall] = {}
     for number, event in numbered:
         try:
             _add(calls, event)
         except _BadField as exc:
-            _bad(EventFileError(f"{label} {number} ({event['hook']}): {exc}"), on_bad)
+            _bad(EventFileError(f"line {number} ({event['hook']}): {exc}"), on_bad)
     return list(calls.values())
 
 
@@ -166,20 +146,23 @@ def _add(calls: dict[str, RecordedCall], event: dict[str, Any]) -> None:
     sampling_id = _typed(payload, "sampling_id", str)
     sampling_id = NO_CALL if sampling_id is None else sampling_id
     when = _typed(event, "time", float)
-    if hook == "sampling_loop_end":
-        _typed(payload, "elapsed_s", float)
-    key = changes = None
     if hook in _ATTEMPT_HOOKS:
         key = (_typed(payload, "subsample_index", int, True), _typed(payload, "attempt", int, True))
         iteration = _typed(payload, "iteration", int) or 0
         changes = _attempt_changes(hook, payload, when)
         if payload.get("purpose") == "judge":  # a check's own model call, not the attempt's
             changes = {}
-    call = calls.get(sampling_id)
-    if call is None:
-        call = calls[sampling_id] = RecordedCall(sampling_id)
-    if when is not None and (call.started_at is None or hook == "sampling_loop_start"):
-        call.started_at = when
+        call = _call(calls, sampling_id, when)
+        row = call.attempts.get(key)
+        if row is None:
+            row = call.attempts[key] = RecordedAttempt(*key, iteration)
+        for name, value in changes.items():
+            if value is not None and not (name == "started" and row.started is not None):
+                setattr(row, name, value)
+        return
+    if hook == "sampling_loop_end":
+        _typed(payload, "elapsed_s", float)
+    call = _call(calls, sampling_id, when)
     if hook == "sampling_loop_start":
         call.start = payload
     elif hook == "sampling_loop_end":
@@ -187,13 +170,16 @@ def _add(calls: dict[str, RecordedCall], event: dict[str, Any]) -> None:
         for row in call.attempts.values():
             if row.state == "in flight":
                 row.state = "cancelled"
-    elif key is not None and changes is not None:
-        row = call.attempts.get(key)
-        if row is None:
-            row = call.attempts[key] = RecordedAttempt(*key, iteration)
-        for name, value in changes.items():
-            if value is not None and not (name == "started" and row.started is not None):
-                setattr(row, name, max(value, row.retries) if name == "retries" else value)
+
+
+def _call(calls: dict[str, RecordedCall], sampling_id: str, when: float | None) -> RecordedCall:
+    """The call ``sampling_id``, started at its first event's time (its sampling_loop_start)."""
+    call = calls.get(sampling_id)
+    if call is None:
+        call = calls[sampling_id] = RecordedCall(sampling_id)
+    if call.started_at is None:
+        call.started_at = when
+    return call
 
 
 def _attempt_changes(hook: str, payload: dict[str, Any], when: float | None) -> dict[str, Any]:

@@ -76,18 +76,15 @@ def numbered_events(
 
 
 def read_events(
-    path: str | os.PathLike[str],
-    on_note: Callable[[str], None] | None = None,
-    *,
-    keep_call: Callable[[str], bool] | None = None,
+    path: str | os.PathLike[str], on_note: Callable[[str], None] | None = None
 ) -> list[dict[str, Any]]:
-    """Read a recorded file back: one dict per line (of the calls ``keep_call`` accepts).
+    """Read a recorded file back: one dict per line.
 
     A last line without its newline that is not JSON was torn by a crash: it is skipped,
     and ``on_note`` (if given) is told. Raises :class:`EventFileError` (a ``ValueError``)
     naming the line when any other line is not UTF-8, not JSON, or not a recorded event.
     """
-    return [event for _, event in numbered_events(path, on_note, keep_call=keep_call)]
+    return [event for _, event in numbered_events(path, on_note)]
 
 
 class _TornLine(Exception):

@@ -18,10 +18,10 @@ from reliability_helpers import assert_refused, invoke
 
 from builtin_plugins.recorder import RecorderPlugin
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.event_attempts import group_calls, read_calls
-from sampling_core.events import EventFileError, numbered_events, read_events
+from sampling_core.event_attempts import read_calls
+from sampling_core.events import EventFileError, numbered_events
 from sampling_core.requirements import max_words
-from sampling_core.view.timeline import lanes_from_call, lanes_from_events, read_events_by_call
+from sampling_core.view.timeline import lanes_from_call, read_events_by_call
 
 # (subsample, attempt) -> what every reader must say of it, for each recorded call.
 EXPECTED = {
@@ -98,15 +98,16 @@ async def test_trace_show_and_the_view_see_the_same_attempts(tmp_path: Path) -> 
     first, second = await _record_two_calls(path)
     traced = _trace_facts(path)
     assert list(traced) == [first, second]  # two calls, in the order they started
-    for sampling_id in (first, second):
+    every_call = read_calls(path)
+    for index, sampling_id in enumerate((first, second)):
         found = read_events_by_call(path, {sampling_id})  # the view's filter by call
         assert list(found.by_call) == [sampling_id] and found.bad_lines == 0
         viewed = _view_facts(lanes_from_call(found.by_call[sampling_id]))
         assert viewed == traced[sampling_id]
         assert {key: fact[:2] for key, fact in viewed.items()} == EXPECTED
-        # the view's older entry point (events in memory) agrees too
-        events = read_events(path, keep_call=sampling_id.__eq__)
-        assert _view_facts(lanes_from_events(events)) == viewed
+        # the whole file read unfiltered agrees too
+        assert every_call[index].sampling_id == sampling_id
+        assert _view_facts(lanes_from_call(every_call[index])) == viewed
     assert _trace_facts(path, "--call", second[:8]) == {second: traced[second]}
 
     (call, _) = read_calls(path)
@@ -138,6 +139,7 @@ GOOD = [
     [
         (_line("sampling_iteration", passed="yes"), "passed must be true or false, got 'yes'"),
         (_line("generation_pre_call", attempt="1"), "attempt must be an integer, got '1'"),
+        (_line("generation_pre_call", attempt=True), "attempt must be an integer, got True"),
         (_line("generation_post_call", latency_s=[]), "latency_s must be a number, got []"),
         (_line("generation_error", will_retry=0), "will_retry must be true or false, got 0"),
         (_line("sampling_loop_end", elapsed_s="slow"), "elapsed_s must be a number, got 'slow'"),
@@ -157,8 +159,9 @@ def test_a_field_of_the_wrong_type_is_one_line_naming_it_or_skipped_by_the_view(
     assert str(raised.value) == expected
     line = assert_refused(invoke("trace", "show", path), str(path))
     assert line == f"samplehooks: error: {path}: {expected}"
-    with pytest.raises(EventFileError, match=r"^event 2 \("):  # events already in memory
-        group_calls(read_events(path))
+    told: list[EventFileError] = []  # a reader given on_bad_line is told the same line
+    read_calls(path, on_bad_line=told.append)
+    assert [str(error) for error in told] == [expected]
     # The view skips the whole line (nothing of it applied) and counts it.
     found = read_events_by_call(path, {"c1"})
     assert found.bad_lines == 1
@@ -187,6 +190,28 @@ def test_a_line_that_is_not_an_event_is_one_line_or_counted_by_the_view(
     assert_refused(invoke("trace", "show", path), str(path), message)
     found = read_events_by_call(path, {"c1"})
     assert found.bad_lines == 1 and list(found.by_call) == ["c1"]
+
+
+def test_a_transport_retry_is_counted_and_the_attempt_starts_at_its_first_call(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text(
+        _line("sampling_loop_start", 1.0, loop_budget=1, concurrency_budget=1)
+        + _line("generation_pre_call", 1.1, iteration=1, retry=0)
+        + _line("generation_error", 1.2, error_type="TransientBackendError", will_retry=True)
+        + _line("generation_pre_call", 1.3, iteration=1, retry=1)
+        + _line("generation_post_call", 1.5, latency_s=0.2)
+        + _line("sampling_iteration", 1.6, iteration=1, sequence=1, passed=True, latency_s=0.2)
+        + _line("sampling_loop_end", 2.0, elapsed_s=1.0)
+    )
+    shown = invoke("trace", "show", path, "--json")
+    assert shown.exit_code == 0, shown.output
+    ((row,),) = [call["attempts"] for call in json.loads(shown.stdout)]
+    assert (row["outcome"], row["retries"], row["started"]) == ("completed", 1, 1.1)
+    assert row["t_s"] == pytest.approx(0.6)  # from the call's first event, its start
+    table = invoke("trace", "show", path)
+    assert table.exit_code == 0 and "1 transport retry" in table.stdout
 
 
 def test_a_torn_last_line_is_skipped_with_a_note_by_both(tmp_path: Path) -> None:
@@ -230,7 +255,7 @@ def test_the_reader_streams_and_filters_by_call(tmp_path: Path) -> None:
     assert [str(error) for error in skipped] == ["line 5 is not JSON (Expecting value)"]
 
 
-def test_a_judges_model_calls_are_not_the_attempts_generation() -> None:
+def test_a_judges_model_calls_are_not_the_attempts_generation(tmp_path: Path) -> None:
     """An LLM-as-judge check's backend calls carry the attempt's ids (purpose "judge"): the
     attempt keeps its own latency and tokens, and a judge call failing for good does not
     make the attempt a backend error."""
@@ -277,7 +302,9 @@ def test_a_judges_model_calls_are_not_the_attempts_generation() -> None:
         },
         {"hook": "sampling_loop_end", "time": 2.2, "payload": {"sampling_id": "c1"}},
     ]
-    (call,) = group_calls(events)
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    (call,) = read_calls(path)
     (attempt,) = call.rows()
     assert (attempt.latency_s, attempt.input_tokens, attempt.output_tokens) == (0.1, 5, 5)
     assert (attempt.started, attempt.retries) == (1.0, 0)

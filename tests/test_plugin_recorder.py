@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,10 @@ from typer.testing import CliRunner
 
 from builtin_plugins.recorder import RecorderPlugin, read_events
 from hook_specs import Generation, Usage, hookimpl
-from sampling_core import GenerationRequest
+from sampling_core import GenerationRequest, Sampler, ScriptedBackend
 from sampling_core.cli.app import app
-from sampling_core.cli.trace_cmd import build_timelines, trace_app
+from sampling_core.cli.trace_cmd import trace_app
+from sampling_core.event_attempts import read_calls
 
 
 @pytest.fixture
@@ -164,7 +167,7 @@ def _record_a_call(path: Path, sampler: Any, scripted_backend: Any) -> Any:
 def test_timeline_of_a_recorded_call(tmp_path, sampler, scripted_backend):
     path = tmp_path / "events.jsonl"
     result = _record_a_call(path, sampler, scripted_backend)
-    (timeline,) = build_timelines(read_events(path))
+    (timeline,) = read_calls(path)
     assert timeline.sampling_id == result.sampling_id
     rows = timeline.rows()
     outcomes = {(r.subsample_index, r.attempt): r.outcome for r in rows}
@@ -216,3 +219,65 @@ def test_trace_show_rejects_a_bad_file_in_one_line(tmp_path, content, message):
     assert out.exit_code == 2
     assert message in out.output
     assert len(out.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("capture_content", [False, True])
+def test_raw_is_never_written_for_sampling_validate(
+    tmp_path, sampler, scripted_backend, capture_content
+):
+    path = tmp_path / "events.jsonl"
+    recorder = RecorderPlugin(path, capture_content=capture_content)
+    backend = scripted_backend(lambda request: Generation("x", Usage(1, 1), raw=object()))
+    sampler(backend, plugins=[recorder]).sample_sync("q", requirements=[lambda t: False])
+    events = lines(path)
+    validated = [e["payload"]["generation"] for e in events if e["hook"] == "sampling_validate"]
+    assert validated and all(g["usage"]["input_tokens"] == 1 for g in validated)
+    assert all(("text" in g) is capture_content for g in validated)
+    assert not [e for e in events if "raw" in e["payload"].get("generation", {})]
+    assert "object object" not in path.read_text()  # nor its repr anywhere
+
+
+class Unprintable(RuntimeError):
+    """An exception that prints on the thread that raised it and nowhere else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raised_on = threading.get_ident()
+
+    def __str__(self) -> str:
+        if threading.get_ident() != self.raised_on:
+            raise ValueError("this exception cannot be printed here")
+        return "down"
+
+
+def test_an_event_that_cannot_be_encoded_is_reported_and_the_others_are_written(tmp_path):
+    path = tmp_path / "events.jsonl"
+
+    def reply(request: GenerationRequest) -> str:
+        raise Unprintable()
+
+    s = Sampler(ScriptedBackend(reply), plugins=[RecorderPlugin(path)], load_entrypoints=False)
+    with pytest.raises(Unprintable):
+        s.sample_sync("q")
+    # All four events are written in one batch, at the call's end, by the background
+    # worker: generation_error's and sampling_loop_end's exception cannot be encoded there,
+    # the two events noted with them still are.
+    hooks = [e["hook"] for e in lines(path)]
+    assert hooks == ["sampling_loop_start", "generation_pre_call"]
+    (fault,) = s.background_faults  # the worker's fault, named by plugin and hook
+    assert (fault.plugin_name, fault.hook) == ("RecorderPlugin", "sampling_loop_end")
+    assert "this exception cannot be printed here" in str(fault.exception)
+
+
+def test_a_recorder_never_closed_writes_what_it_noted_when_collected(tmp_path):
+    path = tmp_path / "events.jsonl"
+    recorder = RecorderPlugin(path)
+    recorder.output.note("sampling_loop_start", {"sampling_id": "c1"})
+    recorder.output.note("sampling_loop_end", {"sampling_id": "c1"})
+    assert not path.exists()  # noted, not yet written
+    del recorder
+    gc.collect()
+    assert [(e["hook"], e["payload"]) for e in lines(path)] == [
+        ("sampling_loop_start", {"sampling_id": "c1"}),
+        ("sampling_loop_end", {"sampling_id": "c1"}),
+    ]

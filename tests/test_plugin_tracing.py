@@ -221,3 +221,12 @@ def test_sampling_validate_shows_the_verdicts_the_other_plugins_left(sampler, sc
     assert result.success
     (verdict,) = [e for e in logs if e["event"] == "sampling.validate"]
     assert (verdict["passed"], verdict["valid_count"], verdict["total_count"]) == (True, 2, 2)
+
+
+def test_a_partly_passing_sampling_validate_is_not_passed(sampler, scripted_backend):
+    s = sampler(scripted_backend(["x"]), plugins=[TracingPlugin()])
+    with capture_logs() as logs:
+        result = s.sample_sync("q", requirements=[lambda text: True, lambda text: False])
+    assert not result.success
+    (verdict,) = [e for e in logs if e["event"] == "sampling.validate"]
+    assert (verdict["passed"], verdict["valid_count"], verdict["total_count"]) == (False, 1, 2)

@@ -14,9 +14,10 @@ from view_helpers import make_run
 
 from builtin_plugins.recorder import RecorderPlugin
 from sampling_core import Sampler, ScriptedBackend
+from sampling_core.event_attempts import read_calls
 from sampling_core.requirements import max_words
 from sampling_core.view import build_page, run_data
-from sampling_core.view.timeline import lanes_from_events, lanes_from_record
+from sampling_core.view.timeline import lanes_from_call, lanes_from_record
 
 
 def embedded(page: str) -> dict:
@@ -66,8 +67,8 @@ async def test_events_show_the_attempts_an_early_exit_cancelled(tmp_path: Path) 
     result = await sampler.sample("q", requirements=[max_words(3)], concurrency_budget=3)
     recorder.close()
     assert result.cancelled == 2
-    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-    lanes = lanes_from_events(events)
+    (call,) = read_calls(tmp_path / "events.jsonl")
+    lanes = lanes_from_call(call)
     assert [(lane["subsample"], [s["outcome"] for s in lane["steps"]]) for lane in lanes] == [
         (0, ["passed"]),
         (1, ["cancelled"]),

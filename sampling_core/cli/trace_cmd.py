@@ -23,9 +23,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
-from sampling_core.event_attempts import RecordedAttempt, RecordedCall, group_calls, read_calls
+from sampling_core.event_attempts import RecordedAttempt, RecordedCall, read_calls
 
-__all__ = ["AttemptRow", "CallTimeline", "build_timelines", "timeline_as_dict", "trace_app"]
+__all__ = ["timeline_as_dict", "trace_app"]
 
 trace_app = typer.Typer(
     name="trace",
@@ -40,12 +40,6 @@ trace_app = typer.Typer(
 def _trace() -> None:
     """Read files written by the recorder plugin."""
 
-
-AttemptRow = RecordedAttempt
-"""One attempt of a call (the name this module gave :class:`RecordedAttempt`)."""
-
-CallTimeline = RecordedCall
-"""One ``sample()`` call (the name this module gave :class:`RecordedCall`)."""
 
 _SHOWN = (
     "subsample_index",
@@ -62,12 +56,6 @@ _SHOWN = (
     "outcome",
 )
 """An attempt's fields in ``--json`` (``t_s`` follows)."""
-
-
-def build_timelines(events: list[dict[str, Any]]) -> list[CallTimeline]:
-    """Group recorded events by call, in the order calls first appear (see
-    :func:`sampling_core.event_attempts.group_calls`; a bad event raises ``EventFileError``)."""
-    return group_calls(events)
 
 
 @trace_app.command("show", cls=ReadableCommand)
@@ -115,7 +103,7 @@ def _note_line(message: str) -> None:
     typer.echo(f"samplehooks: note: {message}", err=True)
 
 
-def timeline_as_dict(timeline: CallTimeline) -> dict[str, Any]:
+def timeline_as_dict(timeline: RecordedCall) -> dict[str, Any]:
     """One call as JSON data: its start and end payloads and its attempts, as shown."""
     return {
         "sampling_id": timeline.sampling_id,
@@ -135,7 +123,7 @@ def _since(when: float | None, origin: float | None) -> float | None:
     return None if when is None or origin is None else when - origin
 
 
-def _print_call(console: Console, timeline: CallTimeline) -> None:
+def _print_call(console: Console, timeline: RecordedCall) -> None:
     start, end = timeline.start or {}, timeline.end or {}
     title = f"call {timeline.sampling_id}"
     if start or end:
@@ -173,7 +161,7 @@ def _print_call(console: Console, timeline: CallTimeline) -> None:
         console.print("  (no sampling_loop_end recorded: the call did not finish)")
 
 
-def _note(row: AttemptRow) -> str:
+def _note(row: RecordedAttempt) -> str:
     notes = [] if row.outcome == "completed" else [row.outcome]
     if row.retries:
         notes.append(f"{row.retries} transport {'retry' if row.retries == 1 else 'retries'}")

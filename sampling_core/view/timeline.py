@@ -12,17 +12,15 @@ shown with one cancelled step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sampling_core.event_attempts import RecordedAttempt, RecordedCall, group_calls, read_calls
+from sampling_core.event_attempts import RecordedAttempt, RecordedCall, read_calls
 
 __all__ = [
     "EventsFile",
     "add_record_details",
     "lanes_from_call",
-    "lanes_from_events",
     "lanes_from_record",
     "read_events_by_call",
 ]
@@ -74,14 +72,6 @@ def _step(attempt: int, outcome: str, **extra: Any) -> dict[str, Any]:
 def lanes_from_call(call: RecordedCall) -> list[dict[str, Any]]:
     """Lanes of one call from its recorded attempts."""
     return _as_lanes({key: _attempt_step(row) for key, row in call.attempts.items()})
-
-
-def lanes_from_events(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Lanes of one call from its hook events (events that are malformed are skipped)."""
-    steps = {}
-    for call in group_calls(events, on_bad_event=lambda _: None):
-        steps.update({key: _attempt_step(row) for key, row in call.attempts.items()})
-    return _as_lanes(steps)
 
 
 def _attempt_step(row: RecordedAttempt) -> dict[str, Any]:
