@@ -46,7 +46,7 @@ from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
 from hook_specs.records import Attempt, Generation, IterationInfo, Message, ValidationResult
 from sampling_core.budgets import check_attempts, check_budget
-from sampling_core.errors import PluginError
+from sampling_core.errors import PluginError, exception_text
 from sampling_core.hook_table import (  # noqa: F401  (re-exported: the names the engine uses)
     BUILDERS,
     Firing,
@@ -399,11 +399,11 @@ def log_fault(plugin_name: str, hook: str, exc: BaseException) -> None:
         plugin=plugin_name,
         hook=hook,
         error_type=type(exc).__name__,
-        error=str(exc),
+        error=exception_text(exc),
     )
 
 
 def describe(exc: BaseException) -> str:
     """``Type: message`` (or just ``Type``)."""
-    text = str(exc)
+    text = exception_text(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -18,6 +18,7 @@ import pluggy
 from hook_specs.markers import is_background
 from hook_specs.names import HookName
 from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
+from sampling_core.errors import exception_text
 
 if TYPE_CHECKING:
     from sampling_core.background import BackgroundDelivery
@@ -36,7 +37,7 @@ class PluginFault:
     exception: BaseException
 
     def __str__(self) -> str:
-        return f"{self.plugin_name}, {self.hook}: {self.exception}"
+        return f"{self.plugin_name}, {self.hook}: {exception_text(self.exception)}"
 
 
 class PluginTimeout(TimeoutError):

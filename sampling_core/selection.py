@@ -27,6 +27,7 @@ from hook_specs.records import (
     count_passed,
 )
 from sampling_core.dispatch import PluginFault
+from sampling_core.errors import exception_text
 from sampling_core.requirements import parse_model
 from sampling_core.results import AttemptError, SamplingResult
 from sampling_core.strategies import Strategy
@@ -136,7 +137,9 @@ class Tally:
     def record_error(self, info: IterationInfo, exc: BaseException) -> None:
         """Keep an attempt whose backend call raised for good."""
         self.errors.append(AttemptError(info.subsample_index, info.attempt, info.iteration, exc))
-        logger.warning("sampling.backend_error", error_type=type(exc).__name__, error=str(exc))
+        logger.warning(
+            "sampling.backend_error", error_type=type(exc).__name__, error=exception_text(exc)
+        )
 
     def _judge_pass(self, attempt: Attempt) -> None:
         tasks = self.tasks if self.early_exit else None
