@@ -11,7 +11,8 @@ import sys
 from benchmarks import mellea_baseline
 from benchmarks.fakes import configure_logging
 from benchmarks.report import Row, json_line, machine, render_table, summary
-from benchmarks.scenarios import SCENARIOS, Settings
+from benchmarks.runners import Settings
+from benchmarks.scenarios import SCENARIOS
 from benchmarks.soak import SMOKE_CALLS, SoakReport, soak
 
 

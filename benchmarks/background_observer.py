@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmarks.fakes import PASSES, PROMPT, EngineBackend, FakeModel
 from benchmarks.report import Check, Row
+from benchmarks.runners import implementations
 from benchmarks.timing import Runner, median, paired_ratio, time_batches
 from hook_specs import background, hookimpl
 from sampling_core import Sampler
@@ -49,8 +50,6 @@ def sixteen_attempts(model: FakeModel, samplers: dict[str, Sampler]) -> dict[str
             )
 
         return run
-
-    from benchmarks.scenarios import implementations  # it imports this module
 
     runners = {name: runner(sampler) for name, sampler in samplers.items()}
     others = implementations(model, loop_budget=4, concurrency_budget=4)

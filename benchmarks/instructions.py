@@ -22,9 +22,9 @@ import subprocess
 import sys
 
 from benchmarks.fakes import FakeModel, TrivialPlugin, configure_logging, engine_runner
-from sampling_core import loop as loop_module
-from sampling_core import suspension
-from sampling_core.subsample_tasks import AnyioSubsampleTasks
+from sampling_core.engine import loop as loop_module
+from sampling_core.engine import suspension
+from sampling_core.engine.subsample_tasks import AnyioSubsampleTasks
 
 VARIANTS = ("no plugin", "trivial plugin on every hook")
 TASK_GROUP = "anyio task group (no plugin)"
@@ -36,7 +36,7 @@ WARMUP = 50
 VALGRIND_SLOWDOWN = 100
 """How much slower the engine runs under callgrind (measured: about 14 µs per attempt natively,
 1.5 ms under callgrind). The engine adds a schedule point once a millisecond passed without a
-yield (``sampling_core.suspension``); the child scales that interval by this factor, so that
+yield (``sampling_core.engine.suspension``); the child scales that interval by this factor, so that
 the counted runs pay for as many checkpoints per attempt as a native run does."""
 
 

@@ -1,9 +1,9 @@
 """The task-group scenario: the engine's subsample runner against an anyio task group.
 
 On asyncio the engine starts a call's subsamples as plain asyncio tasks
-(:class:`~sampling_core.subsample_tasks.AsyncioSubsampleTasks`, cancelled by anyio's rules);
+(:class:`~sampling_core.engine.subsample_tasks.AsyncioSubsampleTasks`, cancelled by anyio's rules);
 under trio it uses an anyio task group with a cancel scope per subsample
-(:class:`~sampling_core.subsample_tasks.AnyioSubsampleTasks`: ``anyio.create_task_group()``,
+(:class:`~sampling_core.engine.subsample_tasks.AnyioSubsampleTasks`: ``anyio.create_task_group()``,
 ``start_soon``, early exit by cancelling the group's scope). This scenario runs the same
 engine workload with each, on asyncio, the task group injected as the loop's runner for the
 duration of its calls, and the bare loop and Mellea beside them as in every scenario:
@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.fakes import FakeModel
 from benchmarks.report import Check, Row
+from benchmarks.runners import implementations, many_at_once
 from benchmarks.timing import (
     Runner,
     engine_pairs,
@@ -31,8 +33,8 @@ from benchmarks.timing import (
     ratio,
     time_batches,
 )
-from sampling_core import loop as loop_module
-from sampling_core.subsample_tasks import AnyioSubsampleTasks, SubsampleTasks
+from sampling_core.engine import loop as loop_module
+from sampling_core.engine.subsample_tasks import AnyioSubsampleTasks, SubsampleTasks
 
 RUNNER = "engine's runner"
 TASK_GROUP = "anyio task group"
@@ -108,8 +110,6 @@ def rows_for(
 
 async def task_group(s: Any) -> list[Row]:
     """The engine's runner against an anyio task group, same workloads, same process."""
-    from benchmarks.fakes import FakeModel
-    from benchmarks.scenarios import implementations, many_at_once  # they import this module
 
     rows: list[Row] = []
     for concurrency in (1, 4, 16, 512):

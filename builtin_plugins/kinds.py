@@ -15,9 +15,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 
 from hook_specs import hookimpl
-from sampling_core.field_checks import contains_field, equals_field
 from sampling_core.kinds import LOCATION, THROUGHPUT
-from sampling_core.requirements import (
+from sampling_core.requirements.checks import (
     Requirement,
     contains,
     is_json,
@@ -27,6 +26,7 @@ from sampling_core.requirements import (
     min_words,
     not_contains,
 )
+from sampling_core.requirements.fields import contains_field, equals_field
 from sampling_core.strategies import (
     BestOfN,
     MajorityVote,

@@ -48,7 +48,7 @@ from hook_specs import (
     background,
     hookimpl,
 )
-from sampling_core.events import EventFileError, read_events
+from sampling_core.events.reading import EventFileError, read_events
 from sampling_core.redaction import one_json_line, refresh_environment, scrub_data
 
 __all__ = ["DEFAULT_PATH", "EventFileError", "RecorderPlugin", "read_events"]

@@ -16,7 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from hook_specs import PAYLOAD_TYPES, HookName, HookPayload, specs
+from hook_specs import PAYLOAD_TYPES, HookName, HookPayload, may_write, specs
 from hook_specs.records import Generation, IterationInfo, Usage, ValidationResult
 
 OUTPUT = Path(__file__).with_name("hooks.md")
@@ -239,7 +239,7 @@ def summary_table() -> str:
         payload = PAYLOAD_TYPES[hook]
         fires, _ = first_paragraph(getattr(specs, hook.value).__doc__ or "")
         change = ", ".join(f"`{f}`" for f in sorted(payload.writable)) or "nothing"
-        fault = "fails closed" if hook.may_change_payload else "is isolated"
+        fault = "fails closed" if may_write(hook) else "is isolated"
         rows.append(f"| [`{hook.value}`](#{hook.value}) | {fires} | {change} | {fault} |")
     return "\n".join(rows)
 
@@ -285,7 +285,7 @@ def hook_section(hook: HookName) -> str:
         change = "Nothing: this hook is observe-only; every field is read-only."
     fault = (
         "the engine fails closed: `sample()` raises `PluginError`."
-        if hook.may_change_payload
+        if may_write(hook)
         else "the fault is isolated and recorded in `result.plugin_errors` "
         "(strict samplers raise `PluginError`)."
     )

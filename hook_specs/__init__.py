@@ -11,11 +11,11 @@ Plugins import from here::
 """
 
 from hook_specs import specs
+from hook_specs.contract import OBSERVE_ONLY_HOOKS, PAYLOAD_TYPES, WRITABLE_HOOKS, may_write
 from hook_specs.errors import ReadOnlyFieldError, StopSampling
 from hook_specs.markers import PROJECT_NAME, background, hookimpl, hookspec
 from hook_specs.names import HookName
 from hook_specs.payloads import (
-    PAYLOAD_TYPES,
     AttemptPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
@@ -38,7 +38,9 @@ from hook_specs.records import (
 )
 
 __all__ = [
+    "OBSERVE_ONLY_HOOKS",
     "PAYLOAD_TYPES",
+    "WRITABLE_HOOKS",
     "PROJECT_NAME",
     "Attempt",
     "AttemptPayload",
@@ -63,5 +65,6 @@ __all__ = [
     "background",
     "hookimpl",
     "hookspec",
+    "may_write",
     "specs",
 ]

@@ -24,17 +24,6 @@ class HookName(StrEnum):
         return self.value
 
     @property
-    def may_change_payload(self) -> bool:
-        """Whether plugins may write to this hook's payload (a fault there fails closed).
-
-        Read from the payload class's ``writable`` fields: the one place that rule lives.
-        """
-        from hook_specs.payloads import PAYLOAD_TYPES  # the payloads import this module
-
-        payload_type = PAYLOAD_TYPES.get(self)  # provider hooks have none
-        return payload_type is not None and bool(payload_type.writable)
-
-    @property
     def is_provider(self) -> bool:
         """Whether this is a provider hook (``register_*``): called with ``register``, once
         per process when kinds are collected, never during a ``sample()`` call."""

@@ -331,19 +331,3 @@ class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
     @field_serializer("exception")
     def _exception_as_text(self, exc: BaseException) -> str:
         return f"{type(exc).__name__}: {exc}"
-
-
-PAYLOAD_TYPES: dict[HookName, type[HookPayload]] = {
-    cls.hook: cls
-    for cls in (
-        SamplingLoopStartPayload,
-        SamplingValidatePayload,
-        SamplingIterationPayload,
-        SamplingRepairPayload,
-        SamplingLoopEndPayload,
-        GenerationPreCallPayload,
-        GenerationPostCallPayload,
-        GenerationErrorPayload,
-    )
-}
-"""The payload model of every hook."""

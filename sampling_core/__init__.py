@@ -3,7 +3,7 @@
 ::
 
     from sampling_core import ScriptedBackend, sample_sync
-    from sampling_core.requirements import contains
+    from sampling_core.requirements.checks import contains
 
     result = sample_sync(
         "Name a colour.",
@@ -21,13 +21,14 @@ if TYPE_CHECKING:
     from hook_specs.errors import StopSampling
     from hook_specs.records import Attempt, Generation, IterationInfo, Usage, ValidationResult
     from sampling_core.backends import AttemptTimeout, Backend, GenerationRequest, ScriptedBackend
-    from sampling_core.check_context import CheckContext
-    from sampling_core.context import current_iteration
-    from sampling_core.dispatch import PluginFault
+    from sampling_core.engine.context import current_iteration
+    from sampling_core.engine.results import AttemptError, SamplingResult
+    from sampling_core.engine.sampler import Sampler, sample, sample_sync
+    from sampling_core.engine.transport import RetryPolicy, TransientBackendError
     from sampling_core.errors import BudgetError, PluginError, SamplehooksError
-    from sampling_core.requirements import Requirement
-    from sampling_core.results import AttemptError, SamplingResult
-    from sampling_core.sampler import Sampler, sample, sample_sync
+    from sampling_core.hooks.faults import PluginFault
+    from sampling_core.requirements.checks import Requirement
+    from sampling_core.requirements.context import CheckContext
     from sampling_core.strategies import (
         BestOfN,
         MajorityVote,
@@ -36,39 +37,38 @@ if TYPE_CHECKING:
         RepairTemplate,
         Strategy,
     )
-    from sampling_core.transport import RetryPolicy, TransientBackendError
 
 # Names are imported on first use (PEP 562), so importing a submodule -- the pytest
 # plugin at every pytest start, the CLI's parts -- does not import the whole engine.
 _EXPORTS = {
     "Attempt": "hook_specs.records",
-    "AttemptError": "sampling_core.results",
+    "AttemptError": "sampling_core.engine.results",
     "AttemptTimeout": "sampling_core.backends",
     "Backend": "sampling_core.backends",
     "BestOfN": "sampling_core.strategies",
     "BudgetError": "sampling_core.errors",
-    "CheckContext": "sampling_core.check_context",
-    "current_iteration": "sampling_core.context",
+    "CheckContext": "sampling_core.requirements.context",
+    "current_iteration": "sampling_core.engine.context",
     "Generation": "hook_specs.records",
     "GenerationRequest": "sampling_core.backends",
     "IterationInfo": "hook_specs.records",
     "MajorityVote": "sampling_core.strategies",
     "MultiTurn": "sampling_core.strategies",
     "PluginError": "sampling_core.errors",
-    "PluginFault": "sampling_core.dispatch",
+    "PluginFault": "sampling_core.hooks.channel",
     "RejectionSampling": "sampling_core.strategies",
     "RepairTemplate": "sampling_core.strategies",
-    "Requirement": "sampling_core.requirements",
-    "RetryPolicy": "sampling_core.transport",
-    "sample": "sampling_core.sampler",
-    "sample_sync": "sampling_core.sampler",
+    "Requirement": "sampling_core.requirements.checks",
+    "RetryPolicy": "sampling_core.engine.transport",
+    "sample": "sampling_core.engine.sampler",
+    "sample_sync": "sampling_core.engine.sampler",
     "SamplehooksError": "sampling_core.errors",
-    "Sampler": "sampling_core.sampler",
-    "SamplingResult": "sampling_core.results",
+    "Sampler": "sampling_core.engine.sampler",
+    "SamplingResult": "sampling_core.engine.results",
     "ScriptedBackend": "sampling_core.backends",
     "StopSampling": "hook_specs.errors",
     "Strategy": "sampling_core.strategies",
-    "TransientBackendError": "sampling_core.transport",
+    "TransientBackendError": "sampling_core.engine.transport",
     "Usage": "hook_specs.records",
     "ValidationResult": "hook_specs.records",
 }

@@ -32,19 +32,15 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import SamplehooksError
-from sampling_core.options import (
+from sampling_core.hooks.entry_points import PluginSettings, installed_plugins, warn_skipped
+from sampling_core.hooks.options import (
     as_kwargs,
     first_problem,
     options_model,
     problem_option,
     signature_of,
 )
-from sampling_core.plugins import (
-    PluginSettings,
-    installed_plugins,
-    warn_skipped,
-)
-from sampling_core.requirements import Requirement, as_requirements
+from sampling_core.requirements.checks import Requirement, as_requirements
 
 __all__ = [
     "AREAS",

@@ -50,9 +50,9 @@ from hook_specs.payloads import HookPayload
 from hook_specs.records import IterationInfo
 from sampling_core.backends.base import GenerationRequest
 from sampling_core.backends.scripted import ScriptedBackend
-from sampling_core.context import current_iteration
-from sampling_core.plugins import PluginSpec
-from sampling_core.sampler import Sampler
+from sampling_core.engine.context import current_iteration
+from sampling_core.engine.sampler import Sampler
+from sampling_core.hooks.entry_points import PluginSpec
 
 __all__ = [
     "HookEvent",

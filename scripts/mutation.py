@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Module (or module:function) -> the tests that exercise it.
 MODULES: dict[str, list[str]] = {
-    "sampling_core/budgets.py": ["tests/test_engine_budgets.py"],
-    "sampling_core/requirements.py": [
+    "sampling_core/engine/budgets.py": ["tests/test_engine_budgets.py"],
+    "sampling_core/requirements/checks.py": [
         "tests/test_requirements.py",
         "tests/test_reliability_hangs.py",
         "tests/test_engine_errors.py",
@@ -42,7 +42,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_reliability_secrets_headers.py",
         "tests/test_reliability_secret_routes.py",
     ],
-    "sampling_core/loop.py": [
+    "sampling_core/engine/loop.py": [
         "tests/test_engine_loop_exact.py",
         "tests/test_judge_through_engine.py",
         "tests/test_engine_stops_exact.py",
@@ -55,7 +55,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_engine_timeouts.py",
         "tests/test_hook_delivery.py",
     ],
-    "sampling_core/selection.py": [
+    "sampling_core/engine/tally.py": [
         "tests/test_engine_exact.py",
         "tests/test_engine_strategies.py",
         "tests/test_engine_cancellation.py",
@@ -64,7 +64,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_engine_budgets.py",
         "tests/test_hooks_contract.py",
     ],
-    "sampling_core/dispatch.py": [
+    "sampling_core/hooks/channel.py": [
         "tests/test_dispatch_exact.py",
         "tests/test_dispatch_faults_exact.py",
         "tests/test_hook_monitoring.py",
@@ -96,8 +96,8 @@ MODULES: dict[str, list[str]] = {
     ],
 }
 STABLE = [
-    "sampling_core/budgets.py",
-    "sampling_core/requirements.py",
+    "sampling_core/engine/budgets.py",
+    "sampling_core/requirements/checks.py",
     "builtin_plugins/ordering.py",
     "sampling_core/redaction.py",
     "sampling_core/runs/resume.py",

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 
 from hook_specs import HookName
-from hook_specs.payloads import PAYLOAD_TYPES
+from hook_specs.contract import PAYLOAD_TYPES
 from hook_specs.records import ValidationResult
 from sampling_core import GenerationRequest, RetryPolicy, Sampler
 from sampling_core.testing import HookEvent, HookRecorder

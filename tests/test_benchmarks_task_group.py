@@ -7,8 +7,8 @@ import asyncio
 
 from benchmarks.fakes import FakeModel, engine_runner
 from benchmarks.task_group import with_runner
-from sampling_core import loop as loop_module
-from sampling_core.subsample_tasks import AnyioSubsampleTasks, subsample_tasks
+from sampling_core.engine import loop as loop_module
+from sampling_core.engine.subsample_tasks import AnyioSubsampleTasks, subsample_tasks
 
 
 class CountedTaskGroup(AnyioSubsampleTasks):

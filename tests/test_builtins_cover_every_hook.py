@@ -13,8 +13,8 @@ from benchmarks.fakes import TrivialPlugin
 from builtin_plugins.recorder import RecorderPlugin, read_events
 from builtin_plugins.tracing import EVENT_NAMES, TracingPlugin
 from hook_specs import specs
+from hook_specs.contract import PAYLOAD_TYPES
 from hook_specs.markers import PROJECT_NAME
-from hook_specs.payloads import PAYLOAD_TYPES
 from sampling_core.testing import HookRecorder
 
 EVERY_HOOK = sorted(hook.value for hook in PAYLOAD_TYPES)

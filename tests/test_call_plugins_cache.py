@@ -6,7 +6,7 @@ import pytest
 
 from hook_specs import hookimpl
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.hook_table import CallTables
+from sampling_core.hooks.table import CallTables
 from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio

@@ -1,7 +1,7 @@
 """Hook delivery, exactly: each attempt payload's fields, and budgets written at loop start.
 
 Compares what a plugin reads and what a user reads in a budget error, whole, so a change of a
-field or a message in :mod:`sampling_core.dispatch` fails here. Faults and monitors are in
+field or a message in :mod:`sampling_core.hooks.channel` fails here. Faults and monitors are in
 ``test_dispatch_faults_exact.py``.
 """
 

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 from hook_specs import hookimpl
 from hook_specs.records import ValidationResult
 from sampling_core import PluginError, Sampler, ScriptedBackend
-from sampling_core.dispatch import describe
+from sampling_core.hooks.faults import describe
 
 pytestmark = pytest.mark.anyio
 

@@ -24,8 +24,8 @@ from plugin_site import run_python
 from hook_specs import PAYLOAD_TYPES, HookName, specs
 from sampling_core import RepairTemplate, Sampler, TransientBackendError
 from sampling_core.cli.app import app
-from sampling_core.requirements import contains
-from sampling_core.transport import RetryPolicy
+from sampling_core.engine.transport import RetryPolicy
+from sampling_core.requirements.checks import contains
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

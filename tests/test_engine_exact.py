@@ -1,7 +1,7 @@
 """The call's tally, exactly: loop-end fields, token and cost sums, errors, the pick, the order.
 
 What a user reads in the ``SamplingResult`` and a plugin in ``sampling_loop_end`` is compared
-whole, with exact numbers, so a mutant of :mod:`sampling_core.selection` that shifts a count,
+whole, with exact numbers, so a mutant of :mod:`sampling_core.engine.tally` that shifts a count,
 drops a field or picks another attempt fails here.
 """
 

@@ -14,8 +14,8 @@ from property_helpers import CallScenario, ScenarioBackend, call_settings, run_c
 
 from hook_specs import hookimpl
 from sampling_core import GenerationRequest, Sampler, SamplingResult
-from sampling_core import loop as loop_module
-from sampling_core.subsample_tasks import AnyioSubsampleTasks
+from sampling_core.engine import loop as loop_module
+from sampling_core.engine.subsample_tasks import AnyioSubsampleTasks
 
 
 class Boom(RuntimeError):

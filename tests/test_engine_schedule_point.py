@@ -1,5 +1,6 @@
 """A backend that answers without awaiting can neither starve other tasks nor ignore an
-outer cancellation: the engine yields at least once a millisecond (sampling_core.suspension)."""
+outer cancellation: the engine yields at least once a millisecond
+(sampling_core.engine.suspension)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ async def test_other_tasks_run_while_a_call_of_instant_attempts_runs():
 async def test_siblings_that_run_while_one_takes_the_schedule_point_do_not_take_it_too(
     monkeypatch,
 ):
-    from sampling_core import loop, suspension
+    from sampling_core.engine import loop, suspension
 
     now = [100.0]  # a clock that moves only when the test says
     monkeypatch.setattr(suspension.time, "perf_counter", lambda: now[0])

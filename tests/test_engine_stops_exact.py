@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from hook_specs import HookName, StopSampling, Usage, hookimpl
 from sampling_core import ScriptedBackend
-from sampling_core.context import current_iteration
+from sampling_core.engine.context import current_iteration
 from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio

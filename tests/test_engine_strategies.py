@@ -17,8 +17,8 @@ from sampling_core import (
     Sampler,
     ScriptedBackend,
 )
-from sampling_core.requirements import contains, max_words
-from sampling_core.seeds import derive_seed
+from sampling_core.engine.seeds import derive_seed
+from sampling_core.requirements.checks import contains, max_words
 
 pytestmark = pytest.mark.anyio
 

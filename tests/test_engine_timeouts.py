@@ -14,7 +14,7 @@ from sampling_core import (
     Sampler,
     ScriptedBackend,
 )
-from sampling_core.dispatch import PluginTimeout
+from sampling_core.hooks.faults import PluginTimeout
 
 pytestmark = pytest.mark.anyio
 

@@ -1,7 +1,7 @@
 """One reading of recorded events: ``trace show`` and the view see the same attempts.
 
-A recorded file is read by :mod:`sampling_core.events` and interpreted into calls and
-attempts by :mod:`sampling_core.event_attempts`; these tests hold the two commands to the
+A recorded file is read by :mod:`sampling_core.events.reading` and interpreted into calls and
+attempts by :mod:`sampling_core.events.attempts`; these tests hold the two commands to the
 same facts, and bad input to the one documented rule (strict: one line naming the line and
 the field; the view: the line counted and skipped).
 """
@@ -18,9 +18,9 @@ from reliability_helpers import assert_refused, invoke
 
 from builtin_plugins.recorder import RecorderPlugin
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.event_attempts import read_calls
-from sampling_core.events import EventFileError, numbered_events
-from sampling_core.requirements import max_words
+from sampling_core.events.attempts import read_calls
+from sampling_core.events.reading import EventFileError, numbered_events
+from sampling_core.requirements.checks import max_words
 from sampling_core.view.timeline import lanes_from_call, read_events_by_call
 
 # (subsample, attempt) -> what every reader must say of it, for each recorded call.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sampling_core import CheckContext
-from sampling_core.field_checks import contains_field, equals_field, normalize_text
 from sampling_core.kinds import KindError, requirement
+from sampling_core.requirements.fields import contains_field, equals_field, normalize_text
 
 
 def verdict(req, text: str, row: dict | None):

@@ -17,7 +17,7 @@ from engine_helpers import never
 
 from hook_specs import hookimpl
 from sampling_core import PluginError, Sampler, ScriptedBackend
-from sampling_core.hook_table import is_async_function
+from sampling_core.hooks.table import is_async_function
 
 pytestmark = pytest.mark.anyio
 

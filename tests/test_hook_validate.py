@@ -141,7 +141,7 @@ async def test_only_results_may_be_written():
 
 
 async def test_no_payload_is_built_when_nobody_implements_it(monkeypatch):
-    from sampling_core import dispatch
+    from sampling_core.hooks import table as dispatch
 
     built = []
     original = dispatch.BUILDERS[HookName.SAMPLING_VALIDATE]

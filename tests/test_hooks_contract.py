@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import pytest
 
-from hook_specs import PAYLOAD_TYPES, HookName, ReadOnlyFieldError, specs
+from hook_specs import PAYLOAD_TYPES, HookName, ReadOnlyFieldError, may_write, specs
 from hook_specs.payloads import (
     GenerationPostCallPayload,
     GenerationPreCallPayload,
@@ -40,7 +40,7 @@ def test_hook_name_values_are_function_names():
         "generation_error",
         "sampling_validate",
     }
-    assert [h for h in HookName if h.may_change_payload] == [
+    assert [h for h in HookName if may_write(h)] == [
         HookName.SAMPLING_LOOP_START,
         HookName.SAMPLING_REPAIR,
         HookName.GENERATION_PRE_CALL,

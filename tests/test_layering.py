@@ -183,3 +183,94 @@ def test_sampling_core_never_imports_or_names_builtin_plugins():
         if "builtin_plugins" in path.read_text()
     ]
     assert offenders == []
+
+
+# -- imports flow one way ------------------------------------------------------------------
+
+GRAPHED = (*PACKAGES, "benchmarks")
+
+
+def _module_names() -> dict[str, Path]:
+    names = {}
+    for package in GRAPHED:
+        for path in _modules(package):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            names[".".join(parts)] = path
+    return names
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Every module of ours that ``name`` imports anywhere: at the top, under
+    ``TYPE_CHECKING``, inside functions. A package's ``__init__`` counts as a module too,
+    except for its own submodules (Python runs it before any of them: that is loading, not
+    a dependency)."""
+    base = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                up = base.split(".")[: len(base.split(".")) - node.level + 1]
+                module = ".".join([*up, module] if module else up)
+            targets = [f"{module}.{alias.name}" for alias in node.names] + [module]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and not name.startswith(target + "."):
+                found.add(target)
+    return found
+
+
+def import_cycles(known: dict[str, Path]) -> list[list[str]]:
+    """The import cycles among ``known`` modules (Tarjan's strongly connected components)."""
+    graph = {name: _imports(name, path, known) for name, path in known.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return cycles
+
+
+def test_no_import_cycle_anywhere_counting_type_checking_and_function_local_imports():
+    assert import_cycles(_module_names()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_hidden_under_type_checking(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    a = tmp_path / "pkg" / "a.py"
+    b = tmp_path / "pkg" / "b.py"
+    c = tmp_path / "pkg" / "c.py"
+    a.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\n")
+    b.write_text("def f():\n    from pkg import c\n")
+    c.write_text("import pkg.a\n")
+    known = {"pkg.a": a, "pkg.b": b, "pkg.c": c}
+    assert import_cycles(known) == [["pkg.a", "pkg.b", "pkg.c"]]

@@ -12,7 +12,7 @@ import pytest
 from sampling_core import Generation, Sampler
 from sampling_core.backends import GenerationRequest, LocalBackend
 from sampling_core.backends.local import ModelNotFoundError, default_model_path
-from sampling_core.requirements import max_words
+from sampling_core.requirements.checks import max_words
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -19,7 +19,7 @@ from hook_specs import Generation, Usage, hookimpl
 from sampling_core import GenerationRequest, Sampler, ScriptedBackend
 from sampling_core.cli.app import app
 from sampling_core.cli.trace_cmd import trace_app
-from sampling_core.event_attempts import read_calls
+from sampling_core.events.attempts import read_calls
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from hook_specs import HookName, ReadOnlyFieldError, hookimpl
-from hook_specs.payloads import PAYLOAD_TYPES
-from sampling_core import GenerationRequest, PluginError, Sampler, ScriptedBackend, dispatch
+from hook_specs.contract import PAYLOAD_TYPES
+from sampling_core import GenerationRequest, PluginError, Sampler, ScriptedBackend
+from sampling_core.hooks import table as dispatch
 
 pytestmark = pytest.mark.anyio
 H = HookName

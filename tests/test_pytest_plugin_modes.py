@@ -23,7 +23,7 @@ ENGINE_MODULES = (
 TEST_FILE = textwrap.dedent(
     """
     import pytest
-    from sampling_core.requirements import contains
+    from sampling_core.requirements.checks import contains
 
     {mark}
     async def test_fixtures_in_an_async_test(sampler, scripted_backend, hook_recorder, plugin_env):

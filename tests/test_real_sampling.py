@@ -11,7 +11,7 @@ import pytest
 
 from sampling_core import Sampler, SamplingResult
 from sampling_core.backends import OpenAIBackend
-from sampling_core.requirements import max_words
+from sampling_core.requirements.checks import max_words
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ from runs_helpers import records, write_config, write_dataset
 
 from sampling_core import Requirement, Sampler, ScriptedBackend, ValidationResult
 from sampling_core.kinds import collect_kinds
-from sampling_core.requirements import matches
+from sampling_core.requirements.checks import matches
 from sampling_core.runs import run_batch_sync
 from sampling_core.runs.caps import MAX_LIST_ITEMS, MAX_TEXT_CHARS, cap_record
 from sampling_core.runs.session import BatchSession

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from hook_specs.errors import StopSampling
 from sampling_core import CheckContext, Requirement, ScriptedBackend, ValidationResult
-from sampling_core.requirements import (
+from sampling_core.requirements.checks import (
     as_requirements,
     contains,
     is_json,

@@ -8,7 +8,7 @@ from math import comb
 import pytest
 
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.requirements import max_words
+from sampling_core.requirements.checks import max_words
 from sampling_core.runs.passk import ks_for, pass_at_k, pass_at_k_table
 
 pytestmark = pytest.mark.anyio

@@ -176,7 +176,7 @@ def test_the_progress_plugin_gets_one_bar_over_the_prompts_to_run(tmp_path: Path
     from builtin_plugins.progress import ProgressPlugin
     from builtin_plugins.recorder import RecorderPlugin
     from builtin_plugins.tracing import TracingPlugin
-    from sampling_core.plugins import PluginRegistry
+    from sampling_core.hooks.registry import PluginRegistry
     from sampling_core.runs.components import plugin_specs
     from sampling_core.runs.config import PluginEntry
 

@@ -7,7 +7,7 @@ import random
 import re
 
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.sampler import new_sampling_id
+from sampling_core.engine.sampler import new_sampling_id
 
 
 def test_ids_are_sixteen_hex_digits_and_distinct():

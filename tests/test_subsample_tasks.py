@@ -9,7 +9,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from sampling_core.subsample_tasks import (
+from sampling_core.engine.subsample_tasks import (
     AnyioSubsampleTasks,
     AsyncioSubsampleTasks,
     subsample_tasks,

@@ -15,7 +15,7 @@ from plugin_site import run_python
 import sampling_core.pytest_plugin
 import sampling_core.testing
 from hook_specs import HookName, ValidationResult, hookimpl
-from sampling_core.requirements import contains
+from sampling_core.requirements.checks import contains
 
 H = HookName
 

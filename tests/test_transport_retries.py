@@ -18,7 +18,7 @@ from hook_specs import HookName
 from sampling_core import RetryPolicy, Sampler, TransientBackendError
 from sampling_core.backends import OpenAIBackend
 from sampling_core.backends.openai_compat import BackendError, parse_retry_after
-from sampling_core.requirements import contains
+from sampling_core.requirements.checks import contains
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -14,8 +14,8 @@ from view_helpers import make_run
 
 from builtin_plugins.recorder import RecorderPlugin
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.event_attempts import read_calls
-from sampling_core.requirements import max_words
+from sampling_core.events.attempts import read_calls
+from sampling_core.requirements.checks import max_words
 from sampling_core.view import build_page, run_data
 from sampling_core.view.timeline import lanes_from_call, lanes_from_record
 

@@ -2,8 +2,9 @@
 
 Works with OpenAI, vLLM, llama.cpp's server, Ollama and LM Studio. It uses one
 ``httpx.AsyncClient`` per event loop, made on first use. It never retries by itself: 429s,
-5xx, timeouts and dropped connections raise :class:`~sampling_core.transport.TransientBackendError`
-(with the server's ``Retry-After``) and the engine retries them under its ``RetryPolicy``;
+5xx, timeouts and dropped connections raise
+:class:`~sampling_core.engine.transport.TransientBackendError` (with the server's
+``Retry-After``) and the engine retries them under its ``RetryPolicy``;
 other HTTP errors raise :class:`BackendError`. Cancelling a call closes its HTTP request.
 
 The API key is read from the environment variable named by ``api_key_env`` when the client
@@ -31,6 +32,7 @@ import httpx
 from hook_specs.records import Generation, Message, Usage
 from sampling_core.backends.base import GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
+from sampling_core.engine.transport import TransientBackendError
 from sampling_core.errors import SamplehooksError
 from sampling_core.pricing import priced
 from sampling_core.redaction import (
@@ -41,7 +43,6 @@ from sampling_core.redaction import (
     url_secrets,
     without_credentials,
 )
-from sampling_core.transport import TransientBackendError
 
 __all__ = ["BackendError", "OpenAIBackend", "parse_retry_after"]
 

@@ -15,10 +15,10 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from sampling_core.hooks.entry_points import entry_point_object, installed_plugins
+from sampling_core.hooks.options import options_model
 from sampling_core.kinds import Area, Kind, KindError, KindRegistry
-from sampling_core.options import options_model
-from sampling_core.plugins import entry_point_object, installed_plugins
-from sampling_core.requirements import Requirement
+from sampling_core.requirements.checks import Requirement
 from sampling_core.strategies import Strategy
 
 __all__ = [

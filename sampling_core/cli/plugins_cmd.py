@@ -24,14 +24,14 @@ from rich.table import Table
 from hook_specs.names import HookName
 from sampling_core.cli.plugin_template import TemplateError, write_plugin
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
-from sampling_core.kinds import KindError, KindRegistry
-from sampling_core.plugins import (
+from sampling_core.hooks.entry_points import (
     InstalledPlugin,
-    PluginRegistry,
     PluginSettings,
     installed_plugins,
     instantiate,
 )
+from sampling_core.hooks.registry import PluginRegistry
+from sampling_core.kinds import KindError, KindRegistry
 
 __all__ = ["inspect_plugins", "plugins_app", "plugins_command"]
 

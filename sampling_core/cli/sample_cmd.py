@@ -28,10 +28,10 @@ from sampling_core.cli.kind_args import (
 from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.cli.sample_output import print_report, result_as_dict
+from sampling_core.engine.results import SamplingResult
+from sampling_core.engine.sampler import Sampler
 from sampling_core.errors import SamplehooksError
 from sampling_core.kinds import collect_kinds
-from sampling_core.results import SamplingResult
-from sampling_core.sampler import Sampler
 
 __all__ = ["sample_command"]
 

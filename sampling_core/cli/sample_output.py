@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sampling_core.results import SamplingResult
+from sampling_core.engine.results import SamplingResult
 
 __all__ = ["attempts_table", "print_report", "result_as_dict"]
 

@@ -1,7 +1,7 @@
 """``samplehooks trace show FILE``: a recorded event file as a per-call timeline.
 
 The file is what the ``recorder`` plugin writes: one JSON line per hook event, read and
-interpreted by :mod:`sampling_core.event_attempts` (as ``samplehooks view`` does). For every
+interpreted by :mod:`sampling_core.events.attempts` (as ``samplehooks view`` does). For every
 ``sample()`` call in it, the command prints the call's settings and outcome and one row
 per attempt, in the order attempts finished: time since the call started, iteration,
 subsample, attempt, sequence, passed, backend latency, tokens, and a note for attempts
@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
-from sampling_core.event_attempts import RecordedAttempt, RecordedCall, read_calls
+from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_calls
 
 __all__ = ["timeline_as_dict", "trace_app"]
 

@@ -10,15 +10,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from sampling_core.engine.sampler import Sampler
+from sampling_core.engine.transport import RetryPolicy
 from sampling_core.errors import PluginError
+from sampling_core.hooks.entry_points import PluginSpec, load_entry_point
 from sampling_core.kinds import KindError, KindRegistry
-from sampling_core.plugins import PluginSpec, load_entry_point
-from sampling_core.requirements import Requirement
+from sampling_core.requirements.checks import Requirement
 from sampling_core.runs.config import PluginEntry, RequirementSpec, RunConfig, StrategyConfig
 from sampling_core.runs.errors import ConfigError
-from sampling_core.sampler import Sampler
 from sampling_core.strategies import Strategy
-from sampling_core.transport import RetryPolicy
 
 __all__ = [
     "Components",

@@ -30,9 +30,9 @@ from pydantic import (
     model_validator,
 )
 
-from sampling_core.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
-from sampling_core.options import number_as_written, number_kinds
-from sampling_core.requirements import DEFAULT_CHECK_TIMEOUT_S
+from sampling_core.engine.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
+from sampling_core.hooks.options import number_as_written, number_kinds
+from sampling_core.requirements.checks import DEFAULT_CHECK_TIMEOUT_S
 
 __all__ = [
     "BackendConfig",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampling_core.results import SamplingResult
+from sampling_core.engine.results import SamplingResult
 
 __all__ = ["TEXT_KEPT", "attempt_entries", "usage_entry"]
 

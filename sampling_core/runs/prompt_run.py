@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sampling_core.results import SamplingResult
+from sampling_core.engine.results import SamplingResult
 from sampling_core.runs.components import Components, build_requirements, prompt_seed
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.outcome import attempt_entries, usage_entry

@@ -24,8 +24,8 @@ from typing import IO, Any
 
 import anyio
 
+from sampling_core.hooks.entry_points import PluginSpec
 from sampling_core.kinds import KindRegistry
-from sampling_core.plugins import PluginSpec
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.errors import ConfigError

@@ -25,8 +25,8 @@ from typing import Any
 import anyio
 
 from sampling_core.backends.base import aclose_backend
+from sampling_core.hooks.entry_points import PluginSpec
 from sampling_core.kinds import KindRegistry
-from sampling_core.plugins import PluginSpec
 from sampling_core.runs.components import build_backend, build_components, close_plugins
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import PromptItem

@@ -20,8 +20,8 @@ from typing import Any, cast
 import yaml
 from pydantic import ValidationError
 
+from sampling_core.hooks.entry_points import affects_results
 from sampling_core.kinds import Area, KindRegistry
-from sampling_core.plugins import affects_results
 from sampling_core.runs.classification import as_json, option_label, walk_config
 from sampling_core.runs.config import Label, RunConfig
 from sampling_core.runs.dataset import Dataset

@@ -19,8 +19,9 @@ import anyio
 import structlog
 
 from sampling_core.backends.base import aclose_backend
+from sampling_core.hooks.entry_points import PluginSettings, PluginSpec
+from sampling_core.hooks.registry import PluginRegistry
 from sampling_core.kinds import KindError, KindRegistry, collect_kinds
-from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
 from sampling_core.runs.components import (
     build_backend,
     build_components,

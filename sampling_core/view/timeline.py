@@ -2,7 +2,7 @@
 
 A step is one attempt with its outcome: ``passed``, ``failed``, ``error`` (the backend
 call raised for good) or ``cancelled`` (in flight when another subsample's pass ended the
-call). The hook events say all of it, as :mod:`sampling_core.event_attempts` reads them
+call). The hook events say all of it, as :mod:`sampling_core.events.attempts` reads them
 (the same reading ``samplehooks trace show`` prints): an attempt that no
 ``sampling_iteration`` or final ``generation_error`` ended was cancelled. Without
 events (the ``recorder`` plugin was off) the record's attempts are used; a subsample
@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sampling_core.event_attempts import RecordedAttempt, RecordedCall, read_calls
+from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_calls
 
 __all__ = [
     "EventsFile",
@@ -39,7 +39,7 @@ class EventsFile:
 
 
 def read_events_by_call(path: Path, wanted: set[str]) -> EventsFile:
-    """The calls in ``wanted``, read by :func:`sampling_core.event_attempts.read_calls`
+    """The calls in ``wanted``, read by :func:`sampling_core.events.attempts.read_calls`
     (streamed: the events of other calls are not kept).
 
     Tolerant, as the view always was: a line that is not an event (a torn last line of a

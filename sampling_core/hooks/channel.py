@@ -16,9 +16,9 @@ behind that call live:
   ``after(outcome, hook_name, hook_impls, kwargs)``);
 * in-order, shielded delivery of ``sampling_iteration``;
 * handing ``@background`` implementations' events to the sampler's
-  :class:`~sampling_core.background.BackgroundDelivery`.
+  :class:`~sampling_core.hooks.background.BackgroundDelivery`.
 
-A :class:`~sampling_core.hook_table.HookTable` is what a registry compiles its plugins into
+A :class:`~sampling_core.hooks.table.HookTable` is what a registry compiles its plugins into
 (cached until a plugin is registered or unregistered); it never changes once made.
 
 **Adding a hook.** (1) a ``HookName`` member and a spec in ``hook_specs/specs.py``; (2) its
@@ -45,20 +45,9 @@ from hook_specs.errors import StopSampling
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
 from hook_specs.records import Attempt, Generation, IterationInfo, Message, ValidationResult
-from sampling_core.budgets import check_attempts, check_budget
-from sampling_core.errors import PluginError, exception_text
-from sampling_core.hook_table import (  # noqa: F401  (re-exported: the names the engine uses)
-    BUILDERS,
-    Firing,
-    HookImplementation,
-    HookTable,
-    Monitor,
-    PluginFault,
-    PluginTimeout,
-    Route,
-    call_order,
-    not_awaited,
-)
+from sampling_core.errors import PluginError
+from sampling_core.hooks.faults import PluginFault, PluginTimeout, describe, log_fault, not_awaited
+from sampling_core.hooks.table import HookTable, Route
 
 logger = structlog.get_logger("samplehooks")
 
@@ -81,44 +70,11 @@ class CallHooks:
 
     # -- one method per hook, in the order they fire -----------------------------------
 
-    async def loop_start(
-        self,
-        fields: dict[str, Any],
-        max_loop_budget: int,
-        max_concurrency_budget: int,
-        max_attempts: int,
-    ) -> tuple[int, int]:
-        """Fire ``sampling_loop_start``; the budgets to run with (checked if changed)."""
-        loop_budget, concurrency_budget = fields["loop_budget"], fields["concurrency_budget"]
-        if not self.firing.loop_start:
-            return loop_budget, concurrency_budget
+    async def loop_start(self, fields: dict[str, Any]) -> Any:
+        """Fire ``sampling_loop_start``; the payload as plugins left it (the engine checks
+        the budgets they wrote)."""
         fields["sampling_id"], fields["strategy_name"] = self._id, self._strategy
-        payload = await self._fire(self._routes.loop_start, fields)
-        if (
-            payload.loop_budget is not loop_budget
-            or payload.concurrency_budget is not concurrency_budget
-        ):
-            for field, cap in (
-                ("loop_budget", max_loop_budget),
-                ("concurrency_budget", max_concurrency_budget),
-            ):
-                writer = payload.written_by(field)
-                source = f"plugin {writer!r}" if writer else "the caller"
-                check_budget(field, getattr(payload, field), cap, source)
-            # The error names a budget a plugin changed (the concurrency first), as it was set.
-            field = next(
-                (f for f in ("concurrency_budget", "loop_budget") if payload.written_by(f)),
-                "concurrency_budget",
-            )
-            writer = payload.written_by(field)
-            check_attempts(
-                payload.loop_budget,
-                payload.concurrency_budget,
-                max_attempts,
-                f"plugin {writer!r}" if writer else "the caller",
-                field,
-            )
-        return payload.loop_budget, payload.concurrency_budget
+        return await self._fire(self._routes.loop_start, fields)
 
     async def pre_call(
         self,
@@ -390,20 +346,3 @@ class CallHooks:
             raise PluginError(plugin_name, hook.value, describe(exc)) from exc
         self.faults.append(PluginFault(plugin_name, hook.value, exc))
         log_fault(plugin_name, hook.value, exc)
-
-
-def log_fault(plugin_name: str, hook: str, exc: BaseException) -> None:
-    """Log an isolated plugin fault (``plugin.error``, with the plugin's name)."""
-    logger.warning(
-        "plugin.error",
-        plugin=plugin_name,
-        hook=hook,
-        error_type=type(exc).__name__,
-        error=exception_text(exc),
-    )
-
-
-def describe(exc: BaseException) -> str:
-    """``Type: message`` (or just ``Type``)."""
-    text = exception_text(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -30,7 +30,8 @@ import anyio.to_thread
 
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
-from sampling_core.dispatch import HookImplementation, PluginFault, log_fault, not_awaited
+from sampling_core.hooks.faults import PluginFault, log_fault, not_awaited
+from sampling_core.hooks.table import HookImplementation
 
 DEFAULT_MAXSIZE = 10_000
 IDLE_S = 2.0

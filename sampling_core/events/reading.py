@@ -1,7 +1,7 @@
 """The recorded-event format: one JSON object per line, ``{"hook", "time", "payload"}``.
 
 The ``recorder`` plugin writes it. This module is its one reader (:func:`numbered_events`,
-and :func:`read_events` on top of it); :mod:`sampling_core.event_attempts` is its one
+and :func:`read_events` on top of it); :mod:`sampling_core.events.attempts` is its one
 interpretation into calls and attempts, which ``samplehooks trace show`` and
 ``samplehooks view`` both use. It lives here, with the engine, so neither imports a plugin.
 

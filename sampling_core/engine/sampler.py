@@ -14,29 +14,31 @@ import anyio
 
 from hook_specs.records import Message
 from sampling_core.backends.base import Backend, aclose_backend
-from sampling_core.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
-from sampling_core.background import BackgroundDelivery
-from sampling_core.budgets import (
+from sampling_core.engine.budgets import (
     DEFAULT_MAX_ATTEMPTS_PER_CALL,
     DEFAULT_MAX_CONCURRENCY_BUDGET,
     DEFAULT_MAX_LOOP_BUDGET,
-    check_attempts,
+    BudgetCaps,
     check_budget,
 )
-from sampling_core.dispatch import CallHooks, PluginFault
-from sampling_core.loop import CallSettings, SamplingCall
-from sampling_core.plugins import PluginRegistry, PluginSettings, PluginSpec
-from sampling_core.requirements import (
+from sampling_core.engine.loop import CallSettings, SamplingCall
+from sampling_core.engine.results import SamplingResult
+from sampling_core.engine.subsample_tasks import running_event_loop
+from sampling_core.engine.transport import RetryPolicy
+from sampling_core.hooks.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
+from sampling_core.hooks.background import BackgroundDelivery
+from sampling_core.hooks.channel import CallHooks
+from sampling_core.hooks.entry_points import PluginSettings, PluginSpec
+from sampling_core.hooks.faults import PluginFault
+from sampling_core.hooks.registry import PluginRegistry
+from sampling_core.requirements.checks import (
     DEFAULT_CHECK_TIMEOUT_S,
     Check,
     Requirement,
     as_requirements,
     parses_as,
 )
-from sampling_core.results import SamplingResult
 from sampling_core.strategies import RejectionSampling, Strategy
-from sampling_core.subsample_tasks import running_event_loop
-from sampling_core.transport import RetryPolicy
 
 __all__ = ["Sampler", "sample", "sample_sync"]
 
@@ -56,7 +58,7 @@ class Sampler:
     ``plugin_timeout`` bounds each async hook implementation; one that overruns is
     cancelled and treated like a plugin that raised. ``max_loop_budget``,
     ``max_concurrency_budget`` and ``max_attempts_per_call`` (their product, default
-    :data:`~sampling_core.budgets.DEFAULT_MAX_ATTEMPTS_PER_CALL`) cap what a call may ask
+    :data:`~sampling_core.engine.budgets.DEFAULT_MAX_ATTEMPTS_PER_CALL`) cap what a call may ask
     for, so one call's memory is bounded. ``background_queue_size`` bounds the queue of
     ``@background`` observers' events (when full, sampling waits for room).
 
@@ -102,6 +104,9 @@ class Sampler:
         )
         self.max_attempts_per_call = check_budget(
             "max_attempts_per_call", max_attempts_per_call, 10**12, "the caller"
+        )
+        self.caps = BudgetCaps(
+            self.max_loop_budget, self.max_concurrency_budget, self.max_attempts_per_call
         )
         self.settings = PluginSettings.from_env()
         self.background = BackgroundDelivery(background_queue_size)
@@ -190,19 +195,7 @@ class Sampler:
             raise TypeError("no backend: give Sampler(backend) or sample(..., backend=...)")
         if not callable(getattr(chosen, "generate", None)):
             raise TypeError(f"backend {chosen!r} has no generate(request) method")
-        if not (type(loop_budget) is int and 1 <= loop_budget <= self.max_loop_budget):
-            check_budget("loop_budget", loop_budget, self.max_loop_budget, "the caller")
-        if not (
-            type(concurrency_budget) is int
-            and 1 <= concurrency_budget <= self.max_concurrency_budget
-        ):
-            check_budget(
-                "concurrency_budget", concurrency_budget, self.max_concurrency_budget, "the caller"
-            )
-        if loop_budget * concurrency_budget > self.max_attempts_per_call:
-            check_attempts(
-                loop_budget, concurrency_budget, self.max_attempts_per_call, "the caller"
-            )
+        self.caps.check(loop_budget, concurrency_budget)
         if selection not in ("first", "ordered"):
             raise ValueError(f'selection must be "first" or "ordered", not {selection!r}')
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -232,9 +225,7 @@ class Sampler:
                 format=format,
                 retry=self.retry,
                 attempt_timeout=self.attempt_timeout,
-                max_loop_budget=self.max_loop_budget,
-                max_concurrency_budget=self.max_concurrency_budget,
-                max_attempts_per_call=self.max_attempts_per_call,
+                caps=self.caps,
                 early_exit=bool(early_exit),
                 check_timeout=self.check_timeout,
                 row=row,

@@ -7,7 +7,7 @@ from typing import Any
 
 from hook_specs.payloads import StopReason
 from hook_specs.records import Attempt, Usage
-from sampling_core.dispatch import PluginFault
+from sampling_core.hooks.faults import PluginFault
 
 __all__ = ["AttemptError", "PluginFault", "SamplingResult"]
 

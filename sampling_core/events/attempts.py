@@ -1,6 +1,6 @@
 """Recorded events interpreted: each call, and per call each attempt and how it ended.
 
-The one reading of the format of :mod:`sampling_core.events` into facts, shared by
+The one reading of the format of :mod:`sampling_core.events.reading` into facts, shared by
 ``samplehooks trace show`` (a table per call) and ``samplehooks view`` (lanes per
 subsample). Events are grouped by ``sampling_id`` (calls in the order they first appear)
 and, per call, by ``(subsample_index, attempt)``: one :class:`RecordedAttempt` per attempt.
@@ -16,8 +16,8 @@ and, per call, by ``(subsample_index, attempt)``: one :class:`RecordedAttempt` p
   LLM-as-judge) carry the attempt's ids but say nothing of its own generation: they are
   checked like the others and change nothing.
 
-Bad input follows the rule of :mod:`sampling_core.events`: a field read here that has the
-wrong type is an :class:`~sampling_core.events.EventFileError` naming the line, the hook
+Bad input follows the rule of :mod:`sampling_core.events.reading`: a field read here that has the
+wrong type is an :class:`~sampling_core.events.reading.EventFileError` naming the line, the hook
 and the field, raised, or given to ``on_bad_line`` and the whole event skipped.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sampling_core.events import NO_CALL, EventFileError, numbered_events
+from sampling_core.events.reading import NO_CALL, EventFileError, numbered_events
 
 __all__ = ["RecordedAttempt", "RecordedCall", "read_calls"]
 
@@ -105,7 +105,7 @@ def read_calls(
     """The calls recorded in ``path`` (those ``keep_call`` accepts), read as it streams.
 
     Raises ``OSError`` if the file cannot be read, and :class:`EventFileError` for a bad
-    line unless ``on_bad_line`` is given (see :mod:`sampling_core.events`).
+    line unless ``on_bad_line`` is given (see :mod:`sampling_core.events.reading`).
     """
     events = numbered_events(path, on_note, keep_call=keep_call, on_bad_line=on_bad_line)
     return _group(events, on_bad_line)

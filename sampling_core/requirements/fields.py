@@ -23,9 +23,9 @@ import string
 from collections.abc import Callable
 
 from hook_specs.records import ValidationResult
-from sampling_core.check_context import CheckContext
-from sampling_core.linear_regex import compile_linear
-from sampling_core.requirements import Requirement
+from sampling_core.requirements.checks import Requirement
+from sampling_core.requirements.context import CheckContext
+from sampling_core.requirements.linear_regex import compile_linear
 
 __all__ = ["contains_field", "equals_field", "normalize_text"]
 

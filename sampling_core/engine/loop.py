@@ -1,7 +1,7 @@
 """The sampling loop: subsamples, attempts, early exit, cancellation and selection.
 
 One :class:`SamplingCall` runs one ``sample()`` call. It runs ``concurrency_budget``
-subsamples, each in a task the call owns (see :mod:`sampling_core.subsample_tasks`; a lone
+subsamples, each in a task the call owns (see :mod:`sampling_core.engine.subsample_tasks`; a lone
 subsample runs in the caller's task); each makes up to ``loop_budget`` attempts. One
 attempt reads forward through :meth:`SamplingCall._attempt`:
 
@@ -9,9 +9,9 @@ attempt reads forward through :meth:`SamplingCall._attempt`:
             -> sampling_iteration -> (stop | repair: sampling_repair -> next attempt)
 
 Every hook is one ``await self.hooks.<hook>(...)`` on the call's hook channel
-(:class:`~sampling_core.dispatch.CallHooks`), which builds the payload, calls the plugins
+(:class:`~sampling_core.hooks.channel.CallHooks`), which builds the payload, calls the plugins
 and applies the fault policy. What the call has produced so far (attempts, errors, tokens,
-the winner) is a :class:`~sampling_core.selection.Tally`. An attempt is *completed* once
+the winner) is a :class:`~sampling_core.engine.tally.Tally`. An attempt is *completed* once
 validated; its ``sampling_iteration`` event is then delivered even if a sibling's success
 cancels the group meanwhile. Nothing started here outlives :meth:`SamplingCall.run`.
 """
@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -33,44 +31,19 @@ from structlog.contextvars import bind_contextvars
 from hook_specs.errors import StopSampling
 from hook_specs.records import Attempt, Generation, IterationInfo, Message
 from sampling_core.backends.base import Backend, GenerationRequest, as_generation, generate_within
-from sampling_core.check_context import CheckContext
-from sampling_core.context import enter_attempt, leave_attempt
-from sampling_core.dispatch import CallHooks
-from sampling_core.requirements import Requirement, validate_all
-from sampling_core.results import SamplingResult
-from sampling_core.seeds import derive_seed
-from sampling_core.selection import Tally
-from sampling_core.strategies import Strategy
-from sampling_core.subsample_tasks import one_of, subsample_tasks
-from sampling_core.suspension import finish, note_yield, overdue
-from sampling_core.transport import RetryPolicy, is_transient
+from sampling_core.engine.context import enter_attempt, leave_attempt
+from sampling_core.engine.results import SamplingResult
+from sampling_core.engine.seeds import derive_seed
+from sampling_core.engine.settings import CallSettings
+from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
+from sampling_core.engine.suspension import finish, note_yield, overdue
+from sampling_core.engine.tally import Tally
+from sampling_core.engine.transport import is_transient
+from sampling_core.hooks.channel import CallHooks
+from sampling_core.requirements.checks import validate_all
+from sampling_core.requirements.context import CheckContext
 
 logger = structlog.get_logger("samplehooks")
-
-
-@dataclass(slots=True)
-class CallSettings:
-    """What one call is asked to do, already validated by the ``Sampler``."""
-
-    sampling_id: str
-    backend: Backend
-    messages: list[Message]
-    requirements: tuple[Requirement, ...]
-    strategy: Strategy
-    loop_budget: int
-    concurrency_budget: int
-    selection: str
-    seed: int | None
-    options: dict[str, Any]
-    format: Any
-    retry: RetryPolicy
-    attempt_timeout: float | None
-    max_loop_budget: int
-    max_concurrency_budget: int
-    max_attempts_per_call: int
-    early_exit: bool = True
-    check_timeout: float | None = None
-    row: Mapping[str, Any] | None = None  # the dataset line checks see (CheckContext.row)
 
 
 class _BackendFailed(Exception):
@@ -112,7 +85,7 @@ class SamplingCall:
     async def _start(self) -> None:
         s = self.s
         try:
-            s.loop_budget, s.concurrency_budget = await self.hooks.loop_start(
+            payload = await self.hooks.loop_start(
                 {
                     "loop_budget": s.loop_budget,
                     "concurrency_budget": s.concurrency_budget,
@@ -122,10 +95,10 @@ class SamplingCall:
                     "seed": s.seed,
                     "options": dict(s.options),
                     "provider_name": getattr(s.backend, "provider_name", None),
-                },
-                s.max_loop_budget,
-                s.max_concurrency_budget,
-                s.max_attempts_per_call,
+                }
+            )
+            s.loop_budget, s.concurrency_budget = s.caps.check(
+                payload.loop_budget, payload.concurrency_budget, payload.written_by
             )
         except StopSampling as stop:
             self._stop(stop)
@@ -189,7 +162,7 @@ class SamplingCall:
                     bind_contextvars(attempt=number, iteration=info.iteration)
                     enter_attempt(info)
                 attempt = await self._attempt(info, messages)
-                if overdue():  # a schedule point: see sampling_core.suspension
+                if overdue():  # a schedule point: see sampling_core.engine.suspension
                     # Noted before yielding: a sibling that runs meanwhile runs after it.
                     note_yield(time.perf_counter())
                     await anyio.lowlevel.checkpoint()
@@ -281,7 +254,7 @@ class SamplingCall:
             request = GenerationRequest(call_messages, call_options, info)
             began = time.perf_counter()
             try:
-                # Awaited by hand to learn whether it suspended (see sampling_core.suspension).
+                # Awaited by hand to learn whether it suspended (see engine.suspension).
                 pending = (
                     backend.generate(request)
                     if s.attempt_timeout is None

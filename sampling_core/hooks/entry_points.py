@@ -1,7 +1,7 @@
 """Installed plugins: entry points, the environment's switches, making a plugin with options.
 
 Which entry points load, what a name resolves to, and how a plugin class is called with its
-options live here (one place for those rules); :mod:`sampling_core.plugins` registers what
+options live here (one place for those rules); :mod:`sampling_core.hooks.registry` registers what
 this module makes.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import PluginError
-from sampling_core.options import options_model, validate_options
+from sampling_core.hooks.options import options_model, validate_options
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 BUILTIN_DISTRIBUTION = "samplehooks"

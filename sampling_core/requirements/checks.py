@@ -19,8 +19,8 @@ from pydantic import BaseModel, ValidationError
 
 from hook_specs.errors import StopSampling
 from hook_specs.records import ValidationResult
-from sampling_core.check_context import CheckContext, takes_context
-from sampling_core.linear_regex import compile_linear
+from sampling_core.requirements.context import CheckContext, takes_context
+from sampling_core.requirements.linear_regex import compile_linear
 
 if TYPE_CHECKING:
     from sampling_core.backends.base import Backend
@@ -223,8 +223,9 @@ def _words(text: str) -> int:
 def matches(pattern: str, *, flags: int = 0, description: str | None = None) -> Requirement:
     """The text contains a match of the regular expression ``pattern``.
 
-    The pattern runs on RE2 (:mod:`sampling_core.linear_regex`): in linear time, so it cannot
-    hang a run; lookaround and backreferences are refused here with a ``ValueError``.
+    The pattern runs on RE2 (:mod:`sampling_core.requirements.linear_regex`): in linear
+    time, so it cannot hang a run; lookaround and backreferences are refused here with a
+    ``ValueError``.
     """
     compiled = compile_linear(pattern, flags)
 

@@ -1,7 +1,7 @@
 """``CheckContext``: what a check may know besides the text, and how a check asks for it.
 
 A check takes ``(text)`` or ``(text, context)``; which one is decided once, from its
-signature, when the :class:`~sampling_core.requirements.Requirement` is built.
+signature, when the :class:`~sampling_core.requirements.checks.Requirement` is built.
 """
 
 from __future__ import annotations

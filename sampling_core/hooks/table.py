@@ -1,7 +1,7 @@
 """What a registry compiles its plugins into: each hook's implementations in call order.
 
-A :class:`HookTable` never changes once made; :mod:`sampling_core.dispatch` fires hooks
-through it, one :class:`~sampling_core.dispatch.CallHooks` per ``sample()`` call.
+A :class:`HookTable` never changes once made; :mod:`sampling_core.hooks.channel` fires hooks
+through it, one :class:`~sampling_core.hooks.channel.CallHooks` per ``sample()`` call.
 """
 
 from __future__ import annotations
@@ -11,37 +11,27 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pluggy
 
+from hook_specs.contract import PAYLOAD_TYPES, may_write
 from hook_specs.markers import is_background
 from hook_specs.names import HookName
-from hook_specs.payloads import PAYLOAD_TYPES, HookPayload
-from sampling_core.errors import exception_text
-
-if TYPE_CHECKING:
-    from sampling_core.background import BackgroundDelivery
+from hook_specs.payloads import HookPayload
 
 H = HookName
+
+
+class Delivery(Protocol):
+    """Where a table hands ``@background`` implementations' events (a ``BackgroundDelivery``)."""
+
+    async def put(self, hook: HookName, impl: HookImplementation, payload: HookPayload) -> None:
+        """Queue one event for ``impl``."""
+
+
 Monitor = tuple[Callable[..., None], Callable[..., None]]
 """A ``(before, after)`` pair given to ``add_hookcall_monitoring``."""
-
-
-@dataclass(frozen=True, slots=True)
-class PluginFault:
-    """A plugin's exception, isolated in an observe-only hook."""
-
-    plugin_name: str
-    hook: str
-    exception: BaseException
-
-    def __str__(self) -> str:
-        return f"{self.plugin_name}, {self.hook}: {exception_text(self.exception)}"
-
-
-class PluginTimeout(TimeoutError):
-    """An async hook implementation ran longer than the dispatcher's timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,18 +100,6 @@ def is_async_function(function: Callable[..., Any]) -> bool:
             return False
         return inspect.iscoroutinefunction(inner)
     return inspect.iscoroutinefunction(type(function).__call__)  # an object's own __call__
-
-
-def not_awaited(pending: Any) -> TypeError:
-    """The fault of a plain function that returned an awaitable: the awaitable is closed, not
-    run, on every delivery path (inline or background)."""
-    close = getattr(pending, "close", None)
-    if close is not None:
-        close()
-    return TypeError(
-        f"returned {type(pending).__name__} from a plain function; an implementation "
-        "whose work must be awaited is declared `async def`"
-    )
 
 
 def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
@@ -200,7 +178,7 @@ class HookTable:
         strict: bool = False,
         timeout: float | None = None,
         monitors: Sequence[Monitor] = (),
-        delivery: BackgroundDelivery | None = None,
+        delivery: Delivery | None = None,
     ) -> None:
         self.registered = {hook: tuple(registered.get(hook, ())) for hook in HookName}
         self.strict = strict
@@ -227,7 +205,7 @@ class HookTable:
             build=BUILDERS[hook],
             inline=inline,
             background=background,
-            writable=hook.may_change_payload,
+            writable=may_write(hook),
             direct=not (self.monitors or background or any(i.is_async for i in inline)),
         )
 

@@ -3,7 +3,7 @@
 A :class:`Tally` numbers and keeps every completed attempt, judges it (first pass, or the
 best ``(attempt, subsample_index)`` under ``selection="ordered"``), cancels the subsamples
 that can no longer win (unless ``early_exit`` is off), counts tokens and in-flight
-attempts, and finally makes the :class:`~sampling_core.results.SamplingResult` and the
+attempts, and finally makes the :class:`~sampling_core.engine.results.SamplingResult` and the
 fields of ``sampling_loop_end``.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -26,15 +26,13 @@ from hook_specs.records import (
     ValidationResult,
     count_passed,
 )
-from sampling_core.dispatch import PluginFault
+from sampling_core.engine.results import AttemptError, SamplingResult
+from sampling_core.engine.settings import CallSettings
+from sampling_core.engine.subsample_tasks import SubsampleTasks
 from sampling_core.errors import exception_text
-from sampling_core.requirements import parse_model
-from sampling_core.results import AttemptError, SamplingResult
+from sampling_core.hooks.faults import PluginFault
+from sampling_core.requirements.checks import parse_model
 from sampling_core.strategies import Strategy
-
-if TYPE_CHECKING:
-    from sampling_core.loop import CallSettings
-    from sampling_core.subsample_tasks import SubsampleTasks
 
 logger = structlog.get_logger("samplehooks")
 

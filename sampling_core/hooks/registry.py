@@ -18,26 +18,16 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from hook_specs import specs
+from hook_specs.contract import may_write
 from hook_specs.markers import PROJECT_NAME, is_background
 from hook_specs.names import HookName
-from sampling_core.dispatch import HookImplementation, HookTable, Monitor
 from sampling_core.errors import PluginError
-from sampling_core.hook_table import CallTables
-from sampling_core.hookimpl_opts import hookimpl_opts
-
-if TYPE_CHECKING:
-    from sampling_core.background import BackgroundDelivery
-
-from sampling_core.entry_points import (  # noqa: F401  (re-exported)
-    BUILTIN_DISTRIBUTION,
-    ENTRY_POINT_GROUP,
+from sampling_core.hooks.entry_points import (
     InstalledPlugin,
     PluginImportError,
     PluginSettings,
     PluginSpec,
-    affects_results,
     default_name,
-    entry_point_object,
     installed_plugins,
     instantiate,
     load_entry_point,
@@ -45,6 +35,11 @@ from sampling_core.entry_points import (  # noqa: F401  (re-exported)
     warn,
     warn_skipped,
 )
+from sampling_core.hooks.impl_options import hookimpl_opts
+from sampling_core.hooks.table import CallTables, HookImplementation, HookTable, Monitor
+
+if TYPE_CHECKING:
+    from sampling_core.hooks.background import BackgroundDelivery
 
 
 class _LiveManager(pluggy.PluginManager):
@@ -102,7 +97,7 @@ class PluginRegistry:
 
     Registration is live: :meth:`register`, :meth:`unregister` and registration directly on
     :attr:`manager` all take effect from the next ``sample()`` call. The compiled
-    :class:`~sampling_core.dispatch.HookTable` is cached until the next change.
+    :class:`~sampling_core.hooks.channel.HookTable` is cached until the next change.
     """
 
     def __init__(
@@ -285,7 +280,7 @@ class PluginRegistry:
     def with_call_plugins(self, plugins: Iterable[PluginSpec]) -> HookTable:
         """This registry's table plus ``plugins``, for one call only: they are not
         registered. The table is kept for the next call given the same plugin objects
-        (:class:`~sampling_core.hook_table.CallTables`) until the registry changes.
+        (:class:`~sampling_core.hooks.table.CallTables`) until the registry changes.
 
         The plugins' implementations are read with pluggy's public ``parse_hookimpl_opts``
         and checked as :meth:`register` checks them, without a pluggy manager of their own.
@@ -370,7 +365,7 @@ def check_implementation(plugin_name: str, hook_name: str, impl: pluggy.HookImpl
                 "(mark it @hookimpl(optionalhook=True) if that is intended)",
             )
         return
-    if is_background(impl.function) and HookName(hook_name).may_change_payload:
+    if is_background(impl.function) and may_write(hook_name):
         raise PluginError(
             plugin_name,
             hook_name,

@@ -1,0 +1,53 @@
+"""Requirements: what an answer must satisfy, and the checks that decide it.
+
+::
+
+    from sampling_core.requirements import max_words, equals_field
+
+This package's ``__all__`` is its public surface. Its modules: ``checks`` (``Requirement``
+and the built-in checks), ``fields`` (checks that compare with the dataset line),
+``context`` (``CheckContext``, what a check taking ``(text, context)`` is given) and
+``linear_regex`` (regular expressions that run in linear time; internal).
+"""
+
+from sampling_core.requirements.checks import (
+    COUNTED,
+    REQUIREMENTS_BY_NAME,
+    Check,
+    Requirement,
+    ValidationResult,
+    as_requirements,
+    contains,
+    is_json,
+    llm_judge,
+    matches,
+    max_chars,
+    max_words,
+    min_words,
+    not_contains,
+    parses_as,
+)
+from sampling_core.requirements.context import CheckContext
+from sampling_core.requirements.fields import contains_field, equals_field, normalize_text
+
+__all__ = [
+    "COUNTED",
+    "REQUIREMENTS_BY_NAME",
+    "Check",
+    "CheckContext",
+    "Requirement",
+    "ValidationResult",
+    "as_requirements",
+    "contains",
+    "contains_field",
+    "equals_field",
+    "is_json",
+    "llm_judge",
+    "matches",
+    "max_chars",
+    "max_words",
+    "min_words",
+    "normalize_text",
+    "not_contains",
+    "parses_as",
+]
