@@ -58,7 +58,7 @@ async def test_a_plain_function_returning_an_awaitable_is_a_fault_on_both_paths(
     plugins = [bad, AsyncIteration()] if awaited_path else [bad]
     sampler = Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False)
     table = sampler.plugins.hooks()
-    assert table.routes.iteration.direct is not awaited_path
+    assert table.routes.sampling_iteration.direct is not awaited_path
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a coroutine never awaited would warn when collected
         result = await sampler.sample("q", requirements=[never], loop_budget=2)
@@ -111,7 +111,7 @@ async def test_an_async_implementation_behind_a_wrapping_decorator_is_awaited():
             seen.append((payload.sequence, payload.text))
 
     sampler = Sampler(ScriptedBackend(["a", "b"]), plugins=[Decorated()], load_entrypoints=False)
-    assert sampler.plugins.hooks().routes.iteration.direct is False
+    assert sampler.plugins.hooks().routes.sampling_iteration.direct is False
     result = await sampler.sample("q", requirements=[never], loop_budget=2)
     assert result.plugin_errors == []
     assert seen == [(1, "a"), (2, "b")]
@@ -150,12 +150,15 @@ def test_a_route_is_direct_only_when_nothing_can_suspend_it():
 
     sampler = Sampler(ScriptedBackend(["x"]), plugins=[Plain()], load_entrypoints=False)
     routes = sampler.plugins.hooks().routes
-    assert routes.post_call.direct and routes.post_call.inline[0].plugin_name == "Plain"
-    assert routes.pre_call.direct and routes.pre_call.inline == ()
+    assert (
+        routes.generation_post_call.direct
+        and routes.generation_post_call.inline[0].plugin_name == "Plain"
+    )
+    assert routes.generation_pre_call.direct and routes.generation_pre_call.inline == ()
     undo = sampler.plugins.add_hookcall_monitoring(lambda *a: None, lambda *a: None)
-    assert not sampler.plugins.hooks().routes.post_call.direct  # a monitor watches now
+    assert not sampler.plugins.hooks().routes.generation_post_call.direct  # a monitor watches now
     undo()
-    assert sampler.plugins.hooks().routes.post_call.direct
+    assert sampler.plugins.hooks().routes.generation_post_call.direct
 
 
 class Bump:
@@ -169,7 +172,7 @@ class Bump:
 
 async def test_a_write_on_the_awaiting_path_is_credited_to_its_plugin():
     sampler = Sampler(ScriptedBackend(["x"]), plugins=[Bump()], load_entrypoints=False)
-    assert not sampler.plugins.hooks().routes.loop_start.direct
+    assert not sampler.plugins.hooks().routes.sampling_loop_start.direct
     with pytest.raises(ValueError) as raised:
         await sampler.sample("q")
     assert str(raised.value) == "loop_budget=0 set by plugin 'Bump' is invalid: must be >= 1"
@@ -186,7 +189,7 @@ async def test_on_the_awaiting_path_an_implementation_without_payload_and_a_retu
 
     plugins = [NoPayload(), AsyncIteration()]
     sampler = Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False)
-    assert not sampler.plugins.hooks().routes.iteration.direct
+    assert not sampler.plugins.hooks().routes.sampling_iteration.direct
     result = await sampler.sample("q", requirements=[never], loop_budget=2)
     assert result.plugin_errors == []
     assert seen == ["no payload", "no payload"] and plugins[1].seen == [1, 2]

@@ -274,3 +274,43 @@ def test_the_cycle_finder_finds_a_cycle_hidden_under_type_checking(tmp_path):
     c.write_text("import pkg.a\n")
     known = {"pkg.a": a, "pkg.b": b, "pkg.c": c}
     assert import_cycles(known) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+PLUGGY_PRIVATE_CONSTRUCTORS = {"HookImpl", "Result", "HookCaller", "HookRelay"}
+"""pluggy documents these classes' constructors as private: it makes them, we only read."""
+
+
+def _pluggy_constructions(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "pluggy"
+        for alias in node.names
+        if alias.name in PLUGGY_PRIVATE_CONSTRUCTORS
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in PLUGGY_PRIVATE_CONSTRUCTORS
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "pluggy"
+        ) or (isinstance(func, ast.Name) and func.id in imported):
+            found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_nothing_constructs_pluggy_objects_whose_constructors_are_private(tmp_path):
+    offenders = [
+        hit for package in PACKAGES for p in _modules(package) for hit in _pluggy_constructions(p)
+    ]
+    assert offenders == []
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import pluggy\nfrom pluggy import Result as R\npluggy.HookImpl(1, 2, 3, {})\nR([], None)\n"
+    )
+    assert _pluggy_constructions(bad) == ["bad.py:3", "bad.py:4"]

@@ -29,6 +29,7 @@ import structlog
 from structlog.contextvars import bind_contextvars
 
 from hook_specs.errors import StopSampling
+from hook_specs.names import HookName as H
 from hook_specs.records import Attempt, Generation, IterationInfo, Message
 from sampling_core.backends.base import Backend, GenerationRequest, as_generation, generate_within
 from sampling_core.engine.context import enter_attempt, leave_attempt
@@ -66,7 +67,7 @@ class SamplingCall:
     async def run(self) -> SamplingResult:
         """Run the call to its end and return the result (or raise, after loop end)."""
         try:
-            if self.hooks.firing.loop_start:
+            if self.hooks.firing.sampling_loop_start:
                 await self._start()
             if not self.tally.stopped:
                 await self._run_subsamples()
@@ -74,18 +75,21 @@ class SamplingCall:
                 raise self.tally.fatal
             result = self.tally.result(self.s, self.hooks.faults)
         except BaseException as exc:
-            if self.hooks.firing.loop_end:
+            if self.hooks.firing.sampling_loop_end:
                 with anyio.CancelScope(shield=True):
-                    await self.hooks.loop_end(self.tally.end_fields(self.s, None, exc))
+                    await self.hooks.fire(
+                        H.SAMPLING_LOOP_END, self.tally.end_fields(self.s, None, exc)
+                    )
             raise
-        if self.hooks.firing.loop_end:
-            await self.hooks.loop_end(self.tally.end_fields(self.s, result, None))
+        if self.hooks.firing.sampling_loop_end:
+            await self.hooks.fire(H.SAMPLING_LOOP_END, self.tally.end_fields(self.s, result, None))
         return result
 
     async def _start(self) -> None:
         s = self.s
         try:
-            payload = await self.hooks.loop_start(
+            payload = await self.hooks.fire(
+                H.SAMPLING_LOOP_START,
                 {
                     "loop_budget": s.loop_budget,
                     "concurrency_budget": s.concurrency_budget,
@@ -95,7 +99,7 @@ class SamplingCall:
                     "seed": s.seed,
                     "options": dict(s.options),
                     "provider_name": getattr(s.backend, "provider_name", None),
-                }
+                },
             )
             s.loop_budget, s.concurrency_budget = s.caps.check(
                 payload.loop_budget, payload.concurrency_budget, payload.written_by
@@ -170,7 +174,7 @@ class SamplingCall:
                     return
                 failures.append(attempt)
                 messages = s.strategy.repair(s.messages, failures)
-                if firing.repair:
+                if firing.sampling_repair:
                     messages = await self.hooks.repair(info, attempt, messages)
         except StopSampling as stop:
             self._stop(stop)
@@ -202,11 +206,11 @@ class SamplingCall:
         )
         if not isinstance(validations, tuple):
             validations = await validations  # an async check
-        if self.hooks.firing.validate:  # plugins may change the verdicts
+        if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             validations = await self.hooks.validate(info, sent.messages, generation, validations)
         tally.in_flight -= 1
         attempt = tally.record(info, messages, generation, validations)
-        if self.hooks.firing.iteration:
+        if self.hooks.firing.sampling_iteration:
             await self.hooks.iteration(info, attempt, lambda: self._shield(info.subsample_index))
         return attempt
 
@@ -245,7 +249,7 @@ class SamplingCall:
         retry = 0
         while True:
             call_messages, call_options = messages, options
-            if firing.pre_call:
+            if firing.generation_pre_call:
                 call_messages, call_options = await hooks.pre_call(
                     info, messages, options, retry, purpose
                 )
@@ -282,7 +286,7 @@ class SamplingCall:
                     if will_retry
                     else None
                 )
-                if firing.error:
+                if firing.generation_error:
                     await hooks.error(info, exc, failed_after, will_retry, delay, retry, purpose)
                 if not will_retry:
                     if judging:
@@ -292,7 +296,7 @@ class SamplingCall:
                 retry += 1
                 await anyio.sleep(delay or 0.0)
                 continue
-            if firing.post_call:
+            if firing.generation_post_call:
                 await hooks.post_call(info, generation, retry, purpose)
             return generation, request
 

@@ -1,8 +1,10 @@
 """Hook delivery: the engine fires each hook with one call and gets back what it needs.
 
 The loop never builds a payload or calls a plugin itself. It holds one :class:`CallHooks`
-per ``sample()`` call and awaits one method per hook (``await hooks.pre_call(...)``);
-behind that call live:
+per ``sample()`` call and fires any hook with ``await hooks.fire(HookName.X, fields)``
+(the hooks whose delivery or read-back is the engine's own business have a method each:
+``pre_call``, ``validate``, ``iteration``, ``repair``, ...). A :class:`HookChannel` fires
+hooks outside a call the same way. Behind that one call live:
 
 * the fast path: when nothing implements or monitors a hook, no payload is built;
 * payload building (each payload class's :meth:`~hook_specs.HookPayload.builder`);
@@ -21,13 +23,12 @@ behind that call live:
 A :class:`~sampling_core.hooks.table.HookTable` is what a registry compiles its plugins into
 (cached until a plugin is registered or unregistered); it never changes once made.
 
-**Adding a hook.** (1) a ``HookName`` member and a spec in ``hook_specs/specs.py``; (2) its
-payload class in ``hook_specs/payloads.py`` (subclass ``ObserveOnlyPayload`` if plugins may
-change nothing, else set ``writable``) and an entry in ``PAYLOAD_TYPES``; (3) a method
-here on :class:`CallHooks` that builds the payload's fields and ``await self._fire(hook,
-fields)``, returning what the engine reads back; (4) one ``await hooks.<method>(...)`` in
-the loop. Fault policy, monitoring, background delivery and the fast path come with
-``_fire``.
+**Adding a hook** is three edits, all in :mod:`hook_specs`: its ``HookName`` member, its
+payload model (``hook`` set to that member; ``writable`` naming what plugins may change)
+and its spec (``payload`` annotated with that model). Whether it may be written, its
+route and firing flag, the fault policy, monitoring, background delivery and the fast
+path are derived from those; the engine then fires it where it happens with
+``await hooks.fire(HookName.X, {...})``.
 """
 
 from __future__ import annotations
@@ -54,194 +55,26 @@ logger = structlog.get_logger("samplehooks")
 H = HookName
 
 
-class CallHooks:
-    """One call's hook channel: one awaitable method per hook (see the module docstring)."""
+class HookChannel:
+    """Fires hooks through one :class:`~sampling_core.hooks.table.HookTable`: any hook, with
+    one call (:meth:`fire`), and the faults it isolated (:attr:`faults`)."""
 
-    __slots__ = ("_delivery_lock", "_id", "_routes", "_strategy", "faults", "firing", "table")
+    __slots__ = ("_routes", "faults", "firing", "table")
 
-    def __init__(self, table: HookTable, sampling_id: str, strategy_name: str) -> None:
+    def __init__(self, table: HookTable) -> None:
         self.table = table
         self.faults: list[PluginFault] = []
         self.firing = table.firing
         self._routes = table.routes
-        self._id = sampling_id
-        self._strategy = strategy_name
-        self._delivery_lock: anyio.Lock | None = None
 
-    # -- one method per hook, in the order they fire -----------------------------------
-
-    async def loop_start(self, fields: dict[str, Any]) -> Any:
-        """Fire ``sampling_loop_start``; the payload as plugins left it (the engine checks
-        the budgets they wrote)."""
-        fields["sampling_id"], fields["strategy_name"] = self._id, self._strategy
-        return await self._fire(self._routes.loop_start, fields)
-
-    async def pre_call(
-        self,
-        info: IterationInfo,
-        messages: list[Message],
-        options: dict[str, Any],
-        retry: int,
-        purpose: str = "sample",
-    ) -> tuple[list[Message], dict[str, Any]]:
-        """Fire ``generation_pre_call``; the messages and options to send."""
-        if not self.firing.pre_call:
-            return messages, options
-        fields = self._attempt_fields(info, None)
-        fields["messages"] = list(messages)
-        fields["options"] = dict(options)
-        fields["retry"] = retry
-        fields["purpose"] = purpose
-        route = self._routes.pre_call
-        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
-        return payload.messages, payload.options
-
-    async def post_call(
-        self, info: IterationInfo, generation: Generation, retry: int, purpose: str = "sample"
-    ) -> None:
-        """Fire ``generation_post_call``."""
-        if self.firing.post_call:
-            fields = self._attempt_fields(info, None)
-            fields["generation"] = generation
-            fields["latency_s"] = generation.latency_s
-            fields["retry"] = retry
-            fields["purpose"] = purpose
-            route = self._routes.post_call
-            if route.direct:
-                self._fire_now(route, fields)
-            else:
-                await self._fire(route, fields)
-
-    async def error(
-        self,
-        info: IterationInfo,
-        exc: Exception,
-        latency_s: float,
-        will_retry: bool,
-        retry_in_s: float | None,
-        retry: int,
-        purpose: str = "sample",
-    ) -> None:
-        """Fire ``generation_error``; ``latency_s``: how long the failed call ran."""
-        if self.firing.error:
-            fields = self._attempt_fields(info, None)
-            fields["exception"] = exc
-            fields["error_type"] = type(exc).__name__
-            fields["latency_s"] = latency_s
-            fields["will_retry"] = will_retry
-            fields["retry_in_s"] = retry_in_s
-            fields["retry"] = retry
-            fields["purpose"] = purpose
-            await self._fire(self._routes.error, fields)
-
-    async def validate(
-        self,
-        info: IterationInfo,
-        messages: list[Message],
-        generation: Generation,
-        validations: tuple[ValidationResult, ...],
-    ) -> tuple[ValidationResult, ...]:
-        """Fire ``sampling_validate``; the verdicts the attempt is judged by."""
-        if not self.firing.validate:
-            return validations
-        fields = self._attempt_fields(info, None)
-        fields["text"] = generation.text
-        fields["messages"] = list(messages)
-        fields["generation"] = generation
-        fields["results"] = list(validations)
-        route = self._routes.validate
-        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
-        results = payload.well_formed_results()
-        if results is None:
-            writer = payload.written_by("results") or "a plugin"
-            raise PluginError(
-                writer,
-                H.SAMPLING_VALIDATE.value,
-                "payload.results must be a list of ValidationResult",
-            )
-        return tuple(results)
-
-    async def iteration(
-        self,
-        info: IterationInfo,
-        attempt: Attempt,
-        shield: Callable[[], AbstractContextManager[object]],
-    ) -> None:
-        """Fire ``sampling_iteration`` for a recorded attempt.
-
-        Events of one call are delivered one at a time, in ``sequence`` order, and shielded
-        (``shield()``): the attempt is counted, so no cancellation may cut its delivery
-        short. When no implementation is async nothing is awaited, so nothing can come
-        between two events and there is nothing to shield.
-        """
-        if not self.firing.iteration:
-            return
-        validations = attempt.validations
-        generation = attempt.generation
-        fields = self._attempt_fields(info, attempt.sequence)
-        fields["generation"] = generation
-        fields["text"] = attempt.text
-        fields["validations"] = list(validations)
-        fields["passed"] = attempt.passed
-        fields["valid_count"] = attempt.valid_count
-        fields["total_count"] = len(validations)
-        fields["latency_s"] = generation.latency_s
-        fields["usage"] = generation.usage
-        route = self._routes.iteration
-        if not self.table.awaits_iteration and not (
-            self._delivery_lock is not None and self._delivery_lock.locked()
-        ):
-            if route.direct:
-                self._fire_now(route, fields)
-            else:
-                await self._fire(route, fields)
-            return
-        if self._delivery_lock is None:
-            self._delivery_lock = anyio.Lock(fast_acquire=True)
-        with shield():
-            async with self._delivery_lock:
-                await self._fire(route, fields)
-
-    async def repair(
-        self, info: IterationInfo, failed: Attempt, messages: list[Message]
-    ) -> list[Message]:
-        """Fire ``sampling_repair``; the next attempt's messages."""
-        if not self.firing.repair:
-            return messages
-        fields = self._attempt_fields(info, failed.sequence)
-        fields["text"] = failed.text
-        fields["validations"] = list(failed.validations)
-        fields["failure_reasons"] = failed.failure_reasons
-        fields["next_attempt"] = failed.attempt + 1
-        fields["messages"] = list(messages)
-        route = self._routes.repair
-        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
-        repaired = payload.messages
-        if not isinstance(repaired, list):
-            writer = payload.written_by("messages") or "a plugin"
-            raise PluginError(
-                writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
-            )
-        return repaired
-
-    async def loop_end(self, fields: dict[str, Any]) -> None:
-        """Fire ``sampling_loop_end`` (faults, ``StopSampling`` included, are isolated)."""
-        if self.firing.loop_end:
-            fields["sampling_id"], fields["strategy_name"] = self._id, self._strategy
-            await self._fire(self._routes.loop_end, fields)
+    async def fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
+        """Fire ``hook`` with a payload built from ``fields``: the payload as the plugins
+        left it, or ``None`` (and no payload built) when nothing implements or monitors it."""
+        if not getattr(self.firing, hook.value):
+            return None
+        return await self._fire(getattr(self._routes, hook.value), fields)
 
     # -- behind every hook ---------------------------------------------------------------
-
-    def _attempt_fields(self, info: IterationInfo, sequence: int | None) -> dict[str, Any]:
-        """The fields every attempt's payload starts with (the hook's own are added to it)."""
-        return {
-            "sampling_id": self._id,
-            "strategy_name": self._strategy,
-            "subsample_index": info.subsample_index,
-            "attempt": info.attempt,
-            "iteration": info.iteration,
-            "sequence": sequence,
-        }
 
     async def _fire(self, route: Route, fields: dict[str, Any]) -> Any:
         """Build the hook's payload, deliver it, and return it (as plugins left it).
@@ -295,10 +128,10 @@ class CallHooks:
                 payload.track_writes(None)
         except BaseException as exc:
             if monitored is not None:
-                self._after(hook, monitored, pluggy.Result(None, exc))
+                self._after(hook, monitored, _outcome_of(exc))
             raise
         if monitored is not None:
-            self._after(hook, monitored, pluggy.Result([], None))
+            self._after(hook, monitored, _outcome_of(None))
         if route.background and table.delivery is not None:
             for impl in route.background:
                 await table.delivery.put(hook, impl, payload)
@@ -346,3 +179,196 @@ class CallHooks:
             raise PluginError(plugin_name, hook.value, describe(exc)) from exc
         self.faults.append(PluginFault(plugin_name, hook.value, exc))
         log_fault(plugin_name, hook.value, exc)
+
+
+class CallHooks(HookChannel):
+    """One ``sample()`` call's hook channel: :meth:`fire` with the call's identity, and a
+    method for each hook whose delivery or reading-back the engine needs done its way."""
+
+    __slots__ = ("_delivery_lock", "_id", "_strategy")
+
+    def __init__(self, table: HookTable, sampling_id: str, strategy_name: str) -> None:
+        super().__init__(table)
+        self._id = sampling_id
+        self._strategy = strategy_name
+        self._delivery_lock: anyio.Lock | None = None
+
+    async def fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
+        """:meth:`HookChannel.fire`, the call's ``sampling_id`` and ``strategy_name`` added."""
+        if not getattr(self.firing, hook.value):
+            return None
+        fields["sampling_id"], fields["strategy_name"] = self._id, self._strategy
+        return await self._fire(getattr(self._routes, hook.value), fields)
+
+    # -- one method per hook, in the order they fire -----------------------------------
+
+    async def pre_call(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        options: dict[str, Any],
+        retry: int,
+        purpose: str = "sample",
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """Fire ``generation_pre_call``; the messages and options to send."""
+        if not self.firing.generation_pre_call:
+            return messages, options
+        fields = self._attempt_fields(info, None)
+        fields["messages"] = list(messages)
+        fields["options"] = dict(options)
+        fields["retry"] = retry
+        fields["purpose"] = purpose
+        route = self._routes.generation_pre_call
+        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
+        return payload.messages, payload.options
+
+    async def post_call(
+        self, info: IterationInfo, generation: Generation, retry: int, purpose: str = "sample"
+    ) -> None:
+        """Fire ``generation_post_call``."""
+        if self.firing.generation_post_call:
+            fields = self._attempt_fields(info, None)
+            fields["generation"] = generation
+            fields["latency_s"] = generation.latency_s
+            fields["retry"] = retry
+            fields["purpose"] = purpose
+            route = self._routes.generation_post_call
+            if route.direct:
+                self._fire_now(route, fields)
+            else:
+                await self._fire(route, fields)
+
+    async def error(
+        self,
+        info: IterationInfo,
+        exc: Exception,
+        latency_s: float,
+        will_retry: bool,
+        retry_in_s: float | None,
+        retry: int,
+        purpose: str = "sample",
+    ) -> None:
+        """Fire ``generation_error``; ``latency_s``: how long the failed call ran."""
+        if self.firing.generation_error:
+            fields = self._attempt_fields(info, None)
+            fields["exception"] = exc
+            fields["error_type"] = type(exc).__name__
+            fields["latency_s"] = latency_s
+            fields["will_retry"] = will_retry
+            fields["retry_in_s"] = retry_in_s
+            fields["retry"] = retry
+            fields["purpose"] = purpose
+            await self._fire(self._routes.generation_error, fields)
+
+    async def validate(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        generation: Generation,
+        validations: tuple[ValidationResult, ...],
+    ) -> tuple[ValidationResult, ...]:
+        """Fire ``sampling_validate``; the verdicts the attempt is judged by."""
+        if not self.firing.sampling_validate:
+            return validations
+        fields = self._attempt_fields(info, None)
+        fields["text"] = generation.text
+        fields["messages"] = list(messages)
+        fields["generation"] = generation
+        fields["results"] = list(validations)
+        route = self._routes.sampling_validate
+        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
+        results = payload.well_formed_results()
+        if results is None:
+            writer = payload.written_by("results") or "a plugin"
+            raise PluginError(
+                writer,
+                H.SAMPLING_VALIDATE.value,
+                "payload.results must be a list of ValidationResult",
+            )
+        return tuple(results)
+
+    async def iteration(
+        self,
+        info: IterationInfo,
+        attempt: Attempt,
+        shield: Callable[[], AbstractContextManager[object]],
+    ) -> None:
+        """Fire ``sampling_iteration`` for a recorded attempt.
+
+        Events of one call are delivered one at a time, in ``sequence`` order, and shielded
+        (``shield()``): the attempt is counted, so no cancellation may cut its delivery
+        short. When no implementation is async nothing is awaited, so nothing can come
+        between two events and there is nothing to shield.
+        """
+        if not self.firing.sampling_iteration:
+            return
+        validations = attempt.validations
+        generation = attempt.generation
+        fields = self._attempt_fields(info, attempt.sequence)
+        fields["generation"] = generation
+        fields["text"] = attempt.text
+        fields["validations"] = list(validations)
+        fields["passed"] = attempt.passed
+        fields["valid_count"] = attempt.valid_count
+        fields["total_count"] = len(validations)
+        fields["latency_s"] = generation.latency_s
+        fields["usage"] = generation.usage
+        route = self._routes.sampling_iteration
+        if not self.table.awaits_iteration and not (
+            self._delivery_lock is not None and self._delivery_lock.locked()
+        ):
+            if route.direct:
+                self._fire_now(route, fields)
+            else:
+                await self._fire(route, fields)
+            return
+        if self._delivery_lock is None:
+            self._delivery_lock = anyio.Lock(fast_acquire=True)
+        with shield():
+            async with self._delivery_lock:
+                await self._fire(route, fields)
+
+    async def repair(
+        self, info: IterationInfo, failed: Attempt, messages: list[Message]
+    ) -> list[Message]:
+        """Fire ``sampling_repair``; the next attempt's messages."""
+        if not self.firing.sampling_repair:
+            return messages
+        fields = self._attempt_fields(info, failed.sequence)
+        fields["text"] = failed.text
+        fields["validations"] = list(failed.validations)
+        fields["failure_reasons"] = failed.failure_reasons
+        fields["next_attempt"] = failed.attempt + 1
+        fields["messages"] = list(messages)
+        route = self._routes.sampling_repair
+        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
+        repaired = payload.messages
+        if not isinstance(repaired, list):
+            writer = payload.written_by("messages") or "a plugin"
+            raise PluginError(
+                writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
+            )
+        return repaired
+
+    def _attempt_fields(self, info: IterationInfo, sequence: int | None) -> dict[str, Any]:
+        """The fields every attempt's payload starts with (the hook's own are added to it)."""
+        return {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": sequence,
+        }
+
+
+def _outcome_of(exc: BaseException | None) -> pluggy.Result[list[Any]]:
+    """What a hook call came to, for monitors' ``after``: made with pluggy's public
+    ``Result.from_call``."""
+
+    def ended() -> list[Any]:
+        if exc is not None:
+            raise exc
+        return []
+
+    return pluggy.Result.from_call(ended)

@@ -36,7 +36,13 @@ from sampling_core.hooks.entry_points import (
     warn_skipped,
 )
 from sampling_core.hooks.impl_options import hookimpl_opts
-from sampling_core.hooks.table import CallTables, HookImplementation, HookTable, Monitor
+from sampling_core.hooks.table import (
+    CallTables,
+    HookImplementation,
+    HookTable,
+    Monitor,
+    required_arguments,
+)
 
 if TYPE_CHECKING:
     from sampling_core.hooks.background import BackgroundDelivery
@@ -204,7 +210,7 @@ class PluginRegistry:
         for caller in self.manager.get_hookcallers(plugin) or []:
             for impl in caller.get_hookimpls():
                 if impl.plugin is plugin:
-                    check_implementation(name, caller.name, impl)
+                    check_implementation(name, caller.name, impl.function, impl.opts)
 
     def load_entrypoints(self) -> list[InstalledPlugin]:
         """Load the entry points the environment asks for, one at a time.
@@ -318,19 +324,19 @@ class PluginRegistry:
     ) -> list[tuple[HookName, HookImplementation]]:
         found = []
         for attribute, opts in hookimpl_opts(plugin, self.manager):
-            impl = pluggy.HookImpl(plugin, name, getattr(plugin, attribute), dict(opts))
+            function = getattr(plugin, attribute)
             hook_name = opts.get("specname") or attribute
-            check_implementation(name, hook_name, impl)
+            check_implementation(name, hook_name, function, opts)
             if hook_name in _HOOK_VALUES:
                 hook = HookName(hook_name)
-                unknown = set(impl.argnames) - {"payload"}
+                unknown = set(required_arguments(function)) - {"payload"}
                 if unknown:
                     raise PluginError(
                         name,
                         hook_name,
                         f"unknown argument(s) {sorted(unknown)}: hooks take payload",
                     )
-                found.append((hook, HookImplementation.from_pluggy(impl)))
+                found.append((hook, HookImplementation.from_options(name, function, opts)))
         return found
 
 
@@ -346,9 +352,12 @@ def _unique_in(base: str, taken: set[str]) -> str:
     return f"{base}-{n}"
 
 
-def check_implementation(plugin_name: str, hook_name: str, impl: pluggy.HookImpl) -> None:
-    """Refuse what the engine cannot honour: wrappers, unknown hooks, misplaced ``@background``."""
-    if impl.wrapper or impl.hookwrapper:
+def check_implementation(
+    plugin_name: str, hook_name: str, function: Callable[..., Any], opts: Mapping[str, Any]
+) -> None:
+    """Refuse what the engine cannot honour: wrappers, unknown hooks, misplaced ``@background``
+    (``opts``: the implementation's ``@hookimpl`` options, as pluggy parsed them)."""
+    if opts.get("wrapper") or opts.get("hookwrapper"):
         raise PluginError(
             plugin_name,
             hook_name,
@@ -357,7 +366,7 @@ def check_implementation(plugin_name: str, hook_name: str, impl: pluggy.HookImpl
             "generation_pre_call with generation_post_call) instead",
         )
     if hook_name not in _HOOK_VALUES:
-        if not impl.optionalhook:
+        if not opts.get("optionalhook"):
             raise PluginError(
                 plugin_name,
                 hook_name,
@@ -365,7 +374,7 @@ def check_implementation(plugin_name: str, hook_name: str, impl: pluggy.HookImpl
                 "(mark it @hookimpl(optionalhook=True) if that is intended)",
             )
         return
-    if is_background(impl.function) and may_write(hook_name):
+    if is_background(function) and may_write(hook_name):
         raise PluginError(
             plugin_name,
             hook_name,

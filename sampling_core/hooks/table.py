@@ -10,7 +10,7 @@ import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 from typing import Any, Protocol
 
 import pluggy
@@ -20,7 +20,7 @@ from hook_specs.markers import is_background
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
 
-H = HookName
+PER_CALL = HookName.per_call()
 
 
 class Delivery(Protocol):
@@ -44,7 +44,7 @@ class HookImplementation:
     is_async: bool
     order: int  # 0 trylast, 1 plain, 2 tryfirst: pluggy's grouping
     background: bool = False
-    source: Any = None  # the pluggy HookImpl, handed to hook-call monitors
+    source: Any = None  # what hook-call monitors are handed (pluggy's HookImpl if registered)
 
     @classmethod
     def from_pluggy(cls, impl: pluggy.HookImpl) -> HookImplementation:
@@ -59,6 +59,24 @@ class HookImplementation:
             source=impl,
         )
 
+    @classmethod
+    def from_options(
+        cls, plugin_name: str, function: Callable[..., Any], opts: Mapping[str, Any]
+    ) -> HookImplementation:
+        """An implementation of a plugin that is not registered on a pluggy manager (a
+        per-call plugin), from the options pluggy's ``parse_hookimpl_opts`` read. Monitors
+        are handed the implementation itself (``plugin_name``, ``function``)."""
+        made = cls(
+            plugin_name=plugin_name,
+            function=function,
+            takes_payload="payload" in required_arguments(function),
+            is_async=is_async_function(function),
+            order=2 if opts.get("tryfirst") else 0 if opts.get("trylast") else 1,
+            background=is_background(function),
+        )
+        object.__setattr__(made, "source", made)
+        return made
+
     def call(self, payload: HookPayload) -> Any:
         """Call the implementation (what it returns may be awaitable). The channel inlines
         this, on its hot path."""
@@ -68,18 +86,6 @@ class HookImplementation:
 BUILDERS = {hook: cls.builder() for hook, cls in PAYLOAD_TYPES.items()}
 """Each hook's payload builder, made once: the only place the engine builds payloads
 (a table's routes take theirs from here when the table is made)."""
-
-_ROUTED = {
-    "loop_start": H.SAMPLING_LOOP_START,
-    "validate": H.SAMPLING_VALIDATE,
-    "pre_call": H.GENERATION_PRE_CALL,
-    "post_call": H.GENERATION_POST_CALL,
-    "error": H.GENERATION_ERROR,
-    "iteration": H.SAMPLING_ITERATION,
-    "repair": H.SAMPLING_REPAIR,
-    "loop_end": H.SAMPLING_LOOP_END,
-}
-"""The attribute of :class:`Routes` (and of :class:`Firing`) that holds each per-call hook."""
 
 
 def is_async_function(function: Callable[..., Any]) -> bool:
@@ -102,28 +108,24 @@ def is_async_function(function: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(type(function).__call__)  # an object's own __call__
 
 
+def required_arguments(function: Callable[..., Any]) -> tuple[str, ...]:
+    """The arguments a call of ``function`` must be given (those without a default), as
+    pluggy reads an implementation's ``argnames``."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(
+        p.name
+        for p in parameters
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    )
+
+
 def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
     """pluggy's call order for implementations given in registration order."""
     ordered = sorted(registered, key=lambda impl: impl.order)  # stable
     return tuple(reversed(ordered))
-
-
-@dataclass(frozen=True, slots=True)
-class Firing:
-    """Which hooks do anything when fired (some plugin implements or monitors them).
-
-    The loop reads the flag before it fires a hook (``if hooks.firing.pre_call:``), so a
-    hook nobody implements costs one attribute read: no coroutine, no payload.
-    """
-
-    loop_start: bool
-    validate: bool
-    pre_call: bool
-    post_call: bool
-    error: bool
-    iteration: bool
-    repair: bool
-    loop_end: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,18 +145,28 @@ class Route:
     direct: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Routes:
-    """Every per-call hook's :class:`Route`, one attribute per hook (read on the hot path)."""
+def _one_attribute_per_hook(name: str, kind: type, doc: str) -> type:
+    """A frozen class with one attribute per per-call hook, named by the hook's value
+    (``sampling_iteration``, ...): read on the hot path as fast as any attribute."""
+    cls = make_dataclass(
+        name, [(hook.value, kind) for hook in HookName.per_call()], frozen=True, slots=True
+    )
+    cls.__doc__ = doc
+    cls.__module__ = __name__
+    return cls
 
-    loop_start: Route
-    validate: Route
-    pre_call: Route
-    post_call: Route
-    error: Route
-    iteration: Route
-    repair: Route
-    loop_end: Route
+
+Routes = _one_attribute_per_hook(
+    "Routes", Route, "Every per-call hook's :class:`Route`, by the hook's name."
+)
+Firing = _one_attribute_per_hook(
+    "Firing",
+    bool,
+    """Which hooks do anything when fired (some plugin implements or monitors them), by the
+    hook's name. The engine reads the flag before it fires a hook
+    (``if hooks.firing.generation_pre_call:``), so a hook nobody implements costs one
+    attribute read: no coroutine, no payload.""",
+)
 
 
 class HookTable:
@@ -185,13 +197,14 @@ class HookTable:
         self.timeout = timeout
         self.monitors = tuple(monitors)
         self.delivery = delivery
-        self.routes = Routes(
-            **{attr: self._route(hook, self.registered[hook]) for attr, hook in _ROUTED.items()}
-        )
+        routes = {hook.value: self._route(hook, self.registered[hook]) for hook in PER_CALL}
+        self.routes = Routes(**routes)
         # Whether firing a hook does anything at all; if not, no payload is built.
-        self.firing = Firing(**{attr: self._fires(getattr(self.routes, attr)) for attr in _ROUTED})
+        self.firing = Firing(**{name: self._fires(route) for name, route in routes.items()})
         # Whether a sampling_iteration implementation is async (its delivery is then locked).
-        self.awaits_iteration = any(impl.is_async for impl in self.routes.iteration.inline)
+        self.awaits_iteration = any(
+            impl.is_async for impl in self.routes.sampling_iteration.inline
+        )
 
     def _fires(self, route: Route) -> bool:
         return bool(route.inline or route.background or self.monitors)
@@ -213,7 +226,7 @@ class HookTable:
         """A table with ``extra`` implementations registered after these (pluggy's rule:
         a later ``trylast`` one goes before the earlier ones, so it is called after them)."""
         combined = {}
-        for hook in HookName.per_call():
+        for hook in PER_CALL:
             more = tuple(extra.get(hook, ()))
             late = tuple(impl for impl in more if impl.order == 0)
             rest = tuple(impl for impl in more if impl.order != 0)
