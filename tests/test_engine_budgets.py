@@ -177,3 +177,24 @@ async def test_a_plugin_raising_the_budgets_past_the_attempt_cap_is_named():
     with pytest.raises(BudgetError, match=r"plugin 'Greedy'.*= 2 x 50 = 100 attempts"):
         await sampler.sample("q", loop_budget=2, concurrency_budget=1)
     assert backend.calls == 0
+
+
+def test_sample_and_sample_sync_take_exactly_the_sampler_s_arguments_plus_a_backend():
+    """The module-level functions forward each argument by name: one added to
+    ``Sampler.sample`` but not to them (or the other way round) is caught here."""
+    import inspect
+
+    from sampling_core import Sampler, sample, sample_sync
+
+    method = dict(inspect.signature(Sampler.sample).parameters)
+    method.pop("self")
+    method.pop("backend", None)
+    internal = {name for name in method if name not in inspect.signature(sample).parameters}
+    for function in (sample, sample_sync):
+        parameters = dict(inspect.signature(function).parameters)
+        assert parameters.pop("backend").kind is inspect.Parameter.KEYWORD_ONLY
+        assert set(parameters) == set(method) - internal
+        for name, parameter in parameters.items():
+            assert parameter.default == method[name].default, name
+    # what only a batch run passes (the dataset line) is all the functions leave out
+    assert internal <= {"row"}

@@ -58,7 +58,9 @@ class SamplingCall:
     def __init__(self, settings: CallSettings, hooks: CallHooks) -> None:
         self.s = settings
         self.hooks = hooks
-        self.tally = Tally(settings.strategy, settings.selection, settings.early_exit)
+        self.tally = Tally(
+            settings.sampling_id, settings.strategy, settings.selection, settings.early_exit
+        )
         # decided once: a CheckContext is built only when a check asks for one
         self.wants_context = any(r.wants_context for r in settings.requirements)
 
@@ -105,7 +107,7 @@ class SamplingCall:
                 payload.loop_budget, payload.concurrency_budget, payload.written_by
             )
         except StopSampling as stop:
-            self._stop(stop)
+            self.tally.stop(stop)
 
     async def _run_subsamples(self) -> None:
         count = self.s.concurrency_budget
@@ -122,20 +124,6 @@ class SamplingCall:
             # Subsamples catch every Exception; what is left (KeyboardInterrupt, ...) is
             # re-raised as itself rather than wrapped in a group.
             raise one_of(group_error) from None
-
-    def _stop(self, stop: StopSampling) -> None:
-        self.tally.stopped = True
-        logger.info(
-            "sampling.stopped_by_plugin", sampling_id=self.s.sampling_id, reason=stop.reason
-        )
-        if self.tally.tasks is not None:
-            self.tally.tasks.cancel_all()
-
-    def _fail(self, exc: BaseException) -> None:
-        if self.tally.fatal is None:
-            self.tally.fatal = exc
-        if self.tally.tasks is not None:
-            self.tally.tasks.cancel_all()
 
     # -- one subsample ------------------------------------------------------------------
 
@@ -177,9 +165,9 @@ class SamplingCall:
                 if firing.sampling_repair:
                     messages = await self.hooks.repair(info, attempt, messages)
         except StopSampling as stop:
-            self._stop(stop)
+            self.tally.stop(stop)
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
-            self._fail(exc)
+            self.tally.fail(exc)
         finally:
             if inline and undo is not None:
                 for token in undo[0].values():  # the contextvars tokens structlog returned

@@ -325,8 +325,20 @@ async def sample(
         Exception: the first backend exception, with its own type, when no attempt
             completed. The full account is in :meth:`Sampler.sample`.
     """
-    arguments = locals()  # exactly the parameters above, passed on as they are
-    return await default_sampler().sample(**arguments)
+    return await default_sampler().sample(
+        prompt,
+        backend=backend,
+        requirements=requirements,
+        strategy=strategy,
+        loop_budget=loop_budget,
+        concurrency_budget=concurrency_budget,
+        plugins=plugins,
+        seed=seed,
+        selection=selection,
+        options=options,
+        format=format,
+        early_exit=early_exit,
+    )
 
 
 def sample_sync(
@@ -353,7 +365,23 @@ def sample_sync(
         Exception: whatever :func:`sample` raises.
     """
     try:
-        return _run_sync(partial(sample, **locals()))  # the parameters above, as they are
+        return _run_sync(
+            partial(
+                sample,
+                prompt,
+                backend=backend,
+                requirements=requirements,
+                strategy=strategy,
+                loop_budget=loop_budget,
+                concurrency_budget=concurrency_budget,
+                plugins=plugins,
+                seed=seed,
+                selection=selection,
+                options=options,
+                format=format,
+                early_exit=early_exit,
+            )
+        )
     finally:
         default_sampler().background.drain()
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from hook_specs.errors import StopSampling
 from hook_specs.payloads import StopReason
 from hook_specs.records import (
     Attempt,
@@ -52,6 +53,7 @@ class Tally:
         "input_tokens",
         "output_tokens",
         "priced",
+        "sampling_id",
         "selection",
         "sequence",
         "started",
@@ -61,7 +63,10 @@ class Tally:
         "winner",
     )
 
-    def __init__(self, strategy: Strategy, selection: str, early_exit: bool) -> None:
+    def __init__(
+        self, sampling_id: str, strategy: Strategy, selection: str, early_exit: bool
+    ) -> None:
+        self.sampling_id = sampling_id
         self.strategy = strategy
         self.selection = selection
         self.early_exit = early_exit and not strategy.runs_whole_budget
@@ -138,6 +143,22 @@ class Tally:
         logger.warning(
             "sampling.backend_error", error_type=type(exc).__name__, error=exception_text(exc)
         )
+
+    # -- what ends the call early: every cancellation of the call is decided here ---------
+
+    def stop(self, stop: StopSampling) -> None:
+        """A plugin raised ``StopSampling``: no attempt starts any more, none in flight goes on."""
+        self.stopped = True
+        logger.info("sampling.stopped_by_plugin", sampling_id=self.sampling_id, reason=stop.reason)
+        if self.tasks is not None:
+            self.tasks.cancel_all()
+
+    def fail(self, exc: BaseException) -> None:
+        """A plugin failed closed (or a strategy raised): the call ends with ``exc``."""
+        if self.fatal is None:
+            self.fatal = exc
+        if self.tasks is not None:
+            self.tasks.cancel_all()
 
     def _judge_pass(self, attempt: Attempt) -> None:
         tasks = self.tasks if self.early_exit else None

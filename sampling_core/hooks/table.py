@@ -202,9 +202,7 @@ class HookTable:
         # Whether firing a hook does anything at all; if not, no payload is built.
         self.firing = Firing(**{name: self._fires(route) for name, route in routes.items()})
         # Whether a sampling_iteration implementation is async (its delivery is then locked).
-        self.awaits_iteration = any(
-            impl.is_async for impl in self.routes.sampling_iteration.inline
-        )
+        self.awaits_iteration = any(impl.is_async for impl in self.routes.sampling_iteration.inline)
 
     def _fires(self, route: Route) -> bool:
         return bool(route.inline or route.background or self.monitors)
