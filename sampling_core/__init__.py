@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     from hook_specs.errors import StopSampling
     from hook_specs.records import Attempt, Generation, IterationInfo, Usage, ValidationResult
     from sampling_core.backends import AttemptTimeout, Backend, GenerationRequest, ScriptedBackend
+    from sampling_core.backends.transport import RetryPolicy, TransientBackendError
     from sampling_core.engine.context import current_iteration
     from sampling_core.engine.results import AttemptError, SamplingResult
     from sampling_core.engine.sampler import Sampler, sample, sample_sync
-    from sampling_core.engine.transport import RetryPolicy, TransientBackendError
     from sampling_core.errors import BudgetError, PluginError, SamplehooksError
     from sampling_core.hooks.faults import PluginFault
     from sampling_core.requirements.checks import Requirement
@@ -59,7 +59,7 @@ _EXPORTS = {
     "RejectionSampling": "sampling_core.strategies",
     "RepairTemplate": "sampling_core.strategies",
     "Requirement": "sampling_core.requirements.checks",
-    "RetryPolicy": "sampling_core.engine.transport",
+    "RetryPolicy": "sampling_core.backends.transport",
     "sample": "sampling_core.engine.sampler",
     "sample_sync": "sampling_core.engine.sampler",
     "SamplehooksError": "sampling_core.errors",
@@ -68,7 +68,7 @@ _EXPORTS = {
     "ScriptedBackend": "sampling_core.backends",
     "StopSampling": "hook_specs.errors",
     "Strategy": "sampling_core.strategies",
-    "TransientBackendError": "sampling_core.engine.transport",
+    "TransientBackendError": "sampling_core.backends.transport",
     "Usage": "hook_specs.records",
     "ValidationResult": "hook_specs.records",
 }

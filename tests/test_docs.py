@@ -23,8 +23,8 @@ from plugin_site import run_python
 
 from hook_specs import PAYLOAD_TYPES, HookName, specs
 from sampling_core import RepairTemplate, Sampler, TransientBackendError
+from sampling_core.backends.transport import RetryPolicy
 from sampling_core.cli.app import app
-from sampling_core.engine.transport import RetryPolicy
 from sampling_core.requirements.checks import contains
 
 ROOT = Path(__file__).resolve().parents[1]

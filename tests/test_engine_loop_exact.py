@@ -18,8 +18,8 @@ from engine_helpers import BACKEND_CALLS, RETRY, events_of, fields_of, passes, s
 
 from hook_specs import HookName, hookimpl
 from sampling_core import GenerationRequest, RepairTemplate, RetryPolicy, ScriptedBackend
+from sampling_core.backends.transport import TransientBackendError
 from sampling_core.engine.seeds import derive_seed
-from sampling_core.engine.transport import TransientBackendError
 from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ from engine_helpers import BACKEND_CALLS, RETRY, events_of, fields_of, strict
 from hook_specs import HookName
 from hook_specs.records import Generation, Usage
 from sampling_core import GenerationRequest, Sampler, ScriptedBackend
-from sampling_core.engine.transport import TransientBackendError
+from sampling_core.backends.transport import TransientBackendError
 from sampling_core.requirements.checks import llm_judge
 from sampling_core.testing import HookRecorder
 

@@ -314,3 +314,57 @@ def test_nothing_constructs_pluggy_objects_whose_constructors_are_private(tmp_pa
         "import pluggy\nfrom pluggy import Result as R\npluggy.HookImpl(1, 2, 3, {})\nR([], None)\n"
     )
     assert _pluggy_constructions(bad) == ["bad.py:3", "bad.py:4"]
+
+
+LAYERS = (
+    ("benchmarks",),
+    ("builtin_plugins",),
+    ("sampling_core.cli", "sampling_core.pytest_plugin"),
+    ("sampling_core.view",),
+    ("sampling_core.runs", "sampling_core.testing"),
+    ("sampling_core.kinds",),
+    ("sampling_core",),  # the public surface: its __init__ names what users import
+    ("sampling_core.engine",),
+    ("sampling_core.hooks",),
+    ("sampling_core.requirements",),
+    ("sampling_core.backends", "sampling_core.events"),
+    (
+        "sampling_core.strategies",
+        "sampling_core.pricing",
+        "sampling_core.redaction",
+        "sampling_core.errors",
+    ),
+    ("hook_specs",),
+)
+"""The design, top to bottom: a part imports only parts drawn below it."""
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "sampling_core" and len(parts) > 1 else parts[0]
+
+
+def upward_imports(known: dict[str, Path]) -> list[str]:
+    """Imports from one part of the design to a part drawn level with it or above it."""
+    level = {part: depth for depth, parts in enumerate(LAYERS) for part in parts}
+    found = []
+    for name, path in sorted(known.items()):
+        for target in sorted(_imports(name, path, known)):
+            source, goal = _part(name), _part(target)
+            if source != goal and level[goal] <= level[source]:
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def test_every_part_of_the_package_is_drawn_in_the_layers():
+    assert {_part(name) for name in _module_names()} == {p for ps in LAYERS for p in ps}
+
+
+def test_imports_flow_downhill_through_the_layers(tmp_path):
+    assert upward_imports(_module_names()) == []
+    engine = tmp_path / "loop.py"
+    engine.write_text("from sampling_core.runs import store\n")
+    store = tmp_path / "store.py"
+    known = {"sampling_core.engine.loop": engine, "sampling_core.runs.store": store}
+    store.write_text("")
+    assert upward_imports(known) == ["sampling_core.engine.loop -> sampling_core.runs.store"]

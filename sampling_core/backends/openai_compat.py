@@ -3,7 +3,7 @@
 Works with OpenAI, vLLM, llama.cpp's server, Ollama and LM Studio. It uses one
 ``httpx.AsyncClient`` per event loop, made on first use. It never retries by itself: 429s,
 5xx, timeouts and dropped connections raise
-:class:`~sampling_core.engine.transport.TransientBackendError` (with the server's
+:class:`~sampling_core.backends.transport.TransientBackendError` (with the server's
 ``Retry-After``) and the engine retries them under its ``RetryPolicy``;
 other HTTP errors raise :class:`BackendError`. Cancelling a call closes its HTTP request.
 
@@ -32,7 +32,7 @@ import httpx
 from hook_specs.records import Generation, Message, Usage
 from sampling_core.backends.base import GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
-from sampling_core.engine.transport import TransientBackendError
+from sampling_core.backends.transport import TransientBackendError
 from sampling_core.errors import SamplehooksError
 from sampling_core.pricing import priced
 from sampling_core.redaction import (

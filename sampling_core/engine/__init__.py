@@ -3,8 +3,8 @@
 Internal: import the public names from :mod:`sampling_core`. Its modules, downhill:
 ``sampler`` (the public ``Sampler``, ``sample``, ``sample_sync``; validates the arguments
 and budgets once) → ``loop`` (one call: subsamples, attempts, hooks fired, early exit) →
-``tally`` (what a call recorded and the pick) and ``subsample_tasks`` (the tasks, in one
-task group, cancelled in one place) → ``settings``, ``budgets``, ``seeds``, ``context``
-(the current attempt in contextvars), ``results``, ``transport`` (retry policy),
-``suspension``.
+``tally`` (what a call recorded, every cancellation, the pick) and ``subsample_tasks``
+(the tasks, in one task group) → ``settings``, ``budgets``, ``seeds``, ``context`` (the
+current attempt in contextvars), ``results``, ``suspension``. Transport retries' policy
+is the backends' (:mod:`sampling_core.backends.transport`).
 """

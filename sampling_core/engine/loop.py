@@ -32,6 +32,7 @@ from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
 from hook_specs.records import Attempt, Generation, IterationInfo, Message
 from sampling_core.backends.base import Backend, GenerationRequest, as_generation, generate_within
+from sampling_core.backends.transport import is_transient
 from sampling_core.engine.context import enter_attempt, leave_attempt
 from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.seeds import derive_seed
@@ -39,7 +40,6 @@ from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
 from sampling_core.engine.suspension import finish, note_yield, overdue
 from sampling_core.engine.tally import Tally
-from sampling_core.engine.transport import is_transient
 from sampling_core.hooks.channel import CallHooks
 from sampling_core.requirements.checks import validate_all
 from sampling_core.requirements.context import CheckContext

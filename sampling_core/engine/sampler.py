@@ -14,6 +14,7 @@ import anyio
 
 from hook_specs.records import Message
 from sampling_core.backends.base import Backend, aclose_backend
+from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.budgets import (
     DEFAULT_MAX_ATTEMPTS_PER_CALL,
     DEFAULT_MAX_CONCURRENCY_BUDGET,
@@ -24,7 +25,6 @@ from sampling_core.engine.budgets import (
 from sampling_core.engine.loop import CallSettings, SamplingCall
 from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.subsample_tasks import running_event_loop
-from sampling_core.engine.transport import RetryPolicy
 from sampling_core.hooks.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
 from sampling_core.hooks.background import BackgroundDelivery
 from sampling_core.hooks.channel import CallHooks

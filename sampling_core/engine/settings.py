@@ -8,8 +8,8 @@ from typing import Any
 
 from hook_specs.records import Message
 from sampling_core.backends.base import Backend
+from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.budgets import BudgetCaps
-from sampling_core.engine.transport import RetryPolicy
 from sampling_core.requirements.checks import Requirement
 from sampling_core.strategies import Strategy
 

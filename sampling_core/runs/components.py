@@ -10,8 +10,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.sampler import Sampler
-from sampling_core.engine.transport import RetryPolicy
 from sampling_core.errors import PluginError
 from sampling_core.hooks.entry_points import PluginSpec, load_entry_point
 from sampling_core.kinds import KindError, KindRegistry
