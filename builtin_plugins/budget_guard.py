@@ -103,6 +103,8 @@ class BudgetGuard:
     (default :data:`PROCESS_TOTALS`).
     """
 
+    reads_environment = (ENV_VAR,)  # recorded and compared when a run is resumed
+
     def __init__(
         self,
         max_loop_budget: int | None = None,

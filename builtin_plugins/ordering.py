@@ -181,6 +181,8 @@ class OrderingChecker:
     one subsample at a time (set ``False`` to flag every inversion).
     """
 
+    reads_environment = ("SAMPLEHOOKS_ORDERING_STRICT",)
+
     def __init__(
         self,
         strict: bool | None = None,

@@ -50,7 +50,7 @@ class ProgressPlugin:
     does nothing. ``description`` labels the calls bar.
     """
 
-    affects_results = False  # may be added, removed or reconfigured on --resume
+    affects_results = False  # an observer: may be added, removed or reconfigured on --resume
 
     def __init__(
         self,

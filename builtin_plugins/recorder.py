@@ -167,7 +167,9 @@ class RecorderPlugin:
     first).
     """
 
-    affects_results = False  # may be added, removed or reconfigured on --resume
+    affects_results = False
+    writes_artifacts = True  # events.jsonl in a run's directory: it may not change on --resume
+    reads_environment = ("SAMPLEHOOKS_TRACE_CONTENT",)  # its path is the run's in a run
 
     def __init__(
         self, path: str | os.PathLike[str] | None = None, *, capture_content: bool | None = None

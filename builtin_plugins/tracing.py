@@ -74,7 +74,8 @@ class TracingPlugin:
     (default: the global providers).
     """
 
-    affects_results = False  # may be added, removed or reconfigured on --resume
+    affects_results = False  # an observer: may be added, removed or reconfigured on --resume
+    reads_environment = ("SAMPLEHOOKS_TRACE_CONTENT",)
 
     def __init__(
         self,

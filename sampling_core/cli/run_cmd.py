@@ -16,7 +16,6 @@ from sampling_core.cli.kind_args import UsageError, plugin_arg
 from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.runs import RunError, run_batch_sync
-from sampling_core.runs.config import PluginEntry
 from sampling_core.runs.report import build_report
 from sampling_core.runs.runner import default_log
 
@@ -91,9 +90,7 @@ def run_command(
             fail("--resume continues a run: name its directory with --out DIR")
         out = default_run_dir(config)
     try:
-        added = [
-            PluginEntry(name=name, options=options) for name, options in map(plugin_arg, plugin)
-        ]
+        added = [{"name": name, "options": options} for name, options in map(plugin_arg, plugin)]
     except UsageError as exc:
         fail(str(exc))
     argv = (

@@ -8,6 +8,7 @@ this module makes.
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import sys
 import types
@@ -17,7 +18,7 @@ from importlib import metadata
 from typing import Any
 
 from hook_specs.markers import PROJECT_NAME
-from sampling_core.errors import PluginError
+from sampling_core.errors import PluginError, exception_text
 from sampling_core.hooks.options import options_model, validate_options
 
 ENTRY_POINT_GROUP = PROJECT_NAME
@@ -189,7 +190,8 @@ def _load(name: str, ep: Any) -> Any:
         raise
     except BaseException as exc:  # SystemExit & co.: isolated on purpose, reported by name
         raise PluginImportError(
-            f"importing plugin {name!r} ({ep.value}) raised {type(exc).__name__}({exc})"
+            f"importing plugin {name!r} ({ep.value}) raised "
+            f"{type(exc).__name__}({exception_text(exc)})"
         ) from exc
 
 
@@ -210,32 +212,121 @@ def instantiate(name: str, obj: Any, options: Mapping[str, Any] | None = None) -
     kwargs, problem = validate_options(options_model(name, obj), dict(options or {}))
     if kwargs is None:
         raise PluginError(name, "options", problem)
-    return obj(**kwargs)
-
-
-def affects_results(name: str) -> bool:
-    """Whether the installed plugin ``name`` may change results (unknown ones: yes).
-
-    A plugin class that sets ``affects_results = False`` (tracing, progress, recorder) may
-    be added, removed or reconfigured when a run is resumed.
-    """
     try:
-        obj = entry_point_object(name)
+        return obj(**kwargs)
+    except Exception as exc:  # a value the class itself refuses
+        raise PluginError(name, "options" if kwargs else "load", exception_text(exc)) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPlugin:
+    """What a plugin spec names: the object to register and the name to register it under
+    (before ``-2``, ``-3``, ... is added to a name already taken). ``made``: the object was
+    made from a name for this resolution (a new one each time), not given by the caller."""
+
+    name: str
+    plugin: Any
+    made: bool
+
+
+_SPEC_FORMS = (
+    "a plugin is an object, a module, an installed plugin's name, (name, {options}) or "
+    '{"name": name, "options": {options}}'
+)
+
+
+def resolve_plugin(
+    spec: PluginSpec, disabled: frozenset[str] | set[str] = frozenset()
+) -> ResolvedPlugin | None:
+    """The one resolver of plugin specs, used by ``Sampler(plugins=...)``, per-call
+    ``sample(..., plugins=...)``, run configs and the CLI (``--plugin NAME:k=v``).
+
+    ``spec`` is a plugin object or module (registered as it is, under its default name), the
+    name of an installed plugin or an importable ``module[:attr]`` (a class is called with
+    the options), ``(name, {options})`` or ``{"name": name, "options": {options}}``. A name
+    in ``disabled`` (``SAMPLEHOOKS_DISABLE_PLUGINS``) resolves to ``None``. Anything wrong
+    (a malformed spec, an unknown name, a bad option, an import that raises) is one
+    :class:`PluginError` naming the plugin (and the option).
+    """
+    target, options = split_spec(spec)
+    if not isinstance(target, str):
+        return ResolvedPlugin(default_name(target), target, made=False)
+    if not target.strip():
+        raise PluginError(repr(target), "load", f"a plugin name is empty; {_SPEC_FORMS}")
+    if target in disabled:
+        return None
+    try:
+        return ResolvedPlugin(target, _resolve_name(target, options), made=True)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(target, "load", exception_text(exc)) from exc
+
+
+def _resolve_name(name: str, options: Mapping[str, Any] | None = None) -> Any:
+    """An installed plugin by entry-point name, else an importable ``module[:attr]``."""
+    try:
+        return load_entry_point(name, options)
+    except LookupError:
+        if "." not in name and ":" not in name:
+            raise
+    module_name, _, attr = name.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise LookupError(
+            f"no installed plugin is named {name!r}, and it cannot be imported: "
+            f"{exception_text(exc)}"
+        ) from exc
     except Exception:
-        return True
-    return getattr(obj, "affects_results", True) is not False
+        raise
+    except BaseException as exc:  # SystemExit & co. from the module's code
+        raise PluginImportError(
+            f"importing plugin module {module_name!r} raised "
+            f"{type(exc).__name__}({exception_text(exc)})"
+        ) from exc
+    for part in filter(None, attr.split(".")):
+        obj = getattr(obj, part)
+    return instantiate(name, obj, options)
 
 
 def split_spec(plugin: PluginSpec) -> tuple[PluginSpec, dict[str, Any] | None]:
-    """``("name", {options})`` or ``{"name": ..., "options": ...}`` -> name and options."""
-    if isinstance(plugin, tuple) and len(plugin) == 2 and isinstance(plugin[0], str):
-        options = plugin[1]
-        if not isinstance(options, Mapping):
-            raise PluginError(plugin[0], "options", f"options must be a mapping, not {options!r}")
-        return plugin[0], dict(options)
-    if isinstance(plugin, Mapping) and isinstance(plugin.get("name"), str):
-        return plugin["name"], dict(plugin.get("options") or {})
+    """``("name", {options})`` or ``{"name": ..., "options": ...}`` -> name and options;
+    anything else is an object, given back with ``None``.
+
+    A tuple or a mapping that is neither form (options that are no mapping, a key other
+    than ``name`` and ``options``, a name that is no string) raises :class:`PluginError`.
+    """
+    if isinstance(plugin, tuple):
+        if len(plugin) != 2 or not isinstance(plugin[0], str):
+            raise PluginError(repr(plugin)[:60], "load", f"cannot read this spec: {_SPEC_FORMS}")
+        return plugin[0], _options_of(plugin[0], plugin[1])
+    if isinstance(plugin, Mapping):
+        name = plugin.get("name")
+        if not isinstance(name, str):
+            raise PluginError(
+                repr(plugin)[:60], "load", f"the spec has no string 'name'; {_SPEC_FORMS}"
+            )
+        unknown = sorted(str(key) for key in plugin if key not in ("name", "options"))
+        if unknown:
+            raise PluginError(
+                name,
+                "options",
+                f"unknown key(s) {unknown} in its spec: give options as "
+                '{"name": ..., "options": {...}}',
+            )
+        return name, _options_of(name, plugin.get("options"))
     return plugin, None
+
+
+def _options_of(name: str, options: Any) -> dict[str, Any]:
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise PluginError(
+            name, "options", f"options must be a mapping, not {type(options).__name__}"
+        )
+    return dict(options)
 
 
 def warn(message: str) -> None:
@@ -254,7 +345,10 @@ def warn_skipped(name: str, exc: BaseException) -> None:
     if name in _skipped:
         return
     _skipped.add(name)
-    warn(f"plugin {name!r} could not be loaded and was skipped: {type(exc).__name__}: {exc}")
+    warn(
+        f"plugin {name!r} could not be loaded and was skipped: "
+        f"{type(exc).__name__}: {exception_text(exc)}"
+    )
 
 
 def default_name(plugin: Any) -> str:

@@ -9,7 +9,6 @@ the name is already taken in the same registry.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -21,17 +20,15 @@ from hook_specs import specs
 from hook_specs.contract import may_write
 from hook_specs.markers import PROJECT_NAME, is_background
 from hook_specs.names import HookName
-from sampling_core.errors import PluginError
+from sampling_core.errors import PluginError, exception_text
 from sampling_core.hooks.entry_points import (
     InstalledPlugin,
-    PluginImportError,
     PluginSettings,
     PluginSpec,
     default_name,
     installed_plugins,
     instantiate,
-    load_entry_point,
-    split_spec,
+    resolve_plugin,
     warn,
     warn_skipped,
 )
@@ -131,23 +128,16 @@ class PluginRegistry:
     # -- registration -------------------------------------------------------------------
 
     def add(self, plugin: PluginSpec, name: str | None = None) -> str | None:
-        """Register ``plugin`` (an object, a module, or an installed plugin's name).
+        """Register ``plugin``: any spec :func:`~sampling_core.hooks.entry_points.resolve_plugin`
+        reads (an object, a module, a name, ``(name, options)``, ``{"name", "options"}``).
 
         Returns the name it was registered under, or ``None`` when the environment
         disables it.
         """
-        plugin, options = split_spec(plugin)
-        if isinstance(plugin, str):
-            if plugin in self.settings.disabled:
-                return None
-            try:
-                resolved = _resolve_name(plugin, options)
-            except PluginError:
-                raise
-            except Exception as exc:
-                raise PluginError(plugin, "load", str(exc)) from exc
-            return self.register(resolved, name or plugin)
-        return self.register(plugin, name)
+        resolved = resolve_plugin(plugin, self.settings.disabled)
+        if resolved is None:
+            return None
+        return self.register(resolved.plugin, name or resolved.name)
 
     def register(self, plugin: Any, name: str | None = None) -> str:
         """Register a plugin object under ``name`` (or its default name), checked as pluggy does.
@@ -160,9 +150,9 @@ class PluginRegistry:
         try:
             self.manager.register(plugin, final)
         except pluggy.PluginValidationError as exc:
-            raise PluginError(final, "register", str(exc)) from exc
+            raise PluginError(final, "register", exception_text(exc)) from exc
         except ValueError as exc:  # the same object registered twice
-            raise PluginError(final, "register", str(exc)) from exc
+            raise PluginError(final, "register", exception_text(exc)) from exc
         return final
 
     def unregister(self, plugin: Any) -> Any:
@@ -230,7 +220,7 @@ class PluginRegistry:
                 plugin = instantiate(entry.name, entry.load())
                 self.register(plugin, entry.name)
             except Exception as exc:
-                entry.error = f"{type(exc).__name__}: {exc}"
+                entry.error = f"{type(exc).__name__}: {exception_text(exc)}"
                 if self.strict:
                     raise PluginError(entry.name, "load", entry.error) from exc
                 warn_skipped(entry.name, exc)
@@ -293,26 +283,21 @@ class PluginRegistry:
         """
         plugins = tuple(plugins)
         registered = self.hooks()
-        reusable = not any(isinstance(plugin, str) for plugin in plugins)
-        if reusable:  # names are resolved afresh each call: they may make new objects
+        # a spec naming a plugin makes a new object each call: only objects are kept
+        reusable = not any(isinstance(plugin, str | tuple | Mapping) for plugin in plugins)
+        if reusable:
             table = self._call_tables.get(registered, plugins)
             if table is not None:
                 return table
         taken = set(self.names()) | self._reserved
         extra: dict[HookName, list[HookImplementation]] = {}
         for plugin in plugins:
-            if isinstance(plugin, str):
-                if plugin in self.settings.disabled:
-                    continue
-                try:
-                    obj, base = _resolve_name(plugin), plugin
-                except Exception as exc:
-                    raise PluginError(plugin, "load", str(exc)) from exc
-            else:
-                obj, base = plugin, default_name(plugin)
-            name = _unique_in(base, taken)
+            resolved = resolve_plugin(plugin, self.settings.disabled)
+            if resolved is None:
+                continue
+            name = _unique_in(resolved.name, taken)
             taken.add(name)
-            for hook, impl in self._read_implementations(obj, name):
+            for hook, impl in self._read_implementations(resolved.plugin, name):
                 extra.setdefault(hook, []).append(impl)
         table = registered.merged(extra)
         if reusable:
@@ -401,29 +386,7 @@ def _trace_before(hook_name: str, hook_impls: list[Any], kwargs: dict[str, Any])
 def _trace_after(outcome: Any, hook_name: str, hook_impls: list[Any], kwargs: Any) -> None:
     exc = outcome.exception
     if exc is not None:
-        print(f"samplehooks: {hook_name} raised {type(exc).__name__}: {exc}", file=sys.stderr)
-
-
-def _resolve_name(name: str, options: Mapping[str, Any] | None = None) -> Any:
-    """An installed plugin by entry-point name, else an importable ``module[:attr]``."""
-    try:
-        return load_entry_point(name, options)
-    except LookupError:
-        if "." not in name and ":" not in name:
-            raise
-    module_name, _, attr = name.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise LookupError(
-            f"no installed plugin is named {name!r}, and it cannot be imported: {exc}"
-        ) from exc
-    except Exception:
-        raise
-    except BaseException as exc:  # SystemExit & co. from the module's code
-        raise PluginImportError(
-            f"importing plugin module {module_name!r} raised {type(exc).__name__}({exc})"
-        ) from exc
-    for part in filter(None, attr.split(".")):
-        obj = getattr(obj, part)
-    return instantiate(name, obj, options)
+        print(
+            f"samplehooks: {hook_name} raised {type(exc).__name__}: {exception_text(exc)}",
+            file=sys.stderr,
+        )

@@ -13,7 +13,7 @@ from typing import Any
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.sampler import Sampler
 from sampling_core.errors import PluginError
-from sampling_core.hooks.entry_points import PluginSpec, load_entry_point
+from sampling_core.hooks.entry_points import PluginSpec, resolve_plugin
 from sampling_core.kinds import KindError, KindRegistry
 from sampling_core.requirements.checks import Requirement
 from sampling_core.runs.config import PluginEntry, RequirementSpec, RunConfig, StrategyConfig
@@ -106,20 +106,13 @@ def plugin_specs(
     out: list[tuple[str, PluginSpec]] = []
     for given in entries:
         entry = PluginEntry.model_validate(given)
-        options = dict(entry.options)
-        try:
-            plugin = load_entry_point(entry.name, options)
-        except LookupError:
-            out.append((entry.name, (entry.name, options)))  # the registry reports it
+        resolved = resolve_plugin((entry.name, dict(entry.options)))
+        if resolved is None:  # never: nothing is disabled here (the config says what runs)
             continue
-        except PluginError:
-            raise
-        except Exception as exc:
-            raise ConfigError(f"plugins: {entry.name!r} could not be loaded: {exc}") from exc
-        configure = getattr(plugin, "for_run", None)
+        configure = getattr(resolved.plugin, "for_run", None)
         if callable(configure):
             configure(events_file=events_file, total=total)
-        out.append((entry.name, plugin))
+        out.append((resolved.name, resolved.plugin))
     return out
 
 

@@ -245,6 +245,23 @@ class PluginEntry(_Strict):
     def _from_name(cls, value: Any) -> Any:
         return {"name": value} if isinstance(value, str) else value
 
+    @field_validator("name")
+    @classmethod
+    def _installed_name(cls, name: str) -> str:
+        # The one rule for a run's plugins, wherever they come from (the config, --plugin,
+        # SAMPLEHOOKS_PLUGINS): installed plugins only, so each is recorded by its name and
+        # compared on resume. Never a module to import: an import runs code, even for a
+        # resume that is then refused, and a module path cannot be resumed elsewhere.
+        if not name.strip():
+            raise ValueError("a plugin name is empty")
+        if any(mark in name for mark in ".:/\\"):
+            raise ValueError(
+                f"{name!r} is a module path; a run names installed plugins only "
+                "(entry points, see `samplehooks plugins`): install the module as a plugin, "
+                "or pass the plugin object to run_batch(plugins=[...]) from Python"
+            )
+        return name
+
     @model_serializer(mode="plain")
     def _as_entry(self) -> Any:
         return {"name": self.name, "options": self.options} if self.options else self.name
@@ -311,8 +328,9 @@ class RunConfig(_Strict):
     plugins: list[PluginEntry] = _field(
         "result",
         [],
-        description="Plugins whose hooks fire, e.g. tracing, {name: recorder, options: {...}}; "
-        "on resume, plugins with `affects_results = False` may change.",
+        description="Installed plugins whose hooks fire, e.g. tracing, "
+        "{name: recorder, options: {...}}; on resume, observers may change, artifact "
+        "writers and other plugins must match.",
     )
     check_timeout_s: float | None = _field(
         "result",
@@ -321,17 +339,3 @@ class RunConfig(_Strict):
         description="Seconds one requirement check may take before it fails (null: no limit).",
     )
     run: RunSettings = _block("throughput", RunSettings, description="Runner throughput settings.")
-
-    @field_validator("plugins")
-    @classmethod
-    def _installed_names_only(cls, entries: list[PluginEntry]) -> list[PluginEntry]:
-        # A config may come from anyone: it names installed plugins, never a module to import
-        # (an import runs code, even for a resume that is then refused).
-        for name in (entry.name for entry in entries):
-            if any(mark in name for mark in ".:/\\"):
-                raise ValueError(
-                    f"{name!r} is a module path; a run config names installed plugins only "
-                    "(entry points, see `samplehooks plugins`): install the module as a plugin, "
-                    "or pass it to run_batch(plugins=[...]) from Python"
-                )
-        return entries

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sampling_core.kinds import KindRegistry
-from sampling_core.runs.classification import as_json, option_label, walk_config
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import RunDirError
+from sampling_core.runs.labelled import labelled_settings
 from sampling_core.runs.meta_hashes import RunHashes
 from sampling_core.runs.store import RecordsScan, RunDirectory
 
@@ -76,26 +77,20 @@ def refuse_foreign(run_dir: RunDirectory, foreign: list[tuple[int, str]]) -> Run
 # -- settings ------------------------------------------------------------------------------
 
 
-def result_settings(config: RunConfig, kinds: KindRegistry | None = None) -> dict[str, Any]:
-    """Every ``result``-labelled value of the config, by its dotted path, as JSON.
-
-    The options of the backend and the strategy (the keys beside ``kind`` and ``name``) are
-    labelled by their kind in ``kinds``; an option it does not label (or without ``kinds``)
-    is a result setting.
-    """
-    values = {
-        field.path: as_json(field.values[0])
-        for field in walk_config(type(config), (config,))
-        if not field.descends and field.label == "result"
-    }
-    for block, area, kind_name in (
-        (config.backend, "backend", config.backend.kind),
-        (config.strategy, "strategy", config.strategy.name),
-    ):
-        for option, value in (block.model_extra or {}).items():
-            if option_label(kinds, area, kind_name, option) == "result":
-                values[f"{area}.{option}"] = as_json(value)
-    return values
+def result_settings(
+    config: RunConfig,
+    kinds: KindRegistry | None = None,
+    *,
+    objects: Iterable[Any] = (),
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Every ``result``-labelled value of the run, by its path, as JSON: the ``result``
+    settings of the one labelled walk (:func:`~sampling_core.runs.labelled.labelled_settings`:
+    the config's fields, the kinds' options, the plugins (artifact writers included), the
+    plugin ``objects`` given from Python, and with ``environ`` the environment variables
+    those plugins read)."""
+    walked = labelled_settings(config, kinds, objects=objects, environ=environ)
+    return {s.path: s.value for s in walked.values() if s.label == "result"}
 
 
 def resolved_settings(backend: Any) -> dict[str, Any]:
@@ -110,13 +105,26 @@ def resolved_settings(backend: Any) -> dict[str, Any]:
 
 
 def settings_meta(
-    config: RunConfig, resolved: dict[str, Any], kinds: KindRegistry | None = None
+    config: RunConfig,
+    resolved: dict[str, Any],
+    kinds: KindRegistry | None = None,
+    *,
+    objects: Iterable[Any] = (),
+    environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The ``settings`` entry of ``meta.json`` (``kinds`` label the kinds' options;
-    ``resolved`` is :func:`resolved_settings` of the backend the run samples with, which on
-    the Ray executor is a worker's)."""
-    values = {**result_settings(config, kinds), **resolved}
-    return {"values": values, "fingerprint": _fingerprint(values)}
+    """The ``settings`` entry of ``meta.json``: :func:`result_settings` (``environ``:
+    default ``os.environ``) and ``resolved``, :func:`resolved_settings` of the backend the
+    run samples with (on the Ray executor, a worker's), with their fingerprint."""
+    env = os.environ if environ is None else environ
+    values = {**result_settings(config, kinds, objects=objects, environ=env), **resolved}
+    return {"values": values, "fingerprint": _fingerprint(values), "walk": WALK}
+
+
+WALK = 2
+"""The shape of the recorded settings: 2 since plugins, requirement options and environment
+variables are recorded one by one. A run recorded before (no ``walk``) kept ``plugins`` and
+``requirements`` whole, observers and throughput options included: those two are left to
+the config comparison for such a run."""
 
 
 def _fingerprint(values: dict[str, Any]) -> str:
@@ -129,6 +137,9 @@ def check_settings(
     config: RunConfig,
     resolved: dict[str, Any],
     kinds: KindRegistry | None = None,
+    *,
+    objects: Iterable[Any] = (),
+    environ: Mapping[str, str] | None = None,
 ) -> list[tuple[str, Any, Any]]:
     """``(path, run's value, this resume's value)`` for each result setting that differs
     from what ``meta.json`` recorded when the run started (none for a run made before
@@ -136,11 +147,19 @@ def check_settings(
     recorded = meta.get(SETTINGS_KEY)
     if not isinstance(recorded, dict) or not isinstance(recorded.get("values"), dict):
         return []
-    now = settings_meta(config, resolved, kinds)
+    now = settings_meta(config, resolved, kinds, objects=objects, environ=environ)
     if now["fingerprint"] == recorded.get("fingerprint"):
         return []
     old, new = recorded["values"], now["values"]
     if recorded.get("fingerprint") != _fingerprint(old):
         return [("meta.json (settings edited)", recorded.get("fingerprint"), _fingerprint(old))]
-    # a setting this version added (absent from the run's) is compared by the config
-    return [(p, old[p], new.get(p)) for p in sorted(old) if old[p] != new.get(p)]
+    paths = set(old)  # a setting this version added (absent from the run's): by the config
+    if recorded.get("walk") != WALK:
+        paths -= _RESHAPED
+    else:  # a plugin, or a variable one reads, that the run did not have is a difference
+        paths |= {p for p in new if p.startswith(_ONE_BY_ONE)}
+    return [(p, old.get(p), new.get(p)) for p in sorted(paths) if old.get(p) != new.get(p)]
+
+
+_RESHAPED = frozenset({"plugins", "requirements"})
+_ONE_BY_ONE = ("plugins[", "environment.")

@@ -1,10 +1,10 @@
 """Resuming a run: the effective config file, the config comparison, lineage notes, refusals.
 
-The comparison walks the config model's field labels (:func:`walk_config`): a
-``result`` difference refuses the resume, a ``throughput`` difference is accepted and noted,
-a ``location`` difference is not compared. Blocks are compared field by field on resolved
-values, so a block written out in the new config but absent from the old (defaults) differs
-only where a value does.
+The comparison walks both configs with the one labelled walk
+(:func:`~sampling_core.runs.labelled.labelled_settings`): a ``result`` difference refuses
+the resume, a ``throughput`` difference is accepted and noted, a ``location`` difference is
+not compared. Blocks are compared field by field on resolved values, so a block written out
+in the new config but absent from the old (defaults) differs only where a value does.
 """
 
 from __future__ import annotations
@@ -12,20 +12,19 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from sampling_core.hooks.entry_points import affects_results
-from sampling_core.kinds import Area, KindRegistry
-from sampling_core.runs.classification import as_json, option_label, walk_config
-from sampling_core.runs.config import Label, RunConfig
+from sampling_core.kinds import KindRegistry
+from sampling_core.runs.config import STRICTNESS, Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
+from sampling_core.runs.labelled import labelled_settings
 from sampling_core.runs.loading import describe_errors, describe_yaml_error, load_yaml
 from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
 
@@ -51,6 +50,7 @@ class Difference:
     label: Label
     old: Any
     new: Any
+    note: str | None = field(default=None, compare=False)  # why a plugin has its label
 
     def __str__(self) -> str:
         return f"{self.path}: {_show(self.old)} -> {_show(self.new)}"
@@ -135,86 +135,33 @@ def one_line(text: str) -> str:
 def compare_configs(
     old: RunConfig, new: RunConfig, kinds: KindRegistry | None = None
 ) -> list[Difference]:
-    """Every compared value that differs, with its label (location fields are skipped).
+    """Every compared value that differs, with its label (location values are skipped).
 
-    Options of kinds are labelled by the kind (``kinds``; without it, or for an unknown
-    kind, ``result``). Plugins whose class sets ``affects_results = False`` may change.
+    Both configs are walked by :func:`~sampling_core.runs.labelled.labelled_settings` (the
+    one labelled walk): options of kinds are labelled by the kind (``kinds``; without it,
+    or for an unknown kind, ``result``), plugins by :func:`~sampling_core.runs.labelled.
+    plugin_label`. When the requirements themselves differ, their options are not compared
+    one by one (the list is one difference).
     """
+    before, after = labelled_settings(old, kinds), labelled_settings(new, kinds)
+    paths = sorted(set(before) | set(after), key=lambda p: (after.get(p) or before[p]).rank)
     differences: list[Difference] = []
-    pending: tuple[Area, Any, Any] | None = None  # a backend/strategy block whose options follow
-    for field in walk_config(type(old), (old, new)):
-        path = field.path
-        if pending is not None and not path.startswith(f"{pending[0]}."):
-            differences.extend(_option_differences(*pending, kinds))
-            pending = None
-        if field.label is None:
-            raise TypeError(f"config field {path} has no resume label")
-        old_value, new_value = field.values
-        if path == "plugins":
-            differences.extend(_plugin_differences(old_value, new_value))
-        elif path == "requirements":
-            differences.extend(_requirement_differences(old_value, new_value, kinds))
-        elif field.descends:
-            if path in _BLOCKS_WITH_OPTIONS:  # its options, once its fields are compared
-                pending = (cast(Area, path), old_value, new_value)
-        elif field.label != "location":
-            old_json, new_json = as_json(old_value), as_json(new_value)
-            if old_json != new_json:
-                differences.append(Difference(path, field.label, old_json, new_json))
-    if pending is not None:
-        differences.extend(_option_differences(*pending, kinds))
+    replaced: list[str] = []  # lists whose items changed: their items' options are moot
+    for path in paths:
+        was, now = before.get(path), after.get(path)
+        if any(path.startswith(f"{parent}[") for parent in replaced):
+            continue
+        labels = [s.label for s in (was, now) if s is not None]
+        label = max(labels, key=STRICTNESS.__getitem__)
+        old_value = None if was is None else was.value
+        new_value = None if now is None else now.value
+        if label == "location" or old_value == new_value:
+            continue
+        if path == "requirements":
+            replaced.append(path)
+        note = (now or was).note  # type: ignore[union-attr]
+        differences.append(Difference(path, label, old_value, new_value, note))
     return differences
-
-
-_BLOCKS_WITH_OPTIONS: frozenset[Area] = frozenset({"backend", "strategy"})
-"""The top-level blocks whose ``options`` are labelled by their kind (path and area agree)."""
-
-
-def _option_differences(
-    area: Area, old: Any, new: Any, kinds: KindRegistry | None
-) -> Iterator[Difference]:
-    """The options of the ``backend`` or ``strategy`` block, labelled by its kind."""
-    kind = new.kind if area == "backend" else new.name
-    old_options, new_options = old.options, new.options
-    if kinds is not None and kind in kinds.kinds[area]:  # compare resolved values
-        for name, info in kinds.kinds[area][kind].options.model_fields.items():
-            if not info.is_required():
-                default = info.get_default(call_default_factory=True)
-                old_options.setdefault(name, default)
-                new_options.setdefault(name, default)
-    for option in sorted(set(old_options) | set(new_options)):
-        before, after = as_json(old_options.get(option)), as_json(new_options.get(option))
-        label = option_label(kinds, area, kind, option)
-        if before != after and label != "location":
-            yield Difference(f"{area}.{option}", label, before, after)  # type: ignore[arg-type]
-    # (a kind changed is a difference of `kind`/`name`, found by the walk)
-
-
-def _requirement_differences(
-    old: list[Any], new: list[Any], kinds: KindRegistry | None
-) -> Iterator[Difference]:
-    """Requirements must match, except options their kind labels ``throughput``."""
-    if [(r.kind, as_json(r.value)) for r in old] != [(r.kind, as_json(r.value)) for r in new]:
-        yield Difference("requirements", "result", as_json(old), as_json(new))
-        return
-    for index, (before, after) in enumerate(zip(old, new, strict=True)):
-        for option in sorted(set(before.options) | set(after.options)):
-            was, now = as_json(before.options.get(option)), as_json(after.options.get(option))
-            label = option_label(kinds, "requirement", after.kind, option)
-            if was != now and label != "location":
-                path = f"requirements[{index}].{option}"
-                yield Difference(path, label, was, now)  # type: ignore[arg-type]
-
-
-def _plugin_differences(old: list[Any], new: list[Any]) -> Iterator[Difference]:
-    """Plugins added, removed or reconfigured: throughput when none of them affects results."""
-    before = {entry.name: as_json(entry) for entry in old}
-    after = {entry.name: as_json(entry) for entry in new}
-    changed = sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
-    if not changed:
-        return
-    label = "result" if any(affects_results(name) for name in changed) else "throughput"
-    yield Difference("plugins", label, list(before.values()), list(after.values()))
 
 
 def check_dataset(meta: dict[str, Any], dataset: Dataset, scan: RecordsScan) -> list[Difference]:
@@ -267,7 +214,7 @@ def refuse(
             f"refusing to resume {run_dir}: these settings change results, and differ from "
             "those recorded in its meta.json when it started (old -> new):"
         )
-    lines += [f"  {d}" for d in shown]
+    lines += [f"  {d}" + (f" ({d.note})" if d.note else "") for d in shown]
     if len(differences) > len(shown):
         lines.append(f"  ... and {len(differences) - len(shown)} more")
     lines.append("Ways out:")

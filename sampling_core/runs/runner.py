@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import structlog
+from pydantic import ValidationError
 
 from sampling_core.backends.base import aclose_backend
 from sampling_core.hooks.entry_points import PluginSettings, PluginSpec
@@ -40,7 +41,7 @@ from sampling_core.runs.integrity import (
     resolved_settings,
     settings_meta,
 )
-from sampling_core.runs.loading import load_config
+from sampling_core.runs.loading import describe_errors, load_config
 from sampling_core.runs.ray_executor import RayWorkers, with_executor
 from sampling_core.runs.resume import (
     Difference,
@@ -77,7 +78,7 @@ async def run_batch(
     retry_failed: bool = False,
     backend: Any = None,
     plugins: Iterable[PluginSpec] = (),
-    plugin_options: Sequence[PluginEntry | str] = (),
+    plugin_options: Sequence[PluginEntry | str | dict[str, Any]] = (),
     kinds: KindRegistry | None = None,
     argv: Sequence[str] | None = None,
     log: Log | None = None,
@@ -91,7 +92,8 @@ async def run_batch(
     run in ``out_dir`` is continued: finished prompts are skipped (with ``retry_failed``,
     failed and errored ones run again). ``backend`` replaces the configured backend object
     (the config's ``backend`` block is still recorded and compared); ``plugins`` are added to
-    the configured ones (objects; not recorded). ``plugin_options`` are plugins by name
+    the configured ones (objects: recorded by their class and compared on resume, as
+    :func:`~sampling_core.runs.labelled.plugin_label` says). ``plugin_options`` are plugins by name
     (``--plugin``) added to the config's ``plugins:``, as ``SAMPLEHOOKS_PLUGINS`` names are;
     ``SAMPLEHOOKS_DISABLE_PLUGINS`` removes names. ``kinds`` replaces the kinds collected from
     the installed plugins. ``argv`` is recorded in the provenance header; ``log`` receives
@@ -147,10 +149,10 @@ async def run_batch(
     try:
         if resume:
             scan, latest = _prepare_resume(
-                run_dir, config, dataset, argv, retry_failed, say, resolved, kinds
+                run_dir, config, dataset, argv, retry_failed, say, resolved, kinds, extra_plugins
             )
         else:
-            _create(run_dir, config, dataset, argv, source, resolved, kinds)
+            _create(run_dir, config, dataset, argv, source, resolved, kinds, extra_plugins)
             scan, latest = RecordsScan([], 0), {}
             say(f"started run {run_dir.path}: {dataset.count} prompts")
         batch = BatchSession(config, dataset, run_dir, scan, retry_failed, argv, latest)
@@ -199,22 +201,37 @@ def _refuse_unencodable(path: Path, what: str) -> None:
 
 
 def with_plugins(
-    config: RunConfig, added: Sequence[PluginEntry | str], settings: PluginSettings
+    config: RunConfig, added: Sequence[PluginEntry | str | dict[str, Any]], settings: PluginSettings
 ) -> RunConfig:
-    """The config's plugins, plus ``added`` and ``SAMPLEHOOKS_PLUGINS``, minus the disabled.
+    """The config's plugins, plus ``added`` (``--plugin``) and ``SAMPLEHOOKS_PLUGINS``,
+    minus the disabled; each checked by the config's own rule for a plugin entry (installed
+    plugins only), so whatever a run samples with is recorded and compared on resume.
 
     A name given again replaces the earlier entry (so ``--plugin recorder:capture_content=1``
     reconfigures a configured recorder).
     """
     entries = {entry.name: entry for entry in config.plugins}
-    more = [PluginEntry.model_validate(entry) for entry in added]
-    more += [PluginEntry(name=name) for name in sorted(settings.only or ()) if name not in entries]
+    more = [_entry(entry, "--plugin") for entry in added]
+    more += [
+        _entry(name, "SAMPLEHOOKS_PLUGINS")
+        for name in sorted(settings.only or ())
+        if name not in entries
+    ]
     for entry in more:
         entries[entry.name] = entry
     kept = [entry for name, entry in entries.items() if name not in settings.disabled]
     if kept == list(config.plugins):
         return config
     return config.model_copy(update={"plugins": kept})
+
+
+def _entry(given: PluginEntry | str | dict[str, Any], where: str) -> PluginEntry:
+    """``given`` as a checked :class:`PluginEntry`; ConfigError naming ``where`` if not."""
+    try:
+        return PluginEntry.model_validate(given)
+    except ValidationError as exc:
+        problem = "; ".join(describe_errors(exc, PluginEntry))
+        raise ConfigError(f"{where}: {problem} (nothing was written)") from None
 
 
 def _check_plugin_names(names: Sequence[PluginEntry], source: Path | None) -> None:
@@ -238,6 +255,7 @@ def _create(
     source: Path | None,
     resolved: dict[str, Any],
     kinds: KindRegistry,
+    objects: Sequence[PluginSpec],
 ) -> None:
     header = provenance_header(_version(), argv, source)
     meta = {
@@ -250,7 +268,7 @@ def _create(
             "fingerprint": dataset.fingerprint,
             "hashes": dataset.hashes(),
         },
-        SETTINGS_KEY: settings_meta(config, resolved, kinds),
+        SETTINGS_KEY: settings_meta(config, resolved, kinds, objects=objects),
     }
     run_dir.create(render_effective_config(config, header), meta)
     run_dir.lock()
@@ -265,6 +283,7 @@ def _prepare_resume(
     say: Log,
     resolved: dict[str, Any],
     kinds: KindRegistry,
+    objects: Sequence[PluginSpec],
 ) -> tuple[RecordsScan, dict[str, dict[str, Any]]]:
     """Check the resume (reading only), then drop a torn tail and add the lineage note.
 
@@ -284,7 +303,9 @@ def _prepare_resume(
             raise refuse(run_dir.path, blocking, drift=False)
         recorded = [
             Difference(path, "result", old_value, new_value)
-            for path, old_value, new_value in check_settings(meta, config, resolved, kinds)
+            for path, old_value, new_value in check_settings(
+                meta, config, resolved, kinds, objects=objects
+            )
         ]
         if recorded:
             raise refuse(run_dir.path, recorded, drift=False, recorded=True)
