@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 
 from hook_specs import hookimpl
+from sampling_core.errors import exception_text
 from sampling_core.kinds import LOCATION, THROUGHPUT
 from sampling_core.requirements.checks import (
     Requirement,
@@ -154,7 +155,7 @@ def _template(template: str | None) -> str | None:
     except (KeyError, IndexError, ValueError, AttributeError) as exc:
         raise ValueError(
             "template may hold no placeholder but {reasons} (write a literal brace as {{ or "
-            f"}}}}); formatting it failed: {type(exc).__name__}: {exc}"
+            f"}}}}); formatting it failed: {type(exc).__name__}: {exception_text(exc)}"
         ) from None
     return template
 

@@ -28,6 +28,7 @@ from pydantic import Field
 from hook_specs import hookimpl
 from hook_specs.records import Generation, Usage
 from sampling_core.backends.base import GenerationRequest
+from sampling_core.errors import exception_text
 from sampling_core.kinds import LOCATION, THROUGHPUT
 
 __all__ = ["LLMBackend", "register_backends"]
@@ -42,7 +43,8 @@ def _llm() -> Any:
         import llm
     except ImportError as exc:
         raise ValueError(
-            f"backend kind 'llm' needs the llm package ({exc}); pip install 'samplehooks[llm]'"
+            f"backend kind 'llm' needs the llm package ({exception_text(exc)}); "
+            "pip install 'samplehooks[llm]'"
         ) from None
     return llm
 
@@ -54,7 +56,7 @@ def _resolve(llm: Any, model: str, get: Callable[[str], Any]) -> Any:
         raise
     except Exception as exc:  # a broken llm plugin fails while llm loads its plugins
         raise ValueError(
-            f"llm could not load its plugins ({type(exc).__name__}: {exc}); set "
+            f"llm could not load its plugins ({type(exc).__name__}: {exception_text(exc)}); set "
             "LLM_LOAD_PLUGINS to the llm plugins to load, e.g. LLM_LOAD_PLUGINS=llm-echo"
         ) from None
 

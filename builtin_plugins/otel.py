@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -56,6 +57,7 @@ from hook_specs import (
     SamplingRepairPayload,
     hookimpl,
 )
+from sampling_core.errors import exception_text
 
 __all__ = ["CANCELLED", "OtelPlugin"]
 
@@ -274,7 +276,7 @@ class OtelPlugin:
         """End the backend-call span as failed; a call not retried also ends its attempt."""
         state = self._attempt(payload)
         span, state.call = state.call, None
-        description = f"{payload.error_type}: {payload.exception}"
+        description = f"{payload.error_type}: {exception_text(payload.exception)}"
         if span is not None:
             self.metrics.record_call(
                 state.call_attributes,
@@ -283,7 +285,7 @@ class OtelPlugin:
             )
             span.set_attribute("error.type", payload.error_type)
             span.set_attribute("samplehooks.will_retry", payload.will_retry)
-            span.record_exception(payload.exception)
+            _record_exception(span, payload.exception)
             span.set_status(Status(StatusCode.ERROR, description))
             span.end()
         if not payload.will_retry:
@@ -368,13 +370,31 @@ class OtelPlugin:
                 )
         if payload.exception is not None:
             span.set_attribute("error.type", type(payload.exception).__name__)
-            span.record_exception(payload.exception)
-            span.set_status(Status(StatusCode.ERROR, str(payload.exception)))
+            _record_exception(span, payload.exception)
+            span.set_status(Status(StatusCode.ERROR, exception_text(payload.exception)))
         span.end()
 
     def open_spans(self) -> int:
         """How many call spans are open now (calls started and not yet ended)."""
         return len(self._loops)
+
+
+def _record_exception(span: Any, exc: BaseException) -> None:
+    """``span.record_exception(exc)``, with the message made by ``exception_text`` (the SDK's
+    own calls ``str(exc)``, which may raise for a backend's or a plugin's exception)."""
+    kind = type(exc)
+    module = kind.__module__
+    span.add_event(
+        "exception",
+        {
+            "exception.type": f"{module}.{kind.__qualname__}"
+            if module and module != "builtins"
+            else kind.__qualname__,
+            "exception.message": exception_text(exc),
+            "exception.stacktrace": "".join(traceback.format_exception(exc)),
+            "exception.escaped": "False",
+        },
+    )
 
 
 def _messages_json(messages: list[Message], finish_reason: str | None = None) -> str:

@@ -62,6 +62,9 @@ _ALWAYS: dict[str, Any] = {
     "sampling_validate": {"generation": {"raw"}},
     "sampling_iteration": {"generation": {"raw"}},
     "generation_post_call": {"generation": {"raw"}},
+    # the call's attempts, each by its identity, text and verdicts: their generations and
+    # prompts are in the call's sampling_iteration and generation events already
+    "sampling_loop_end": {"attempts": {"__all__": {"generation", "messages"}}},
 }
 _CONTENT: dict[str, Any] = {
     "sampling_loop_start": {"messages": True},
@@ -82,7 +85,17 @@ _CONTENT: dict[str, Any] = {
         "failure_reasons": True,
         "validations": {"__all__": {"reason"}},
     },
-    "sampling_loop_end": {"text": True},
+    "sampling_loop_end": {
+        "text": True,
+        "attempts": {
+            "__all__": {
+                "generation": True,
+                "messages": True,
+                "text": True,
+                "validations": {"__all__": {"reason"}},
+            }
+        },
+    },
     "generation_pre_call": {"messages": True},
     "generation_post_call": {"generation": {"raw", "text"}},
 }

@@ -40,6 +40,7 @@ from hook_specs import (
     hookimpl,
 )
 from hook_specs.records import count_passed, failure_reasons
+from sampling_core.errors import exception_text
 from sampling_core.redaction import ScrubbedLogger
 
 __all__ = ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"]
@@ -193,7 +194,7 @@ class TracingPlugin:
             **_attempt_fields(payload),
             retry=payload.retry,
             error_type=payload.error_type,
-            error=str(payload.exception),
+            error=exception_text(payload.exception),
             will_retry=payload.will_retry,
             retry_in_s=payload.retry_in_s,
         )

@@ -14,6 +14,9 @@ class StopSampling(Exception):
     def __init__(self, reason: str = "stopped by a plugin") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.plugin_name: str | None = None
+        """The name of the plugin that raised it: set by the engine as it stops sampling
+        (the loop end's ``failure_reason`` says ``stopped by plugin NAME``)."""
 
 
 class ReadOnlyFieldError(AttributeError):
@@ -27,3 +30,13 @@ class ReadOnlyFieldError(AttributeError):
         )
         self.field = field
         self.hook = hook
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or ``<unprintable TypeName>`` when that raises: the one formatter of
+    every exception samplehooks shows or records (backends and plugins make exceptions, and
+    their ``__str__`` may be broken too). Also ``sampling_core.errors.exception_text``."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__}>"

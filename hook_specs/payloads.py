@@ -14,10 +14,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-from hook_specs.errors import ReadOnlyFieldError
+from hook_specs.errors import ReadOnlyFieldError, exception_text
 from hook_specs.frozen import read_only
 from hook_specs.names import HookName
-from hook_specs.records import Generation, Message, Usage, ValidationResult
+from hook_specs.records import Attempt, Generation, Message, Usage, ValidationResult
 
 _RETRY_DOC = "0 for the first backend call of the attempt, n for its n-th transport retry."
 
@@ -265,7 +265,11 @@ class SamplingLoopEndPayload(ObserveOnlyPayload):
     stop_reason: StopReason = Field(
         description='"success", "budget_exhausted", "stopped_by_plugin" or "error".'
     )
-    iterations_used: int = Field(description="Completed attempts (generated and validated).")
+    iterations_used: int = Field(
+        description="Completed attempts (generated and validated): `len(attempts)`. On the "
+        'error path (`stop_reason="error"`), those completed before the error; attempts whose '
+        "backend call raised are counted in `error_count`, not here."
+    )
     cancelled: int = Field(description="Attempts in flight when the loop ended.")
     text: str | None = Field(default=None, description="The picked text, or `None`.")
     usage: Usage = Field(description="Tokens spent by the call, cancelled attempts included.")
@@ -276,10 +280,28 @@ class SamplingLoopEndPayload(ObserveOnlyPayload):
     exception: BaseException | None = Field(
         default=None, description="On the error path: the exception `sample()` raises."
     )
+    attempts: list[Attempt] = Field(
+        default_factory=list,
+        description="Every completed attempt of the call, in `(subsample_index, attempt)` "
+        "order (as `result.attempts`), each with its identity fields (`subsample_index`, "
+        "`attempt`, `iteration`, `sequence`), `text`, `passed`, `validations` and "
+        "`generation`. Read-only, nested values too.",
+    )
+    picked: int | None = Field(
+        default=None,
+        description="The `sequence` of the picked attempt (the one `text` is), or `None` "
+        "when none was picked (the error path, or no attempt completed).",
+    )
+    failure_reason: str | None = Field(
+        default=None,
+        description="`None` on success; else one line: the unmet requirements of the picked "
+        "attempt (`unmet requirements: A; B`), `budget exhausted` (no attempt picked), "
+        "`stopped by plugin NAME`, or the error (`TypeName: message`).",
+    )
 
     @field_serializer("exception")
     def _exception_as_text(self, exc: BaseException | None) -> str | None:
-        return None if exc is None else f"{type(exc).__name__}: {exc}"
+        return None if exc is None else f"{type(exc).__name__}: {exception_text(exc)}"
 
 
 class GenerationPreCallPayload(AttemptPayload):
@@ -330,4 +352,4 @@ class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
 
     @field_serializer("exception")
     def _exception_as_text(self, exc: BaseException) -> str:
-        return f"{type(exc).__name__}: {exc}"
+        return f"{type(exc).__name__}: {exception_text(exc)}"

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from hook_specs.errors import StopSampling
+from hook_specs.errors import StopSampling, exception_text
 
-__all__ = ["BudgetError", "PluginError", "SamplehooksError", "StopSampling"]
+__all__ = [
+    "BudgetError",
+    "PluginError",
+    "SamplehooksError",
+    "StopSampling",
+    "exception_text",
+]
 
 
 class SamplehooksError(Exception):
@@ -36,12 +42,3 @@ class PluginError(SamplehooksError):
         super().__init__(f"plugin {plugin_name!r} failed in {hook}{detail}")
         self.plugin_name = plugin_name
         self.hook = hook
-
-
-def exception_text(exc: BaseException) -> str:
-    """``str(exc)``, or ``<unprintable TypeName>`` when that raises: the engine reports
-    exceptions that backends and plugins made, and their ``__str__`` may be broken too."""
-    try:
-        return str(exc)
-    except Exception:
-        return f"<unprintable {type(exc).__name__}>"

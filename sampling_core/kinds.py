@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
-from sampling_core.errors import SamplehooksError
+from sampling_core.errors import SamplehooksError, exception_text
 from sampling_core.hooks.entry_points import PluginSettings, installed_plugins, warn_skipped
 from sampling_core.hooks.options import (
     as_kwargs,
@@ -145,7 +145,7 @@ class Kind:
             raise
         except Exception as exc:
             raise KindError(
-                f"{self.where()}: cannot be set up: {type(exc).__name__}: {exc}"
+                f"{self.where()}: cannot be set up: {type(exc).__name__}: {exception_text(exc)}"
             ) from exc
         if self.area == "requirement" and not isinstance(built, Requirement):
             if not callable(built):
@@ -225,7 +225,7 @@ class KindRegistry:
         try:
             manager.register(plugin, name)
         except (pluggy.PluginValidationError, ValueError) as exc:
-            raise KindError(f"plugin {name!r} cannot be registered: {exc}") from exc
+            raise KindError(f"plugin {name!r} cannot be registered: {exception_text(exc)}") from exc
         for area, hook_name in _HOOKS.items():
             caller = getattr(manager.hook, hook_name)
             impls = caller.get_hookimpls()
@@ -253,7 +253,8 @@ class KindRegistry:
                 raise
             except Exception as exc:
                 raise KindError(
-                    f"plugin {name!r}: {hook_name} raised {type(exc).__name__}: {exc}"
+                    f"plugin {name!r}: {hook_name} raised "
+                    f"{type(exc).__name__}: {exception_text(exc)}"
                 ) from exc
 
     # -- reading -------------------------------------------------------------------------

@@ -51,6 +51,9 @@ async def test_loop_end_fields_of_a_success_are_exactly_the_results():
         "elapsed_s": result.elapsed_s,
         "error_count": 0,
         "exception": None,
+        "attempts": result.attempts,
+        "picked": 2,
+        "failure_reason": None,
     }
 
 
@@ -78,6 +81,9 @@ async def test_loop_end_fields_on_the_error_path():
         "concurrency_budget": 2,
         "error_count": 2,
         "exception": boom,
+        "attempts": [],
+        "picked": None,
+        "failure_reason": "ValueError: backend down",
     }
 
 

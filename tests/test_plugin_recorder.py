@@ -15,8 +15,8 @@ from engine_helpers import race
 from typer.testing import CliRunner
 
 from builtin_plugins.recorder import RecorderPlugin, read_events
-from hook_specs import Generation, Usage, hookimpl
-from sampling_core import GenerationRequest, Sampler, ScriptedBackend
+from hook_specs import Generation, Usage, ValidationResult, hookimpl
+from sampling_core import GenerationRequest, Requirement, Sampler, ScriptedBackend
 from sampling_core.cli.app import app
 from sampling_core.cli.trace_cmd import trace_app
 from sampling_core.events.attempts import read_calls
@@ -64,6 +64,42 @@ def test_every_hook_event_is_one_json_line(tmp_path, sampler, scripted_backend, 
     )
     (end,) = [e["payload"] for e in events if e["hook"] == "sampling_loop_end"]
     assert end["stop_reason"] == "success" and end["iterations_used"] == result.iterations_used
+
+
+@pytest.mark.parametrize("capture_content", [False, True])
+def test_the_loop_end_line_holds_every_attempt_the_pick_and_why_it_failed(
+    tmp_path, sampler, scripted_backend, capture_content
+):
+    path = tmp_path / "events.jsonl"
+    recorder = RecorderPlugin(path, capture_content=capture_content)
+
+    def fails(text: str) -> Any:
+        return ValidationResult(False, reason=f"SECRET-REASON {text}", score=0.5)
+
+    s = sampler(scripted_backend(["SECRET-A", "SECRET-B"]), plugins=[recorder])
+    with recorder:
+        s.sample_sync("q", requirements=[Requirement("no secrets", fails)], loop_budget=2)
+    (end,) = [e["payload"] for e in lines(path) if e["hook"] == "sampling_loop_end"]
+    verdict = {"passed": False, "score": 0.5, "requirement": "no secrets"}
+    expected = [
+        {
+            "subsample_index": 0,
+            "attempt": number,
+            "iteration": number,
+            "sequence": number,
+            "passed": False,
+            "validations": [verdict],
+        }
+        for number in (1, 2)
+    ]
+    if capture_content:
+        for row, text in zip(expected, ("SECRET-A", "SECRET-B"), strict=True):
+            row["text"] = text
+            row["validations"] = [{**verdict, "reason": f"SECRET-REASON {text}"}]
+    assert end["attempts"] == expected  # no generation, no prompt: other events hold them
+    assert end["picked"] == 1  # the best score: a tie, so the first
+    assert end["failure_reason"] == "unmet requirements: no secrets"
+    assert ("SECRET" in path.read_text()) is capture_content
 
 
 def test_verdicts_are_recorded_as_the_plugins_left_them(tmp_path, sampler, scripted_backend):
@@ -250,7 +286,7 @@ class Unprintable(RuntimeError):
         return "down"
 
 
-def test_an_event_that_cannot_be_encoded_is_reported_and_the_others_are_written(tmp_path):
+def test_an_exception_that_cannot_be_printed_is_recorded_as_unprintable(tmp_path):
     path = tmp_path / "events.jsonl"
 
     def reply(request: GenerationRequest) -> str:
@@ -260,13 +296,35 @@ def test_an_event_that_cannot_be_encoded_is_reported_and_the_others_are_written(
     with pytest.raises(Unprintable):
         s.sample_sync("q")
     # All four events are written in one batch, at the call's end, by the background
-    # worker: generation_error's and sampling_loop_end's exception cannot be encoded there,
-    # the two events noted with them still are.
-    hooks = [e["hook"] for e in lines(path)]
-    assert hooks == ["sampling_loop_start", "generation_pre_call"]
-    (fault,) = s.background_faults  # the worker's fault, named by plugin and hook
-    assert (fault.plugin_name, fault.hook) == ("RecorderPlugin", "sampling_loop_end")
-    assert "this exception cannot be printed here" in str(fault.exception)
+    # worker, where the exception's str() raises: it is written as unprintable.
+    events = lines(path)
+    assert [e["hook"] for e in events] == [
+        "sampling_loop_start",
+        "generation_pre_call",
+        "generation_error",
+        "sampling_loop_end",
+    ]
+    assert events[2]["payload"]["exception"] == "Unprintable: <unprintable Unprintable>"
+    end = events[3]["payload"]
+    assert end["exception"] == "Unprintable: <unprintable Unprintable>"
+    assert end["failure_reason"] == "Unprintable: down"  # made on the raising thread
+    assert s.background_faults == []
+
+
+def test_an_event_that_cannot_be_encoded_is_reported_and_the_others_are_written(tmp_path):
+    path = tmp_path / "events.jsonl"
+
+    class Odd:
+        def __repr__(self) -> str:
+            raise ValueError("no repr either")
+
+    recorder = RecorderPlugin(path)
+    recorder.output.note("sampling_loop_start", {"sampling_id": "c1"})
+    recorder.output.note("sampling_iteration", {"sampling_id": "c1", "odd": Odd()})
+    recorder.output.note("sampling_loop_end", {"sampling_id": "c1"})
+    with pytest.raises(ValueError, match="no repr either"):  # the worker reports it
+        recorder.output.write_noted()
+    assert [e["hook"] for e in lines(path)] == ["sampling_loop_start", "sampling_loop_end"]
 
 
 def test_a_recorder_never_closed_writes_what_it_noted_when_collected(tmp_path):

@@ -33,7 +33,7 @@ from hook_specs.records import Generation, Message, Usage
 from sampling_core.backends.base import GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
 from sampling_core.backends.transport import TransientBackendError
-from sampling_core.errors import SamplehooksError
+from sampling_core.errors import SamplehooksError, exception_text
 from sampling_core.pricing import priced
 from sampling_core.redaction import (
     refresh_environment,
@@ -273,7 +273,9 @@ class OpenAIBackend:
                 ) from None
             except httpx.TransportError as exc:
                 raise TransientBackendError(
-                    self._scrub(f"{self.base_url}{self._path}: {type(exc).__name__}: {exc}")
+                    self._scrub(
+                        f"{self.base_url}{self._path}: {type(exc).__name__}: {exception_text(exc)}"
+                    )
                 ) from None
             latency = time.perf_counter() - began
         if response.status_code >= 300:

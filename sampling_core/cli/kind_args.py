@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from sampling_core.errors import exception_text
 from sampling_core.hooks.entry_points import entry_point_object, installed_plugins
 from sampling_core.hooks.options import options_model
 from sampling_core.kinds import Area, Kind, KindError, KindRegistry
@@ -116,7 +117,7 @@ def requirement_arg(kinds: KindRegistry, spec: str) -> Requirement:
     try:
         return _requirement(kinds, spec)
     except KindError as exc:
-        raise UsageError(f"--require {spec!r}: {exc}") from None
+        raise UsageError(f"--require {spec!r}: {exception_text(exc)}") from None
 
 
 def _requirement(kinds: KindRegistry, spec: str) -> Requirement:
@@ -186,7 +187,9 @@ def backend_arg(
         flag = _flag_for(exc.key, shortcuts, fields)
         if flag is None or exc.key in options:
             raise
-        raise KindError(f"{exc} (give it with {flag} or --backend-option)", exc.key) from None
+        raise KindError(
+            f"{exception_text(exc)} (give it with {flag} or --backend-option)", exc.key
+        ) from None
 
 
 def _flag_for(

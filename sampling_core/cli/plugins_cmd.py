@@ -24,6 +24,7 @@ from rich.table import Table
 from hook_specs.names import HookName
 from sampling_core.cli.plugin_template import TemplateError, write_plugin
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
+from sampling_core.errors import exception_text
 from sampling_core.hooks.entry_points import (
     InstalledPlugin,
     PluginSettings,
@@ -70,7 +71,11 @@ def _kinds_alone(entry: InstalledPlugin) -> dict[str, list[str]]:
             registry.add_plugin(entry.name, entry.load())
     except (Exception, SystemExit) as exc:
         entry.loaded = False
-        entry.error = str(exc) if isinstance(exc, KindError) else f"{type(exc).__name__}: {exc}"
+        entry.error = (
+            exception_text(exc)
+            if isinstance(exc, KindError)
+            else f"{type(exc).__name__}: {exception_text(exc)}"
+        )
         return {}
     provides: dict[str, list[str]] = {}
     for area, name in registry.provided.get(entry.name, []):
@@ -87,7 +92,7 @@ def _load_alone(entry: InstalledPlugin) -> None:
             registry.register(instantiate(entry.name, entry.load()), entry.name)
     except (Exception, SystemExit) as exc:
         entry.loaded = False
-        entry.error = f"{type(exc).__name__}: {exc}"
+        entry.error = f"{type(exc).__name__}: {exception_text(exc)}"
         entry.hooks = []
         return
     entry.loaded = True
@@ -125,7 +130,7 @@ def new_command(
     try:
         root = write_plugin(name, directory)
     except TemplateError as exc:
-        fail(str(exc))
+        fail(exception_text(exc))
     typer.echo(f"wrote {root}; next: pip install -e {root} && python -m pytest {root}/tests")
 
 

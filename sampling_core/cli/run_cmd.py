@@ -15,6 +15,7 @@ import typer
 from sampling_core.cli.kind_args import UsageError, plugin_arg
 from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
+from sampling_core.errors import exception_text
 from sampling_core.runs import RunError, run_batch_sync
 from sampling_core.runs.report import build_report
 from sampling_core.runs.runner import default_log
@@ -92,7 +93,7 @@ def run_command(
     try:
         added = [{"name": name, "options": options} for name, options in map(plugin_arg, plugin)]
     except UsageError as exc:
-        fail(str(exc))
+        fail(exception_text(exc))
     argv = (
         ["samplehooks", *sys.argv[1:]]
         if sys.argv[1:2] == ["run"]
@@ -114,7 +115,7 @@ def run_command(
                 workers=workers,
             )
     except RunError as exc:
-        fail(str(exc))
+        fail(exception_text(exc))
     except KeyboardInterrupt:
         typer.echo(
             f"samplehooks: interrupted; finished prompts are saved. Continue with:\n"
@@ -152,7 +153,7 @@ def report_command(
     try:
         report = build_report(run_dir, rows=as_json, top=top)
     except RunError as exc:
-        fail(str(exc))
+        fail(exception_text(exc))
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2))
     else:

@@ -30,7 +30,7 @@ from sampling_core.cli.readable import fail
 from sampling_core.cli.sample_output import print_report, result_as_dict
 from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.sampler import Sampler
-from sampling_core.errors import SamplehooksError
+from sampling_core.errors import SamplehooksError, exception_text
 from sampling_core.kinds import collect_kinds
 
 __all__ = ["sample_command"]
@@ -161,7 +161,7 @@ def sample_command(
         sampler = Sampler(chosen, plugins=plugins)
     # LookupError: an unknown plugin; ValueError: a value a backend refuses (--api-key-env)
     except (UsageError, SamplehooksError, LookupError, ValueError) as exc:
-        fail(str(exc))
+        fail(exception_text(exc))
     options: dict[str, Any] = {"max_tokens": max_tokens}
     if temperature is not None:
         options["temperature"] = temperature
@@ -184,11 +184,11 @@ def sample_command(
         with logs_to_stderr():
             result = anyio.run(run)
     except ValueError as exc:  # a bad budget (BudgetError) and the like
-        fail(str(exc))
+        fail(exception_text(exc))
     except SamplehooksError as exc:  # the backend failed (a missing model, a refused key)
-        fail(str(exc), 1)
+        fail(exception_text(exc), 1)
     except Exception as exc:
-        fail(f"{type(exc).__name__}: {exc}", 1)
+        fail(f"{type(exc).__name__}: {exception_text(exc)}", 1)
     if as_json:
         sys.stdout.write(json.dumps(result_as_dict(result), indent=2) + "\n")
     else:
@@ -212,7 +212,7 @@ def _read_prompt(prompt: str | None) -> str:
     try:
         text = sys.stdin.read()
     except (OSError, UnicodeDecodeError) as exc:
-        fail(f"cannot read the prompt from stdin: {exc}")
+        fail(f"cannot read the prompt from stdin: {exception_text(exc)}")
     if not text.strip():
         fail("the prompt read from stdin is empty")
     return text.rstrip("\n")

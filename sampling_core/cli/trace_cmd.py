@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
+from sampling_core.errors import exception_text
 from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_calls
 
 __all__ = ["timeline_as_dict", "trace_app"]
@@ -80,7 +81,7 @@ def show_command(
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror or exc}")
     except ValueError as exc:  # EventFileError: one line naming the line and the field
-        fail(f"{file}: {exc}")
+        fail(f"{file}: {exception_text(exc)}")
     if call is not None and not timelines:
         fail(f"{file}: no call's sampling_id starts with {call!r}")
     if as_json:

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from sampling_core.cli.readable import fail
+from sampling_core.errors import exception_text
 from sampling_core.runs import RunError
 from sampling_core.view import build_page
 
@@ -36,7 +37,7 @@ def view_command(
     try:
         page = build_page(list(run_dirs))
     except RunError as exc:
-        fail(str(exc))
+        fail(exception_text(exc))
     if output is None:
         first = run_dirs[0]
         if len(run_dirs) == 1:

@@ -7,6 +7,7 @@ from typing import Any
 
 from hook_specs.payloads import StopReason
 from hook_specs.records import Attempt, Usage
+from sampling_core.errors import exception_text
 from sampling_core.hooks.faults import PluginFault
 
 __all__ = ["AttemptError", "PluginFault", "SamplingResult"]
@@ -24,7 +25,7 @@ class AttemptError:
     def __str__(self) -> str:
         return (
             f"subsample {self.subsample_index}, attempt {self.attempt}: "
-            f"{type(self.exception).__name__}: {self.exception}"
+            f"{type(self.exception).__name__}: {exception_text(self.exception)}"
         )
 
 

@@ -33,6 +33,8 @@ from typing import Protocol
 
 import anyio
 
+from sampling_core.errors import exception_text
+
 try:
     import sniffio
 except ImportError:  # pragma: no cover - anyio no longer requires sniffio
@@ -225,7 +227,9 @@ def one_of(group: BaseExceptionGroup) -> BaseException:
     chosen = next((e for e in errors if not isinstance(e, cancelled)), None)
     if chosen is None:
         return group
-    others = "; ".join(f"{type(e).__name__}: {e}" for e in errors if e is not chosen)
+    others = "; ".join(
+        f"{type(e).__name__}: {exception_text(e)}" for e in errors if e is not chosen
+    )
     chosen.add_note(f"other subsamples raised too: {others}")
     return chosen
 

@@ -58,6 +58,7 @@ class Tally:
         "sequence",
         "started",
         "stopped",
+        "stopped_by",
         "strategy",
         "tasks",
         "winner",
@@ -81,6 +82,7 @@ class Tally:
         self.winner: Attempt | None = None
         self.best_key: tuple[int, int] | None = None  # selection="ordered"
         self.stopped = False
+        self.stopped_by: str | None = None  # the plugin that raised StopSampling first
         self.fatal: BaseException | None = None
         self.current_attempt: list[int] = []
         self.tasks: SubsampleTasks | None = None  # the subsample tasks; None while none runs
@@ -147,7 +149,10 @@ class Tally:
     # -- what ends the call early: every cancellation of the call is decided here ---------
 
     def stop(self, stop: StopSampling) -> None:
-        """A plugin raised ``StopSampling``: no attempt starts any more, none in flight goes on."""
+        """A plugin raised ``StopSampling``: no attempt starts any more, none in flight goes on.
+        The first stop names the plugin the loop end's ``failure_reason`` gives."""
+        if not self.stopped:
+            self.stopped_by = getattr(stop, "plugin_name", None)
         self.stopped = True
         logger.info("sampling.stopped_by_plugin", sampling_id=self.sampling_id, reason=stop.reason)
         if self.tasks is not None:
@@ -234,12 +239,25 @@ class Tally:
                 for candidate in attempts:
                     if candidate.subsample_index == index and candidate.attempt == attempt:
                         return candidate
-        return self.strategy.pick(attempts)
+        picked = self.strategy.pick(attempts)
+        if (picked is not None) if not attempts else not any(picked is a for a in attempts):
+            raise TypeError(
+                f"strategy {self.strategy.name!r}: pick() returned {_shown(picked)}, which is "
+                "not one of this call's attempts; return one of the attempts it was given "
+                "(the very object, not a copy)"
+            )
+        return picked
 
     def end_fields(
         self, s: CallSettings, result: SamplingResult | None, exc: BaseException | None
     ) -> dict[str, Any]:
         """The fields of ``sampling_loop_end`` (``result`` is ``None`` on the error path)."""
+        if result is not None:
+            attempts = list(result.attempts)  # the payload's own list (the result is the user's)
+            picked = result.picked.sequence if result.picked is not None else None
+        else:
+            attempts = sorted(self.attempts, key=_by_position)
+            picked = None
         return {
             "success": result.success if result else False,
             "stop_reason": result.stop_reason if result else "error",
@@ -252,8 +270,50 @@ class Tally:
             "elapsed_s": result.elapsed_s if result else time.perf_counter() - self.started,
             "error_count": len(self.errors),
             "exception": exc,
+            "attempts": attempts,
+            "picked": picked,
+            "failure_reason": self.failure_reason(result, exc),
         }
+
+    def failure_reason(
+        self, result: SamplingResult | None, exc: BaseException | None
+    ) -> str | None:
+        """Why the call did not succeed, in one line (``None`` when it did): the error, the
+        plugin that stopped it, the unmet requirements of the picked attempt, or ``budget
+        exhausted`` when no attempt was picked."""
+        if exc is not None:
+            return _one_line(f"{type(exc).__name__}: {exception_text(exc)}")
+        if result is None or result.success:
+            return None
+        if self.stopped:
+            by = self.stopped_by
+            return f"stopped by plugin {_one_line(by)}" if by else "stopped by a plugin"
+        picked = result.picked
+        if picked is not None:
+            unmet = [
+                v.requirement or "a requirement"  # a description: never the output's text
+                for v in picked.validations
+                if not v.passed
+            ]
+            if unmet:
+                return _one_line("unmet requirements: " + "; ".join(unmet))
+        return "budget exhausted"
 
 
 _by_position = attrgetter("subsample_index", "attempt")
 """An attempt's place in (subsample_index, attempt) order, the order of ``result.attempts``."""
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: each line break becomes a space."""
+    return " ".join(text.splitlines())
+
+
+def _shown(value: Any) -> str:
+    """What a strategy's ``pick`` returned, briefly: an attempt by its identity, or the type."""
+    if isinstance(value, Attempt):
+        return (
+            f"an attempt (subsample {value.subsample_index}, attempt {value.attempt}, "
+            f"sequence {value.sequence}) of another call, or a copy"
+        )
+    return "None" if value is None else f"a {type(value).__name__}"

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sampling_core.errors import exception_text
 from sampling_core.events.reading import NO_CALL, EventFileError, numbered_events
 
 __all__ = ["RecordedAttempt", "RecordedCall", "read_calls"]
@@ -119,7 +120,7 @@ def _group(
         try:
             _add(calls, event)
         except _BadField as exc:
-            _bad(EventFileError(f"line {number} ({event['hook']}): {exc}"), on_bad)
+            _bad(EventFileError(f"line {number} ({event['hook']}): {exception_text(exc)}"), on_bad)
     return list(calls.values())
 
 

@@ -170,6 +170,8 @@ class HookChannel:
         """Raise or isolate what an implementation raised, as the hook's rules say."""
         if isinstance(exc, StopSampling):
             if hook is not H.SAMPLING_LOOP_END:
+                if exc.plugin_name is None:
+                    exc.plugin_name = plugin_name
                 raise exc
         elif writable:
             raise PluginError(plugin_name, hook.value, describe(exc)) from exc

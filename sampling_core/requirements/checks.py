@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from hook_specs.errors import StopSampling
 from hook_specs.records import ValidationResult
+from sampling_core.errors import exception_text
 from sampling_core.requirements.context import CheckContext, takes_context
 from sampling_core.requirements.linear_regex import compile_linear
 
@@ -324,7 +325,9 @@ def is_json() -> Requirement:
         try:
             json.loads(_strip_fence(text))
         except ValueError as exc:
-            return ValidationResult(False, f"The answer must be valid JSON ({exc}).")
+            return ValidationResult(
+                False, f"The answer must be valid JSON ({exception_text(exc)})."
+            )
         return ValidationResult(True)
 
     return Requirement("is valid JSON", check)

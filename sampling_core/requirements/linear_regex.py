@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import re2
 
+from sampling_core.errors import exception_text
+
 __all__ = ["LinearPattern", "compile_linear"]
 
 _INLINE = {re.IGNORECASE: "i", re.MULTILINE: "m", re.DOTALL: "s"}
@@ -48,7 +50,7 @@ def compile_linear(pattern: str, flags: int = 0) -> LinearPattern:
         detail = (
             exc.args[0].decode("utf-8", "replace")
             if exc.args and isinstance(exc.args[0], bytes)
-            else str(exc)
+            else exception_text(exc)
         )
         hint = ""
         if any(token in pattern for token in ("(?=", "(?!", "(?<=", "(?<!")) or re.search(

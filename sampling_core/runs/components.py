@@ -12,7 +12,7 @@ from typing import Any
 
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.sampler import Sampler
-from sampling_core.errors import PluginError
+from sampling_core.errors import PluginError, exception_text
 from sampling_core.hooks.entry_points import PluginSpec, resolve_plugin
 from sampling_core.kinds import KindError, KindRegistry
 from sampling_core.requirements.checks import Requirement
@@ -62,7 +62,7 @@ def build_backend(config: RunConfig, kinds: KindRegistry) -> Any:
     try:
         return kind.build(options=options)
     except KindError as exc:
-        raise ConfigError(f"backend: {exc}") from exc
+        raise ConfigError(f"backend: {exception_text(exc)}") from exc
 
 
 def check_kinds(config: RunConfig, kinds: KindRegistry, where: str = "") -> None:
@@ -84,7 +84,7 @@ def check_kinds(config: RunConfig, kinds: KindRegistry, where: str = "") -> None
             check()
         except KindError as exc:
             sub = sub_key(exc)
-            raise ConfigError(f"{where}{key}{sub}: {exc}") from exc
+            raise ConfigError(f"{where}{key}{sub}: {exception_text(exc)}") from exc
 
 
 def sub_key(exc: KindError) -> str:
@@ -145,7 +145,7 @@ def build_sampler(
         for plugin in extra:
             sampler.plugins.add(plugin)
     except PluginError as exc:
-        raise ConfigError(f"plugins: {exc}") from exc
+        raise ConfigError(f"plugins: {exception_text(exc)}") from exc
     return sampler
 
 
@@ -182,7 +182,7 @@ def build_components(
         strategy = build_strategy(config.strategy, kinds)
         requirements = build_requirements(config.requirements, kinds)
     except KindError as exc:
-        raise ConfigError(str(exc)) from exc
+        raise ConfigError(exception_text(exc)) from exc
     chosen = backend if backend is not None else build_backend(config, kinds)
     sampler = build_sampler(chosen, config.plugins, events_file, extra_plugins, total, config)
     return Components(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter, ValidationError
 
 from sampling_core.backends.base import content_text
+from sampling_core.errors import exception_text
 from sampling_core.runs.config import DatasetConfig, RequirementSpec
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ def _parse_line(path: Path, number: int, line: bytes, config: DatasetConfig) -> 
     try:
         obj = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{where}: not valid JSON ({exc})") from exc
+        raise DatasetError(f"{where}: not valid JSON ({exception_text(exc)})") from exc
     except RecursionError:
         raise DatasetError(f"{where}: not valid JSON (nested too deeply)") from None
     if not isinstance(obj, dict):
@@ -202,7 +203,9 @@ def _check_kinds(where: str, item: PromptItem, kinds: KindRegistry) -> None:
         try:
             build_requirements([spec], kinds)
         except KindError as exc:
-            raise DatasetError(f"{where}: require[{index}]{sub_key(exc)}: {exc}") from exc
+            raise DatasetError(
+                f"{where}: require[{index}]{sub_key(exc)}: {exception_text(exc)}"
+            ) from exc
 
 
 def _is_text_parts(value: Any) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from sampling_core.errors import exception_text
 from sampling_core.kinds import KindError, KindRegistry, default_kinds
 from sampling_core.runs.classification import nested_model
 from sampling_core.runs.components import check_kinds
@@ -75,7 +76,7 @@ def parse_config(
         try:
             kinds = default_kinds()
         except KindError as exc:
-            raise ConfigError(f"{where}: {exc}") from exc
+            raise ConfigError(f"{where}: {exception_text(exc)}") from exc
     check_kinds(config, kinds, f"{where}: ")
     if source is not None and not config.dataset.path.is_absolute():
         anchored = (source.parent / config.dataset.path).resolve()

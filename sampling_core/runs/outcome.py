@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sampling_core.engine.results import SamplingResult
+from sampling_core.errors import exception_text
 
 __all__ = ["TEXT_KEPT", "attempt_entries", "usage_entry"]
 
@@ -47,7 +48,7 @@ def attempt_entries(result: SamplingResult) -> list[dict[str, Any]]:
                 "subsample": e.subsample_index,
                 "attempt": e.attempt,
                 "passed": False,
-                "error": f"{type(e.exception).__name__}: {e.exception}"[:300],
+                "error": f"{type(e.exception).__name__}: {exception_text(e.exception)}"[:300],
             }
         )
     return entries

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from sampling_core.engine.results import SamplingResult
+from sampling_core.errors import exception_text
 from sampling_core.runs.components import Components, build_requirements, prompt_seed
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.outcome import attempt_entries, usage_entry
@@ -51,7 +52,7 @@ async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> d
             early_exit=config.budgets.early_exit,
         )
     except Exception as exc:
-        record.update(error_outcome(f"{type(exc).__name__}: {exc}"))
+        record.update(error_outcome(f"{type(exc).__name__}: {exception_text(exc)}"))
     else:
         record.update(_outcome(result))
     record["timings"] = {

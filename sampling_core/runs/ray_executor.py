@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import anyio
 
+from sampling_core.errors import exception_text
 from sampling_core.hooks.entry_points import PluginSpec
 from sampling_core.kinds import KindRegistry
 from sampling_core.runs.config import RunConfig
@@ -48,7 +49,8 @@ def _import_ray() -> Any:
         import ray
     except ImportError as exc:
         raise ConfigError(
-            f"run.executor 'ray' needs Ray ({exc}); install it with: pip install 'samplehooks[ray]'"
+            f"run.executor 'ray' needs Ray ({exception_text(exc)}); "
+            "install it with: pip install 'samplehooks[ray]'"
         ) from exc
     return ray
 
@@ -104,7 +106,7 @@ class RayWorkers:
             except Exception as exc:
                 raise ConfigError(
                     f"run.ray.address: cannot reach the Ray cluster at {where} "
-                    f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                    f"({_cause(exc)}); "
                     "check the address and that the cluster is up (`ray status`)"
                 ) from exc
         workers = cls(ray, config, kinds, backend, list(plugins), [], owns)
@@ -243,7 +245,7 @@ def with_executor(
     try:
         settings = type(config.run).model_validate(run)
     except ValueError as exc:
-        raise ConfigError(f"--executor/--ray-address/--workers: {exc}") from exc
+        raise ConfigError(f"--executor/--ray-address/--workers: {exception_text(exc)}") from exc
     if settings.executor != "ray" and (address is not None or workers is not None):
         raise ConfigError(
             "--ray-address and --workers apply to the Ray executor: add --executor ray"
@@ -284,5 +286,5 @@ def _take(
 
 def _cause(exc: BaseException) -> str:
     """The first line of an error, with its type."""
-    text = str(exc).strip().splitlines()
+    text = exception_text(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from sampling_core.errors import exception_text
 from sampling_core.kinds import KindRegistry
 from sampling_core.runs.config import STRICTNESS, Label, RunConfig
 from sampling_core.runs.dataset import Dataset
@@ -89,9 +90,11 @@ def read_effective_config(run_dir: RunDirectory) -> tuple[list[str], RunConfig]:
     try:
         text = run_dir.config_file.read_text(encoding="utf-8")
     except OSError as exc:
-        raise RunDirError(f"cannot read {run_dir.config_file}: {exc}") from exc
+        raise RunDirError(f"cannot read {run_dir.config_file}: {exception_text(exc)}") from exc
     except UnicodeDecodeError as exc:
-        raise RunDirError(f"{run_dir.config_file} is damaged: not UTF-8 text ({exc})") from exc
+        raise RunDirError(
+            f"{run_dir.config_file} is damaged: not UTF-8 text ({exception_text(exc)})"
+        ) from exc
     lines = text.splitlines()
     header = []
     for line in lines:

@@ -20,6 +20,7 @@ import structlog
 from pydantic import ValidationError
 
 from sampling_core.backends.base import aclose_backend
+from sampling_core.errors import exception_text
 from sampling_core.hooks.entry_points import PluginSettings, PluginSpec
 from sampling_core.hooks.registry import PluginRegistry
 from sampling_core.kinds import KindError, KindRegistry, collect_kinds
@@ -115,7 +116,7 @@ async def run_batch(
         try:
             kinds = collect_kinds(settings)
         except KindError as exc:
-            raise ConfigError(f"{where}{exc}") from exc
+            raise ConfigError(f"{where}{exception_text(exc)}") from exc
     if source is not None:
         config = load_config(source, kinds=kinds)  # its kinds are checked as it is read
     else:
@@ -242,9 +243,9 @@ def _check_plugin_names(names: Sequence[PluginEntry], source: Path | None) -> No
         for name, plugin in plugin_specs(names, Path("events.jsonl")):
             registry.add(plugin, name)
     except ConfigError as exc:
-        raise ConfigError(f"{where}{exc}") from exc
+        raise ConfigError(f"{where}{exception_text(exc)}") from exc
     except Exception as exc:
-        raise ConfigError(f"{where}plugins: {exc}") from exc
+        raise ConfigError(f"{where}plugins: {exception_text(exc)}") from exc
 
 
 def _create(

@@ -31,6 +31,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from sampling_core.errors import exception_text
 from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.files import after_last_newline, remove_stale_staging
 from sampling_core.runs.record_writer import RecordWriter, interrupts_deferred
@@ -249,7 +250,7 @@ class RunDirectory:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            raise RunDirError(f"cannot read {self.progress_file}: {exc}") from exc
+            raise RunDirError(f"cannot read {self.progress_file}: {exception_text(exc)}") from exc
         try:
             data = json.loads(text)
         except (ValueError, RecursionError):
@@ -271,7 +272,7 @@ class RunDirectory:
         try:
             data = self.records_file.read_bytes()
         except OSError as exc:
-            raise RunDirError(f"cannot read {self.records_file}: {exc}") from exc
+            raise RunDirError(f"cannot read {self.records_file}: {exception_text(exc)}") from exc
         end = data.rfind(b"\n") + 1
         complete, torn = data[:end], data[end:]
         lines = complete.split(b"\n")[:-1] if complete else []
@@ -298,7 +299,7 @@ class RunDirectory:
         try:
             handle = self.records_file.open("rb")
         except OSError as exc:
-            raise RunDirError(f"cannot read {self.records_file}: {exc}") from exc
+            raise RunDirError(f"cannot read {self.records_file}: {exception_text(exc)}") from exc
         with handle:
             for number, line in enumerate(handle, start=1):
                 if not line.endswith(b"\n"):
