@@ -363,6 +363,10 @@ class OtelPlugin:
                     "gen_ai.usage.output_tokens": payload.usage.output_tokens,
                 }
             )
+            if payload.picked is not None:
+                span.set_attribute("samplehooks.picked", payload.picked)
+            if payload.failure_reason is not None:
+                span.set_attribute("samplehooks.failure_reason", payload.failure_reason)
             if self.capture_content and payload.text is not None:
                 span.set_attribute(
                     "gen_ai.output.messages",

@@ -278,6 +278,8 @@ class TracingPlugin:
             input_tokens=payload.usage.input_tokens,
             output_tokens=payload.usage.output_tokens,
             elapsed_s=payload.elapsed_s,
+            picked=payload.picked,
+            failure_reason=payload.failure_reason,
             **extra,
         )
 

@@ -119,7 +119,7 @@ def _make_view_type(cls: type) -> type:
     def __eq__(self: Any, other: object) -> bool:
         if not isinstance(other, cls):
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in names)
+        return all(_same(getattr(self, n), getattr(other, n)) for n in names)
 
     def __reduce__(self: Any) -> Any:  # copies and pickles are of the original class
         return (_rebuild, (cls, {n: getattr(self, n) for n in names}))
@@ -134,6 +134,13 @@ def _make_view_type(cls: type) -> type:
         "__doc__": f"A read-only view of a {cls.__name__}.",
     }
     return type(f"ReadOnly{cls.__name__}", (cls, _ReadOnly), namespace)
+
+
+def _same(view: Any, value: Any) -> bool:
+    """A field of a view equals the original's: a tuple's view is a list of the same items."""
+    if isinstance(view, ReadOnlyList) and isinstance(value, tuple):
+        return list.__eq__(view, list(value))
+    return bool(view == value)
 
 
 def _rebuild(cls: type, fields: dict[str, Any]) -> Any:

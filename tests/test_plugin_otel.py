@@ -120,7 +120,37 @@ async def test_backend_failures_set_error_type(sampler, scripted_backend, provid
         assert span.status.status_code is StatusCode.ERROR
     assert call.attributes["samplehooks.will_retry"] is False
     assert [e.name for e in call.events] == ["exception"]
+    assert call.events[0].attributes["exception.message"] == "boom"
+    assert call.events[0].attributes["exception.type"] == "ValueError"
     assert loop.attributes["samplehooks.stop_reason"] == "error"
+    assert loop.attributes["samplehooks.failure_reason"] == "ValueError: boom"
+    assert "samplehooks.picked" not in loop.attributes
+
+
+class Unprintable(RuntimeError):
+    def __str__(self) -> str:
+        raise ValueError("cannot print this one")
+
+
+async def test_an_exception_that_cannot_be_printed_is_recorded_on_the_spans(
+    sampler, scripted_backend, provider, exporter
+):
+    s = sampler(
+        scripted_backend(["x"], failures={1: Unprintable()}),
+        plugins=[OtelPlugin(tracer_provider=provider)],
+    )
+    with pytest.raises(Unprintable):
+        await s.sample("q")
+    spans = list(exporter.get_finished_spans())
+    (loop,) = _named(spans, LOOP)
+    (attempt,) = _children(spans, loop)
+    (call,) = _children(spans, attempt)
+    for span in (call, loop):
+        [event] = span.events
+        assert event.attributes["exception.message"] == "<unprintable Unprintable>"
+        assert event.attributes["exception.type"].endswith("Unprintable")
+        assert span.status.description.endswith("<unprintable Unprintable>")
+    assert loop.attributes["samplehooks.failure_reason"] == "Unprintable: <unprintable Unprintable>"
 
 
 async def test_the_call_span_is_a_child_of_the_callers_span(

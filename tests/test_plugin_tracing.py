@@ -129,6 +129,7 @@ def test_one_event_per_hook_call_with_its_fields(sampler, scripted_backend, hook
     assert end["iterations_used"] == 3 and end["cancelled"] == 0 and end["error_count"] == 1
     assert end["input_tokens"] == result.usage.input_tokens
     assert end["output_tokens"] == result.usage.output_tokens
+    assert (end["picked"], end["failure_reason"]) == (result.picked.sequence, None)
 
 
 def test_no_prompt_or_output_text_unless_asked(sampler, scripted_backend):
@@ -164,6 +165,7 @@ def test_error_path_event_names_the_exception(sampler, scripted_backend):
         s.sample_sync("q")
     (end,) = [e for e in logs if e["event"] == "sampling.loop.end"]
     assert (end["stop_reason"], end["error_type"], end["success"]) == ("error", "ValueError", False)
+    assert (end["picked"], end["failure_reason"]) == (None, "ValueError: boom")
 
 
 def test_the_plugin_never_configures_structlog(sampler, scripted_backend, monkeypatch):
