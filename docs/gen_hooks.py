@@ -73,17 +73,19 @@ EXAMPLES: dict[HookName, str] = {
 
 
         class CallSummary:
-            """Keep one line per call: why it ended, how many attempts, how many tokens."""
+            """Keep one line per call: why it ended, which attempt won, the tokens."""
 
             def __init__(self) -> None:
                 self.lines: list[str] = []
 
             @hookimpl
             def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
+                passed = sum(attempt.passed for attempt in payload.attempts)
+                outcome = payload.failure_reason or f"picked attempt #{payload.picked}"
                 self.lines.append(
-                    f"{payload.sampling_id}: {payload.stop_reason} after "
-                    f"{payload.iterations_used} attempts ({payload.cancelled} cancelled), "
-                    f"{payload.usage.total_tokens} tokens"
+                    f"{payload.sampling_id}: {payload.stop_reason} ({outcome}); "
+                    f"{passed} of {payload.iterations_used} attempts passed, "
+                    f"{payload.cancelled} cancelled, {payload.usage.total_tokens} tokens"
                 )
     ''',
     HookName.GENERATION_PRE_CALL: '''
