@@ -3,7 +3,7 @@
 One ``sample()`` call of 16 attempts (``loop_budget=4, concurrency_budget=4``, 5 ms backend,
 never passing) with no plugin, and with a plugin whose ``@background`` async
 ``sampling_iteration`` sleeps 50 ms per event (0.8 s of observer time per call). The call
-must not wait for the observer: DESIGN section 6 allows it under 5% more wall time. The bare
+must not wait for the observer: the target allows it under 5% more wall time. The bare
 loop and Mellea make the same 16 attempts, for reference. The
 events are delivered by the sampler's worker meanwhile; they are drained (``aclose``) after
 the timed batches, outside the timing.

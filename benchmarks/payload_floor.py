@@ -1,7 +1,7 @@
 """How cheap can a plugin on every hook be? ``python -m benchmarks.payload_floor``.
 
-Every hook's payload is a pydantic model (DESIGN section 3), and the engine may use only
-pydantic's public API (issue 11). So a plugin that implements every hook costs, per
+Every hook's payload is a pydantic model (the hook contract), and the engine may use only
+pydantic's public API. So a plugin that implements every hook costs, per
 attempt, at least the payloads it is handed, however the rest of the delivery is written.
 This prints that floor, measured in this process:
 

@@ -93,7 +93,7 @@ async def recorder(s: Any) -> list[Row]:
                 f"{setting}, recorder: {disk}",
                 "ms per call",
                 {"engine": ms[name], "bare": ms.get("bare"), "mellea": ms.get("mellea")},
-                # a slow disk is a slow background observer: section 6's target for those
+                # a slow disk is a slow background observer: the target for those
                 [Check("÷ no plugin", paired, "<", 1.05)] if name != "recorder" else [],
                 {
                     "no_plugin_ms": ms["no plugin"],

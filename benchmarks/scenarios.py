@@ -1,8 +1,8 @@
-"""The scenarios of issue 6: each runs the engine and its baselines in one process.
+"""The benchmark scenarios: each runs the engine and its baselines in one process.
 
 Every scenario returns :class:`~benchmarks.report.Row` objects: one value per
 implementation (``engine``, ``bare``, ``mellea``; ``None`` where Mellea is not installed)
-and the checks against the targets of DESIGN section 6.
+and the checks against the project's performance targets (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ scrubbed of secrets (:mod:`sampling_core.redaction`).
 text; values JSON cannot hold are written as their ``repr``. Prompts, generated text and
 failure reasons are left out unless ``capture_content=True``, like the ``tracing`` plugin.
 
-Delivery is in the background (``@background``, design section 10): at each hook the
+Delivery is in the background (``@background``, see ``docs/hook-delivery.md``): at each hook the
 recorder only notes the event (its hook, the wall clock time, and the payload, which for
 the four hooks that may write is turned into JSON data right then, as plugins left it;
 the payloads of observe-only hooks are read-only snapshots); the worker thread the

@@ -89,7 +89,7 @@ def race(
 
 def hook_sequence(attempts: int) -> list[str]:
     """The hooks a call of one subsample fires for ``attempts`` attempts, in the engine's order
-    (DESIGN.md section 3): loop start; each attempt's backend call (pre, post), checks
+    (docs/concepts.md): loop start; each attempt's backend call (pre, post), checks
     (``sampling_validate``) and ``sampling_iteration``, with a repair before each next one;
     loop end."""
     one = ["generation_pre_call", "generation_post_call", "sampling_validate", "sampling_iteration"]

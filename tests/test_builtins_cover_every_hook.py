@@ -1,4 +1,4 @@
-"""The built-ins that promise every hook event (DESIGN section 4) implement every hook that
+"""The built-ins that promise every hook event (tracing, recorder) implement every hook that
 has a payload, so that a hook added to the contract cannot be forgotten by them (the
 provider hooks, ``register_*``, are not events)."""
 

@@ -236,13 +236,44 @@ def test_the_readme_quickstart_runs(plugin_env: Any, capsys: pytest.CaptureFixtu
 
 
 def test_the_hooks_that_may_write_are_named_where_the_docs_list_them() -> None:
-    """hook-delivery.md and the recorder's page say how many hooks may write, and which."""
+    """Every page that says how many hooks may write, and which, says what the contract
+    derives (the concepts, writing plugins and hook delivery pages must say it)."""
     writable = sorted(hook.value for hook, cls in PAYLOAD_TYPES.items() if cls.writable)
-    numbers = {3: "three", 4: "four", 5: "five"}
-    text = (DOCS / "hook-delivery.md").read_text()
-    found = re.search(r"The (\w+) hooks that\s+may write \(([^)]*)\)", text)
-    assert found is not None
-    assert found.group(1) == numbers[len(writable)]
-    assert sorted(re.findall(r"`(\w+)`", found.group(2))) == writable
+    numbers = {3: "three", 4: "four", 5: "five", 6: "six"}
+    found_in = set()
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for found in re.finditer(r"[Tt]he (\w+) hooks that\s+may write \(([^)]*)\)", text):
+            found_in.add(page.name)
+            assert found.group(1) == numbers[len(writable)], page.name
+            assert sorted(re.findall(r"`(\w+)`", found.group(2))) == writable, page.name
+    assert {"hook-delivery.md", "concepts.md", "writing-plugins.md"} <= found_in
     recorder = (DOCS / "plugins" / "recorder.md").read_text()
     assert f"for the {numbers[len(writable)]} hooks plugins may" in recorder
+    providers = len([hook for hook in HookName if hook.is_provider])
+    said = re.findall(r"(\w+) provider hooks", (DOCS / "writing-plugins.md").read_text())
+    assert said and {word.lower() for word in said} == {numbers.get(providers, "?")}
+
+
+_ELSEWHERE = re.compile(
+    r"(?i)\bdesign(\.md)?('s)?\s+(section|example)|\bsection\s+\d+\s+of\s+the\s+design"
+    r"|\bissues?\s+#?\d+|\bissue-\d+"
+)
+
+
+def test_no_doc_or_docstring_points_at_material_the_project_does_not_contain() -> None:
+    """Readers have the repository, not the design notes or the issue tracker it was built
+    from: no page, docstring or comment points at "DESIGN section N" or "issue N"."""
+    root = DOCS.parent
+    files = [*DOCS.rglob("*.md"), root / "README.md"]
+    for folder in ("sampling_core", "hook_specs", "builtin_plugins", "benchmarks", "tests", "docs"):
+        files += (root / folder).rglob("*.py")
+    hits = []
+    for path in files:
+        if path.name == "test_docs.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        hits += [f"{path.relative_to(root)}: {m.group()}" for m in _ELSEWHERE.finditer(text)]
+        hits += [f"{path.relative_to(root)}: DESIGN" for _ in re.finditer(r"\bDESIGN\b", text)]
+    assert hits == []
+    assert _ELSEWHERE.search("as design section 6 says") and _ELSEWHERE.search("issue 11")

@@ -204,7 +204,7 @@ def test_module_level_sample_has_the_documented_signature():
         "selection",
         "options",
         "format",
-        "early_exit",  # DESIGN section 11: early_exit=False runs every subsample (pass@k)
+        "early_exit",  # early_exit=False runs every subsample (pass@k)
     ]
     for function in (sample, sample_sync):
         parameters = inspect.signature(function).parameters

@@ -200,7 +200,8 @@ def test_dollar_settings_from_the_environment_and_checked() -> None:
 def test_max_tokens_is_the_per_call_token_ceiling_from_python_yaml_and_env(
     sampler, scripted_backend, monkeypatch
 ):
-    """DESIGN's example ``("budget_guard", {"max_tokens": 5000})``: a per-call ceiling."""
+    """The documented example ``("budget_guard", {"max_tokens": 5000})``: a per-call
+    ceiling."""
     monkeypatch.delenv(ENV_VAR, raising=False)
     backend = scripted_backend(["a b c"])  # "one two" + "a b c": 5 tokens a call
     by_tuple = sampler(backend, plugins=[("budget_guard", {"max_tokens": 12})])
@@ -231,7 +232,7 @@ def test_a_bad_budget_guard_option_names_the_plugin_and_the_option(sampler, scri
 
 
 def test_max_usd_is_the_per_call_dollar_ceiling(sampler, scripted_backend, monkeypatch):
-    """DESIGN section 11: ``budget_guard`` takes ``max_usd`` (per call, like ``max_tokens``)."""
+    """``budget_guard`` takes ``max_usd`` (per call, like ``max_tokens``)."""
     monkeypatch.delenv(ENV_VAR, raising=False)
     backend = scripted_backend(priced_reply(0.04))
     s = sampler(backend, plugins=[("budget_guard", {"max_usd": 0.10})])

@@ -24,8 +24,15 @@ import sampling_core
 from hook_specs import hookimpl
 from sampling_core.cli.app import app
 from sampling_core.hooks.entry_points import entry_point_object, installed_plugins
+from sampling_core.kinds import collect_kinds
 from sampling_core.runs import ConfigError, ResumeRefused, run_batch_sync
-from sampling_core.runs.labelled import ENGINE_ENVIRONMENT, plugin_label
+from sampling_core.runs.labelled import (
+    ENGINE_ENVIRONMENT,
+    environment_table,
+    kind_options_table,
+    plugin_label,
+    plugin_rules_table,
+)
 
 
 @pytest.fixture
@@ -247,3 +254,20 @@ def test_every_samplehooks_variable_in_the_code_is_labelled() -> None:
             declared |= set(getattr(entry_point_object(entry.name), "reads_environment", ()))
     assert found - declared == set()
     assert declared - found == set()  # no stale entry
+
+
+@pytest.mark.parametrize(
+    ("marker", "make"),
+    [
+        ("kind-options-table", lambda: kind_options_table(collect_kinds())),
+        ("plugin-rules-table", plugin_rules_table),
+        ("environment-table", environment_table),
+    ],
+)
+def test_the_resume_tables_of_the_docs_are_generated_from_the_code(marker: str, make: Any) -> None:
+    page = Path(__file__).parent.parent / "docs" / "batch-runs.md"
+    found = re.search(
+        rf"<!-- {marker}:start -->\n(.*?)<!-- {marker}:end -->", page.read_text(), re.S
+    )
+    assert found, f"docs/batch-runs.md lacks the {marker} markers"
+    assert found.group(1) == make(), f"the {marker} in docs/batch-runs.md is out of date"

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sampling_core.hooks.entry_points import default_name, entry_point_object
+from sampling_core.hooks.entry_points import default_name, entry_point_object, installed_plugins
 from sampling_core.kinds import KindRegistry
 from sampling_core.runs.classification import as_json, option_label, walk_config
 from sampling_core.runs.config import STRICTNESS, Label, RunConfig
@@ -32,9 +32,12 @@ __all__ = [
     "ENGINE_ENVIRONMENT",
     "PLUGIN_RULES",
     "Setting",
+    "environment_table",
+    "kind_options_table",
     "labelled_settings",
     "plugin_label",
     "plugin_label_of",
+    "plugin_rules_table",
 ]
 
 
@@ -94,24 +97,28 @@ def plugin_label_of(name: str) -> tuple[Label, str]:
     return plugin_label(obj)
 
 
-ENGINE_ENVIRONMENT: dict[str, tuple[Label, str]] = {
+ENGINE_ENVIRONMENT: dict[str, tuple[str, Label, str]] = {
     "SAMPLEHOOKS_PLUGINS": (
+        "samplehooks",
         "result",
         "its names are added to the run's `plugins` (recorded and compared there)",
     ),
     "SAMPLEHOOKS_DISABLE_PLUGINS": (
+        "samplehooks",
         "result",
         "its names are removed from the run's `plugins` (recorded and compared there)",
     ),
-    "SAMPLEHOOKS_TRACE_HOOKS": ("throughput", "prints hook calls on stderr only"),
+    "SAMPLEHOOKS_TRACE_HOOKS": ("samplehooks", "throughput", "prints hook calls on stderr only"),
     "SAMPLEHOOKS_RECORDER_PATH": (
+        "`recorder`",
         "location",
-        "the recorder's file outside a run; in a run it writes the run's events.jsonl",
+        "its file outside a run; in a run it writes the run's `events.jsonl`",
     ),
 }
-"""The environment variables samplehooks itself reads, and how a run treats each. The
-variables a plugin reads are named by its ``reads_environment`` and labelled as the plugin
-is; a test finds every ``SAMPLEHOOKS_`` variable in the code in one of the two."""
+"""The environment variables a run takes care of itself, by who reads them, their label and
+why. The other variables a plugin reads are named by its ``reads_environment`` and labelled
+as the plugin is; a test finds every ``SAMPLEHOOKS_`` variable in the code in one of the
+two."""
 
 
 def labelled_settings(
@@ -231,3 +238,76 @@ def _environment(
         label, note = labels[variable]
         path = f"environment.{variable}"
         yield Setting(path, label, environ.get(variable), note, (place, 0, variable))
+
+
+# -- the tables in docs/batch-runs.md (tests/test_runs_resume_plugins.py holds the page to them)
+
+_SHOWN = {
+    "throughput": "may change",
+    "result": "must match",
+    "location": "not compared",
+}
+
+
+def plugin_rules_table() -> str:
+    """A Markdown table of :data:`PLUGIN_RULES`, with the built-in plugins under each."""
+    builtins: dict[int, list[str]] = {}
+    for entry in installed_plugins():
+        if not entry.builtin:
+            continue
+        try:
+            obj = entry_point_object(entry.name)
+        except Exception:
+            continue
+        if not isinstance(obj, type):  # a module of provider hooks: no per-call plugin
+            continue
+        label, note = plugin_label(obj)
+        place = next(i for i, rule in enumerate(PLUGIN_RULES) if rule[1:] == (label, note))
+        builtins.setdefault(place, []).append(f"`{entry.name}`")
+    lines = ["| the plugin's class sets | on resume | why | built-ins |", "|---|---|---|---|"]
+    for place, (sets, label, note) in enumerate(PLUGIN_RULES):
+        shown = ", ".join(builtins.get(place, [])) or "—"
+        what = f"`{sets}`" if "=" in sets else sets
+        lines.append(f"| {what} | {label} ({_SHOWN[label]}) | {note} | {shown} |")
+    return "\n".join(lines) + "\n"
+
+
+def environment_table() -> str:
+    """A Markdown table of every ``SAMPLEHOOKS_`` variable: who reads it, how a run treats it."""
+    rows: list[tuple[str, str, str]] = []
+    for variable, (reader, label, note) in ENGINE_ENVIRONMENT.items():
+        rows.append((variable, reader, f"{label} ({_SHOWN[label]}): {note}"))
+    for entry in installed_plugins():
+        if not entry.builtin:
+            continue
+        try:
+            obj = entry_point_object(entry.name)
+        except Exception:
+            continue
+        label, _ = plugin_label(obj)
+        for variable in getattr(obj, "reads_environment", ()) or ():
+            how = (
+                "recorded in `meta.json` and compared on resume when the plugin is in the run"
+                if label == "result"
+                else "not recorded (the plugin is an observer)"
+            )
+            rows.append((variable, f"`{entry.name}`", f"{label} ({_SHOWN[label]}): {how}"))
+    lines = ["| variable | read by | in a run |", "|---|---|---|"]
+    lines += [f"| `{v}` | {who} | {how} |" for v, who, how in sorted(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def kind_options_table(kinds: KindRegistry, plugin: str = "kinds") -> str:
+    """A Markdown table of the options of ``plugin``'s kinds that a resume does not hold to
+    their value: ``throughput`` (may change) and ``location`` (not compared); every other
+    option is a result setting."""
+    lines = ["| kind | option | on resume |", "|---|---|---|"]
+    for area in ("backend", "strategy", "requirement"):
+        for name, kind in sorted(kinds.kinds[area].items()):  # type: ignore[index]
+            if kind.plugin != plugin:
+                continue
+            for option in kind.options.model_fields:
+                label = kind.label(option)
+                if label != "result":
+                    lines.append(f"| {area} `{name}` | `{option}` | {label} ({_SHOWN[label]}) |")
+    return "\n".join(lines) + "\n"
