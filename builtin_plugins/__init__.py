@@ -13,6 +13,23 @@ only when named (``plugins=["tracing"]``, ``SAMPLEHOOKS_PLUGINS=tracing``), and 
 * ``progress`` — :class:`builtin_plugins.progress.ProgressPlugin`: rich progress bars.
 * ``recorder`` — :class:`builtin_plugins.recorder.RecorderPlugin`: every hook event as a
   JSON line.
+* ``kinds`` — :mod:`builtin_plugins.kinds`: the built-in requirement, backend and strategy
+  kinds, through the provider hooks.
+* ``llm`` — :mod:`builtin_plugins.llm_bridge`: backend kind ``llm`` (the ``llm`` extra).
 
-The modules are not imported here, so enabling one plugin imports only that one.
+The modules are not imported here, so enabling one plugin imports only that one. This
+package's ``__all__`` names the plugin modules; each module's ``__all__`` is its public
+surface. ``otel`` (the OpenTelemetry part of ``tracing``) needs the ``otel`` extra and is
+left out of ``__all__`` for that reason; ``otel_metrics`` is internal (the OTel plugin's
+metrics).
 """
+
+__all__ = [
+    "budget_guard",
+    "kinds",
+    "llm_bridge",
+    "ordering",
+    "progress",
+    "recorder",
+    "tracing",
+]

@@ -8,6 +8,10 @@ Plugins import from here::
         @hookimpl
         def sampling_iteration(self, payload):
             print(payload.iteration, payload.passed)
+
+This package's ``__all__`` is the contract's public surface. Its modules (``names``,
+``specs``, ``payloads``, ``records``, ``contract``, ``markers``, ``errors``, ``frozen``) are
+how the contract is organised: import from the package.
 """
 
 from hook_specs import specs

@@ -12,6 +12,13 @@
         loop_budget=2,
     )
     assert result.text == "blue"
+
+The public surface: this package's ``__all__``; the modules ``errors``, ``kinds``,
+``strategies``, ``testing``, ``pricing`` and ``redaction`` (each one's ``__all__``); and the
+subpackages ``backends``, ``requirements``, ``events``, ``runs``, ``cli`` and ``view`` (each
+package's ``__all__``). Internal: the subpackages ``engine`` and ``hooks`` (their names that
+users need are here) and ``pytest_plugin`` (loaded by pytest, its fixtures documented in
+``docs/testing.md``).
 """
 
 import importlib
@@ -55,7 +62,7 @@ _EXPORTS = {
     "MajorityVote": "sampling_core.strategies",
     "MultiTurn": "sampling_core.strategies",
     "PluginError": "sampling_core.errors",
-    "PluginFault": "sampling_core.hooks.channel",
+    "PluginFault": "sampling_core.hooks.faults",
     "RejectionSampling": "sampling_core.strategies",
     "RepairTemplate": "sampling_core.strategies",
     "Requirement": "sampling_core.requirements.checks",

@@ -1,7 +1,9 @@
 """Backends: the protocol, the scripted test double, and (with extras) real models.
 
 ``OpenAIBackend`` needs the ``openai`` extra and ``LocalBackend`` the ``local`` extra;
-both are imported on first access.
+both are imported on first access. This package's ``__all__`` is its public surface; its
+modules (``base``, ``scripted``, ``openai_compat``, ``local``, ``limits``, ``transport``) are
+internal.
 """
 
 from __future__ import annotations

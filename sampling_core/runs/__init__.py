@@ -11,6 +11,9 @@
 
 The same as ``samplehooks run CONFIG --out DIR [--resume] [--retry-failed]`` and
 ``samplehooks report DIR``. See ``docs/batch-runs.md``.
+
+This package's ``__all__`` is its public surface; its modules are internal (each one's
+``__all__`` is what it offers the others).
 """
 
 from sampling_core.runs.classification import classified_fields

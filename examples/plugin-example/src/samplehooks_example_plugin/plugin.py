@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from hook_specs import hookimpl
-from hook_specs.payloads import GenerationPreCallPayload, SamplingIterationPayload
+from hook_specs import GenerationPreCallPayload, SamplingIterationPayload, hookimpl
 
 DEFAULT_SYSTEM_PROMPT = "Answer in one short sentence."
 

@@ -1,0 +1,145 @@
+"""The public surface, stated and held (as httpx's ``tests/test_exported_members.py``).
+
+Each public package's ``__all__`` is pinned to an explicit list, so a change to what users
+may import is made on purpose, here; every name listed imports; the documented public names
+import from their documented paths; and every package says which of its modules are public.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import builtin_plugins
+import hook_specs
+import sampling_core
+
+EXPECTED: dict[str, list[str]] = {
+    "sampling_core": [
+        "Attempt", "AttemptError", "AttemptTimeout", "Backend", "BestOfN", "BudgetError",
+        "CheckContext", "Generation", "GenerationRequest", "IterationInfo", "MajorityVote",
+        "MultiTurn", "PluginError", "PluginFault", "RejectionSampling", "RepairTemplate",
+        "Requirement", "RetryPolicy", "SamplehooksError", "Sampler", "SamplingResult",
+        "ScriptedBackend", "StopSampling", "Strategy", "TransientBackendError", "Usage",
+        "ValidationResult", "current_iteration", "sample", "sample_sync",
+    ],
+    "sampling_core.errors": [
+        "BudgetError", "PluginError", "SamplehooksError", "StopSampling", "exception_text",
+    ],
+    "sampling_core.backends": [
+        "AttemptTimeout", "Backend", "GenerationRequest", "LocalBackend", "OpenAIBackend",
+        "ScriptedBackend",
+    ],
+    "sampling_core.requirements": [
+        "COUNTED", "REQUIREMENTS_BY_NAME", "Check", "CheckContext", "Requirement",
+        "ValidationResult", "as_requirements", "contains", "contains_field", "equals_field",
+        "is_json", "llm_judge", "matches", "max_chars", "max_words", "min_words",
+        "normalize_text", "not_contains", "parses_as",
+    ],
+    "sampling_core.events": [
+        "NO_CALL", "EventFileError", "RecordedAttempt", "RecordedCall", "is_recorded_event",
+        "numbered_events", "read_calls", "read_events",
+    ],
+    "sampling_core.runs": [
+        "ConfigError", "DatasetError", "ResumeRefused", "RunConfig", "RunDirError", "RunError",
+        "RunSummary", "classified_fields", "load_config", "parse_config", "run_batch",
+        "run_batch_sync", "summarize",
+    ],
+    "sampling_core.cli": ["app", "main"],
+    "sampling_core.view": ["build_page", "render_page", "run_data"],
+    "hook_specs": [
+        "OBSERVE_ONLY_HOOKS", "PAYLOAD_TYPES", "WRITABLE_HOOKS", "PROJECT_NAME", "Attempt",
+        "AttemptPayload", "Generation", "GenerationErrorPayload", "GenerationPostCallPayload",
+        "GenerationPreCallPayload", "HookName", "HookPayload", "IterationInfo", "Message",
+        "ReadOnlyFieldError", "SamplingIterationPayload", "SamplingValidatePayload",
+        "SamplingLoopEndPayload", "SamplingLoopStartPayload", "SamplingRepairPayload",
+        "StopReason", "StopSampling", "Usage", "ValidationResult", "background", "hookimpl",
+        "hookspec", "may_write", "specs",
+    ],
+    "builtin_plugins": [
+        "budget_guard", "kinds", "llm_bridge", "ordering", "progress", "recorder", "tracing",
+    ],
+    "builtin_plugins.tracing": ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"],
+    "builtin_plugins.ordering": [
+        "AttemptSkip", "OrderingChecker", "OrderingReport", "OrderingViolation",
+        "PROBLEM_KINDS", "Violation",
+    ],
+    "builtin_plugins.budget_guard": ["ENV_VAR", "PROCESS_TOTALS", "BudgetGuard", "Totals"],
+    "builtin_plugins.progress": ["ProgressPlugin"],
+    "builtin_plugins.recorder": ["DEFAULT_PATH", "EventFileError", "RecorderPlugin", "read_events"],
+    "builtin_plugins.otel": ["CANCELLED", "OtelPlugin"],
+    "builtin_plugins.kinds": ["register_backends", "register_requirements", "register_strategies"],
+    "builtin_plugins.llm_bridge": ["LLMBackend", "register_backends"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted(EXPECTED))
+def test_each_public_package_states_its_surface(module: str) -> None:
+    stated = importlib.import_module(module).__all__
+    assert len(set(stated)) == len(stated), f"{module}.__all__ names something twice"
+    assert sorted(stated) == sorted(EXPECTED[module]), (
+        f"{module}.__all__ changed: if that is meant, change EXPECTED here too"
+    )
+
+
+@pytest.mark.parametrize("module", sorted(EXPECTED))
+def test_every_name_in_all_imports(module: str) -> None:
+    namespace: dict[str, object] = {}
+    exec(f"from {module} import *", namespace)
+    assert set(EXPECTED[module]) <= set(namespace)
+
+
+PUBLIC_NAMES = """
+from sampling_core import (
+    sample, sample_sync, Sampler,
+    Requirement, ValidationResult,
+    RejectionSampling, RepairTemplate, MultiTurn, BestOfN, MajorityVote,
+    SamplingResult, Attempt, IterationInfo, current_iteration,
+    GenerationRequest, Generation, ScriptedBackend,
+    BudgetError, PluginError, StopSampling, CheckContext,
+)
+from hook_specs import hookimpl, hookspec, HookName, background
+from builtin_plugins.tracing import TracingPlugin
+from builtin_plugins.ordering import OrderingChecker
+from sampling_core.backends import OpenAIBackend, LocalBackend
+"""
+
+
+def test_the_documented_public_names_import_from_their_documented_paths() -> None:
+    namespace: dict[str, object] = {}
+    exec(PUBLIC_NAMES, namespace)
+    assert callable(namespace["sample"]) and callable(namespace["OrderingChecker"])
+    from hook_specs import HookName
+
+    for member in (
+        "SAMPLING_LOOP_START", "SAMPLING_ITERATION", "SAMPLING_REPAIR", "SAMPLING_LOOP_END",
+        "GENERATION_PRE_CALL", "GENERATION_POST_CALL", "GENERATION_ERROR", "SAMPLING_VALIDATE",
+    ):  # fmt: skip
+        assert HookName[member].value == member.lower()
+    from sampling_core import Sampler
+
+    for method in ("sample", "aclose", "register"):
+        assert callable(getattr(Sampler, method))
+    from hook_specs import SamplingLoopEndPayload
+
+    assert {"attempts", "picked", "failure_reason"} <= set(SamplingLoopEndPayload.model_fields)
+
+
+def _packages() -> list[str]:
+    found = []
+    for root in (sampling_core, hook_specs, builtin_plugins):
+        found.append(root.__name__)
+        for info in pkgutil.walk_packages(root.__path__, f"{root.__name__}."):
+            if info.ispkg:
+                found.append(info.name)
+    return found
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_package_says_which_of_its_modules_are_public(package: str) -> None:
+    doc = " ".join((importlib.import_module(package).__doc__ or "").split())
+    internal = "Internal:" in doc
+    stated = "``__all__``" in doc and "public surface" in doc
+    assert internal or stated, f"{package}'s docstring does not say what is public"
