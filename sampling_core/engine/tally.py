@@ -240,13 +240,16 @@ class Tally:
                     if candidate.subsample_index == index and candidate.attempt == attempt:
                         return candidate
         picked = self.strategy.pick(attempts)
-        if (picked is not None) if not attempts else not any(picked is a for a in attempts):
-            raise TypeError(
-                f"strategy {self.strategy.name!r}: pick() returned {_shown(picked)}, which is "
-                "not one of this call's attempts; return one of the attempts it was given "
-                "(the very object, not a copy)"
-            )
-        return picked
+        for candidate in attempts:  # by identity: a copy, or another call's attempt, is not
+            if candidate is picked:
+                return picked
+        if picked is None and not attempts:
+            return None
+        raise TypeError(
+            f"strategy {self.strategy.name!r}: pick() returned {_shown(picked)}, which is "
+            "not one of this call's attempts; return one of the attempts it was given "
+            "(the very object, not a copy)"
+        )
 
     def end_fields(
         self, s: CallSettings, result: SamplingResult | None, exc: BaseException | None
