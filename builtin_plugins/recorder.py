@@ -187,6 +187,7 @@ class RecorderPlugin:
     def __init__(
         self, path: str | os.PathLike[str] | None = None, *, capture_content: bool | None = None
     ) -> None:
+        self._path_given = path is not None
         if path is None:
             path = os.environ.get("SAMPLEHOOKS_RECORDER_PATH") or DEFAULT_PATH
         if capture_content is None:
@@ -215,7 +216,17 @@ class RecorderPlugin:
         return self.output.lines_written
 
     def for_run(self, events_file: os.PathLike[str] | str, total: int = 0) -> None:
-        """Configure for a batch run: write into the run's ``events_file``."""
+        """Configure for a batch run: write into the run's ``events_file``.
+
+        A run's events always go there (the run's files are found, resumed and viewed
+        together), so a ``path`` given as an option is refused (``ValueError``) rather than
+        ignored while recorded in the run's config.
+        """
+        if self._path_given:
+            raise ValueError(
+                f"option 'path' ({str(self.path)!r}) cannot be used in a batch run: a run's "
+                "recorder writes the run's own events.jsonl; leave the option out"
+            )
         self.path = Path(events_file)
 
     def close(self) -> None:

@@ -93,6 +93,13 @@ class ValidationResult:
     score: float | None = None
     requirement: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.passed is not True and self.passed is not False:  # "false" would be truthy
+            raise TypeError(
+                f"ValidationResult(passed=...) must be True or False, not {self.passed!r} "
+                f"({type(self.passed).__name__})"
+            )
+
 
 def count_passed(validations: tuple[ValidationResult, ...] | list[ValidationResult]) -> int:
     """How many of ``validations`` passed (the one place that count is made)."""

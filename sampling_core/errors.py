@@ -6,6 +6,7 @@ from hook_specs.errors import StopSampling, exception_text
 
 __all__ = [
     "BudgetError",
+    "CheckCallFailed",
     "PluginError",
     "SamplehooksError",
     "StopSampling",
@@ -42,3 +43,13 @@ class PluginError(SamplehooksError):
         super().__init__(f"plugin {plugin_name!r} failed in {hook}{detail}")
         self.plugin_name = plugin_name
         self.hook = hook
+
+
+class CheckCallFailed(SamplehooksError):
+    """A check's model call (``CheckContext.generate``, e.g. ``llm_judge``) failed for good.
+
+    The answer could not be graded, so the attempt did not fail: it ends like an attempt
+    whose backend call failed (in ``result.errors``, counted in neither ``iterations_used``
+    nor ``cancelled``; a prompt none of whose attempts completed is an ``error`` in a
+    batch run). A check must let it propagate; ``__cause__`` is the backend's exception.
+    """

@@ -57,3 +57,42 @@ def test_through_the_sampler_with_a_row(sampler, scripted_backend) -> None:
     assert result.success and result.iterations_used == 2
     with pytest.raises(KindError, match="extract"):
         requirement("equals_field", "answer", extract="(a)(b)")
+
+
+@pytest.mark.parametrize("value", [None, "", "...", "  ?! ", [], [None, "x"], {"a": 1}, [["x"]]])
+def test_an_expected_value_that_cannot_be_compared_never_passes(value) -> None:
+    """null is no answer (not "None"); an empty value would equal "..." and be in anything."""
+    for req in (equals_field("a"), contains_field("a")):
+        for answer in ("None", "...", "", "null", "anything at all", "x"):
+            result = verdict(req, answer, {"a": value})
+            assert not result.passed, (value, answer)
+            assert result.reason.startswith("the dataset's 'a' ")
+
+
+def test_a_list_of_accepted_answers_passes_on_any_of_them() -> None:
+    row = {"a": ["Paris", "Paris, France", 75]}
+    assert verdict(equals_field("a"), "paris.", row).passed
+    assert verdict(equals_field("a"), "Paris, France", row).passed
+    assert verdict(equals_field("a"), "75", row).passed
+    assert not verdict(equals_field("a"), "Lyon", row).passed
+    assert verdict(contains_field("a"), "It is Paris of course", row).passed
+    assert verdict(equals_field("a", extract="last_number"), "about 75.0", row).passed
+    assert verdict(equals_field("a"), "true", {"a": True}).passed  # JSON true is "true"
+
+
+def test_last_number_reads_thousands_only_in_groups_of_three() -> None:
+    last = equals_field("a", extract="last_number")
+    assert verdict(last, "the sides are 3,4,5", {"a": 5}).passed
+    assert not verdict(last, "the sides are 3,4,5", {"a": 345}).passed
+    assert verdict(last, "a total of 12,345,678.50", {"a": "12345678.5"}).passed
+    assert verdict(last, "in 1,234567", {"a": 234567}).passed  # not a thousands group
+    assert verdict(last, "it is -0.50", {"a": "-.5"}).passed
+
+
+def test_numbers_are_compared_exactly_however_many_digits() -> None:
+    last = equals_field("a", extract="last_number")
+    big = 12345678901234567890
+    assert verdict(last, f"= {big}", {"a": big}).passed
+    assert not verdict(last, f"= {big + 1}", {"a": big}).passed  # equal as floats
+    assert not verdict(last, "= 0.30000000000000001", {"a": "0.3"}).passed
+    assert verdict(last, "= 1e3 is 1000", {"a": "1E3"}).passed

@@ -74,7 +74,7 @@ async def test_background_events_arrive_in_order_off_the_loop_before_aclose_retu
             "q", requirements=[never], loop_budget=3, concurrency_budget=3
         )
     assert slow.seen == [*range(1, result.iterations_used + 1), -1]
-    assert slow.threads == {"samplehooks-background"}
+    assert slow.threads == {"samplehooks-background-Slow"}
 
 
 def test_sample_sync_returns_after_every_background_event():

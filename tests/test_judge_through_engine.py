@@ -137,14 +137,27 @@ async def asks_the_samplers_backend(text, context):
         asks_the_samplers_backend,
     ],
 )
-async def test_a_judge_that_fails_for_good_fails_the_check_not_the_call(check: Any):
-    result = await strict(ScriptedBackend(answer_then_fail)).sample("q", requirements=[check])
-    [attempt] = result.attempts
-    [verdict] = attempt.validations
-    assert not result.success and attempt.passed is False
-    assert not verdict.passed and "judge offline" in (verdict.reason or "")
-    assert (result.errors, result.cancelled) == ([], 0)
-    assert result.usage == Usage(2, 1, 0.5)  # the attempt's; the failed judge call spent none
+async def test_a_judge_that_fails_for_good_ends_the_attempt_as_an_error(check: Any):
+    """Nothing was graded: the attempt is an error (kept in ``result.errors``), not a fail."""
+    sampler = strict(ScriptedBackend(answer_then_fail))
+    with pytest.raises(ValueError, match="judge offline"):  # no attempt completed
+        await sampler.sample("q", requirements=[check])
+    seen: list[Any] = []
+
+    def judge_once(request) -> Generation:  # the first attempt's judge fails, the next passes
+        if request.messages[-1]["content"] == "q":
+            return Generation("answer", usage=Usage(2, 1, 0.5))
+        seen.append(request)
+        if len(seen) == 1:
+            raise ValueError("judge offline")
+        return Generation("YES, fine")
+
+    result = await strict(ScriptedBackend(judge_once)).sample(
+        "q", requirements=[llm_judge(None, "Good?")], concurrency_budget=2
+    )
+    [error] = result.errors
+    assert "judge offline" in str(error.exception) and result.success
+    assert (result.iterations_used, result.cancelled) == (1, 0)
 
 
 async def test_the_sampler_backend_judges_when_none_is_given():

@@ -54,7 +54,7 @@ def _takes_text(model: type[BaseModel], name: str, raw: str) -> bool:
     annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
     try:
         value = TypeAdapter(annotation).validate_python(raw)
-    except (ValidationError, TypeError, ValueError):
+    except Exception:  # not text, or a type pydantic cannot build a schema for (a Console)
         return False
     return isinstance(value, str)
 
@@ -69,7 +69,8 @@ def typed_options(model: type[BaseModel] | None, raw: Mapping[str, str]) -> dict
 
 
 def parse_pairs(text: str, what: str) -> dict[str, str]:
-    """``"a=1,b=x"`` -> ``{"a": "1", "b": "x"}``; a part without ``=`` is a UsageError."""
+    """``"a=1,b=x"`` -> ``{"a": "1", "b": "x"}``; a part without ``=`` or a name given twice
+    is a UsageError."""
     pairs: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, value = part.partition("=")
@@ -77,8 +78,15 @@ def parse_pairs(text: str, what: str) -> dict[str, str]:
             raise UsageError(
                 f"{what}: cannot read {part!r}; write NAME=VALUE pairs joined by commas"
             )
+        _once(pairs, name.strip(), what)
         pairs[name.strip()] = value.strip()
     return pairs
+
+
+def _once(given: Mapping[str, Any], name: str, what: str) -> None:
+    """A UsageError when option ``name`` was already given (the last would silently win)."""
+    if name in given:
+        raise UsageError(f"{what}: option {name!r} is given twice; give each option once")
 
 
 def _named(spec: str, what: str, known: Iterable[str] = ()) -> tuple[str, dict[str, str]]:
@@ -164,6 +172,7 @@ def backend_arg(
         option, sep, value = pair.partition("=")
         if not sep or not option.strip():
             raise UsageError(f"--backend-option {pair!r}: write NAME=VALUE")
+        _once(raw, option.strip(), "--backend-option")
         raw[option.strip()] = value.strip()
     options = typed_options(kind.options, raw)
     fields = kind.options.model_fields
@@ -177,7 +186,11 @@ def backend_arg(
                 f"{flag} is not for backend {kind.name!r} (its options: "
                 f"{', '.join(fields) or 'none'}; set them with --backend-option NAME=VALUE)"
             )
-        options.setdefault(option, value)
+        if option in raw:
+            raise UsageError(
+                f"{flag} and --backend-option {option}=... both set {option!r}; give one"
+            )
+        options[option] = value
     for option, value in (defaults or {}).items():
         if option in fields:
             options.setdefault(option, value)

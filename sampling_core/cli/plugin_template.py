@@ -8,15 +8,20 @@ samplehooks' pytest fixtures; ``pip install -e DIR && pytest DIR/tests`` passes 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
-__all__ = ["NAME_PATTERN", "TemplateError", "write_plugin"]
+from sampling_core.hooks.entry_points import installed_plugins
+
+__all__ = ["MAX_NAME", "NAME_PATTERN", "TemplateError", "write_plugin"]
 
 NAME_PATTERN = r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$"
+MAX_NAME = 64
+"""The longest plugin name ``plugins new`` takes."""
 
 
 class TemplateError(ValueError):
-    """A bad plugin name or a target directory that is not empty (exit status 2)."""
+    """A bad plugin name, or a target that is a file or not empty (exit status 2)."""
 
 
 _PYPROJECT = """\
@@ -165,20 +170,21 @@ def test_its_requirement_kind_with_options(sampler, scripted_backend):
 def write_plugin(name: str, directory: Path) -> Path:
     """Write the distribution of plugin ``name`` into ``directory/samplehooks-NAME``.
 
-    Returns the distribution's directory. Raises :class:`TemplateError` for a bad name or a
-    target that already holds files (nothing is written then).
+    Returns the distribution's directory. Raises :class:`TemplateError` for a bad name (not
+    the pattern, over :data:`MAX_NAME` characters, or a built-in plugin's name, under which
+    it could never load), a ``directory`` that is not a folder, or a target that already
+    holds files or is a file (nothing is written then).
     """
-    if not re.fullmatch(NAME_PATTERN, name):
-        raise TemplateError(
-            f"plugin name {name!r}: use lower-case letters and digits, words joined by - or _ "
-            "(e.g. my-checks)"
-        )
+    _check_name(name)
     snake = name.replace("-", "_")
     dist = f"samplehooks-{name.replace('_', '-')}"
     package = f"samplehooks_{snake}"
+    if directory.exists() and not directory.is_dir():
+        raise TemplateError(f"--dir {directory} is a file, not a folder (nothing written)")
     root = directory / dist
-    if root.exists() and any(root.iterdir()):
-        raise TemplateError(f"{root} already holds files; choose another --dir (nothing written)")
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        held = "is a file" if not root.is_dir() else "already holds files"
+        raise TemplateError(f"{root} {held}; choose another --dir (nothing written)")
     values = {"name": name, "dist": dist, "package": package, "kind": f"{snake}_max_lines"}
     files = {
         "pyproject.toml": _PYPROJECT,
@@ -187,8 +193,40 @@ def write_plugin(name: str, directory: Path) -> Path:
         f"src/{package}/plugin.py": _PLUGIN,
         "tests/test_plugin.py": _TEST,
     }
-    for relative, template in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(template.format(**values), encoding="utf-8")
+    made = not root.exists()
+    try:
+        for relative, template in files.items():
+            path = root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(template.format(**values), encoding="utf-8")
+    except OSError as exc:
+        if made:  # nothing half-written is left behind
+            shutil.rmtree(root, ignore_errors=True)
+        raise TemplateError(
+            f"cannot write {root}: {exc.strerror or exc} (nothing written)"
+        ) from None
     return root
+
+
+def _check_name(name: str) -> None:
+    if len(name) > MAX_NAME:
+        raise TemplateError(
+            f"plugin name {name[:20]!r}... is {len(name)} characters long; use at most "
+            f"{MAX_NAME} (it names the folder, the package and the entry point)"
+        )
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise TemplateError(
+            f"plugin name {name!r}: use lower-case letters and digits, words joined by - or _ "
+            "(e.g. my-checks)"
+        )
+    taken = {entry.name for entry in installed_plugins() if entry.builtin}
+    clash = next((b for b in sorted(taken) if _same(b, name)), None)
+    if clash is not None:
+        raise TemplateError(
+            f"plugin name {name!r} is taken by the built-in plugin {clash!r}: a plugin of "
+            "that name would never load (the built-in keeps it); choose another name"
+        )
+
+
+def _same(one: str, other: str) -> bool:
+    return one.replace("-", "_") == other.replace("-", "_")

@@ -40,7 +40,9 @@ from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
 from sampling_core.engine.suspension import finish, note_yield, overdue
 from sampling_core.engine.tally import Tally
+from sampling_core.errors import CheckCallFailed
 from sampling_core.hooks.channel import CallHooks
+from sampling_core.hooks.faults import describe
 from sampling_core.requirements.checks import validate_all
 from sampling_core.requirements.context import CheckContext
 
@@ -189,11 +191,15 @@ class SamplingCall:
             context = CheckContext(
                 sent.messages, self.s.row, info, sent.options, partial(self._judge_call, info)
             )
-        validations = validate_all(
-            self.s.requirements, generation.text, context, self.s.check_timeout
-        )
-        if not isinstance(validations, tuple):
-            validations = await validations  # an async check
+        try:
+            validations = validate_all(
+                self.s.requirements, generation.text, context, self.s.check_timeout
+            )
+            if not isinstance(validations, tuple):
+                validations = await validations  # an async check
+        except CheckCallFailed:  # a judge's backend failed for good (kept in errors)
+            tally.in_flight -= 1
+            return None
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             validations = await self.hooks.validate(info, sent.messages, generation, validations)
         tally.in_flight -= 1
@@ -223,7 +229,8 @@ class SamplingCall:
         the request it answered (the messages and options as plugins left them).
 
         ``purpose="judge"``: a call a check makes for this attempt; it is no attempt of its
-        own (not in flight, not in ``result.errors``): a failure raises its exception.
+        own (not in flight): a failure for good is kept in ``result.errors`` and raises
+        :class:`CheckCallFailed`, which ends the attempt as an error.
         """
         s, hooks = self.s, self.hooks
         firing = hooks.firing
@@ -277,9 +284,9 @@ class SamplingCall:
                 if firing.generation_error:
                     await hooks.error(info, exc, failed_after, will_retry, delay, retry, purpose)
                 if not will_retry:
-                    if judging:
-                        raise
                     self.tally.record_error(info, exc)
+                    if judging:  # nothing was graded: the attempt ends as an error
+                        raise CheckCallFailed(describe(exc)) from exc
                     raise _BackendFailed from exc
                 retry += 1
                 await anyio.sleep(delay or 0.0)

@@ -56,7 +56,10 @@ class Sampler:
     of transient backend failures; they never consume ``loop_budget``. ``attempt_timeout``
     bounds each backend call (a timeout is transient: retried under ``retry``).
     ``plugin_timeout`` bounds each async hook implementation; one that overruns is
-    cancelled and treated like a plugin that raised. ``max_loop_budget``,
+    cancelled and treated like a plugin that raised. It also bounds each event of a
+    ``@background`` observer (default
+    :data:`~sampling_core.hooks.background.DEFAULT_TIMEOUT_S` there): one still running
+    then is a reported fault, and nothing waits for it. ``max_loop_budget``,
     ``max_concurrency_budget`` and ``max_attempts_per_call`` (their product, default
     :data:`~sampling_core.engine.budgets.DEFAULT_MAX_ATTEMPTS_PER_CALL`) cap what a call may ask
     for, so one call's memory is bounded. ``background_queue_size`` bounds the queue of
@@ -109,7 +112,7 @@ class Sampler:
             self.max_loop_budget, self.max_concurrency_budget, self.max_attempts_per_call
         )
         self.settings = PluginSettings.from_env()
-        self.background = BackgroundDelivery(background_queue_size)
+        self.background = BackgroundDelivery(background_queue_size, timeout=self.plugin_timeout)
         self.plugins = PluginRegistry(
             strict=strict_plugins,
             settings=self.settings,

@@ -1,19 +1,34 @@
-"""Background delivery: ``@background`` observers' events, queued and delivered by a worker.
+"""Background delivery: ``@background`` observers' events, queued and delivered by workers.
 
 A ``Sampler`` owns one :class:`BackgroundDelivery`. The hook channel puts each event of a
 ``@background`` implementation (the implementation and its payload, a read-only snapshot)
-on a bounded queue; one worker thread, started on the first event, takes them off in the
-order they were put and calls the implementation: a plain function right there (off the
-event loop, so blocking I/O holds up nothing), an ``async`` one on the worker's own
-asyncio event loop. Events are therefore delivered in order, per plugin and overall.
+in its plugin's *lane*: every plugin has its own queue and worker thread, started on its
+first event, that takes the events off in the order they were put and calls the
+implementation: a plain function right there (off the event loop, so blocking I/O holds up
+nothing), an ``async`` one on the worker's own asyncio event loop. Events are therefore
+delivered in order per plugin, and one plugin's slowness never holds up another's.
 
-When the queue is full (``maxsize``, default 10,000 events) the engine waits for room,
-without blocking its event loop: nothing is dropped. :meth:`drain` returns once every
-event put so far has been delivered; the ``Sampler`` calls it from ``aclose()`` and
-``sample_sync``, and it runs at interpreter exit. A fault in an observer is isolated:
-logged as ``plugin.error`` with the plugin's name and kept in :attr:`faults` (the call
-that produced the event has usually returned by then, so it cannot be in its
-``result.plugin_errors``).
+Nothing an observer does can hang the program:
+
+* every event has ``timeout`` seconds (``Sampler(plugin_timeout=...)``, else
+  :data:`DEFAULT_TIMEOUT_S`). An ``async`` observer still running then is cancelled; a
+  watchdog thread finds a plain one still running, reports it (a :class:`PluginTimeout`
+  fault naming the plugin and the hook) and *abandons* it: the call goes on in its daemon
+  thread, and until it returns that plugin's later events are not delivered (they are
+  counted and reported as one more fault), so a stuck plugin neither piles up threads nor
+  holds the queue. When the call returns, delivery to the plugin resumes;
+* anything an observer raises, ``SystemExit`` and ``KeyboardInterrupt`` included, is an
+  isolated fault: logged as ``plugin.error`` with the plugin's name and kept in
+  :attr:`faults`, and delivery goes on;
+* :meth:`drain` waits until every event put so far was delivered or reported as not
+  delivered, so ``aclose()``, ``sample_sync``, the end of a batch run and interpreter exit
+  return within the timeout. Called from an observer (one that uses the sampler: a nested
+  ``sample_sync`` or ``aclose()``), it does not wait (a worker cannot wait for itself):
+  the nested call works, and its events are delivered after the observer returns.
+
+When ``maxsize`` events (default 10,000) are queued the engine waits for room, without
+blocking its event loop: nothing is dropped while the observers keep up (an observer's own
+nested calls never wait: they may go over the bound).
 """
 
 from __future__ import annotations
@@ -21,115 +36,250 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
-import queue
 import threading
+import time
 import weakref
+from collections import deque
 from typing import Any
 
 import anyio.to_thread
 
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
-from sampling_core.hooks.faults import PluginFault, log_fault, not_awaited
+from sampling_core.hooks.faults import PluginFault, PluginTimeout, log_fault, not_awaited
 from sampling_core.hooks.table import HookImplementation
 
+__all__ = ["DEFAULT_MAXSIZE", "DEFAULT_TIMEOUT_S", "BackgroundDelivery"]
+
 DEFAULT_MAXSIZE = 10_000
+DEFAULT_TIMEOUT_S = 30.0
+"""How long a background event may take when the sampler sets no ``plugin_timeout``."""
 IDLE_S = 2.0
 """A worker with nothing to deliver for this long stops (a new event starts another)."""
+ASYNC_GRACE_S = 0.5
+"""An ``async`` observer is cancelled at the timeout; the watchdog waits this much longer
+for one that blocks its thread (and so cannot be cancelled)."""
+
+_delivering = threading.local()
+"""``active`` is set in every worker thread: a drain or a put from there must not wait."""
+
+Event = tuple[HookName, HookImplementation, HookPayload]
+
+
+class _Lane:
+    """One plugin's events and the worker that delivers them, one at a time."""
+
+    __slots__ = ("current", "deadline", "items", "ready", "skipped", "stalled", "worker")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.items: deque[Event] = deque()
+        self.ready = threading.Condition(lock)
+        self.worker: threading.Thread | None = None
+        self.current: Event | None = None  # the event being delivered, unless abandoned
+        self.deadline = 0.0
+        self.stalled: Event | None = None  # the abandoned event whose call has not returned
+        self.skipped = 0  # events not delivered while stalled, not yet reported
 
 
 class BackgroundDelivery:
-    """A bounded queue of background events and the worker thread that delivers them."""
+    """Per-plugin queues of background events, their workers, and a watchdog."""
 
-    def __init__(self, maxsize: int = DEFAULT_MAXSIZE, max_faults: int = 1000) -> None:
+    def __init__(
+        self,
+        maxsize: int = DEFAULT_MAXSIZE,
+        max_faults: int = 1000,
+        timeout: float | None = None,
+    ) -> None:
         self.maxsize = maxsize
+        self.timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         self.faults: list[PluginFault] = []
         self.delivered = 0
         self._max_faults = max_faults
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize)
-        self._worker: threading.Thread | None = None
-        self._start_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)  # producers waiting for room
+        self._idle = threading.Condition(self._lock)  # drains waiting for the last event
+        self._watch = threading.Condition(self._lock)  # the watchdog's sleep
+        self._lanes: dict[str, _Lane] = {}
+        self._count = 0  # events queued or being delivered (not abandoned)
+        self._watchdog: threading.Thread | None = None
         self._at_exit = False
 
     async def put(self, hook: HookName, impl: HookImplementation, payload: HookPayload) -> None:
-        """Queue one event; waits (off the event loop) while the queue is full."""
-        item = (hook, impl, payload)
-        with self._start_lock:  # a worker that is about to stop sees this event
-            self._ensure_worker()
-            try:
-                self._queue.put_nowait(item)
+        """Queue one event; waits (off the event loop) while ``maxsize`` events are queued."""
+        event = (hook, impl, payload)
+        with self._lock:
+            if self._count < self.maxsize or _in_worker():
+                self._add(event)
                 return
-            except queue.Full:
-                pass
-        await anyio.to_thread.run_sync(self._put_waiting, item)
+        await anyio.to_thread.run_sync(self._put_waiting, event)
 
-    def _put_waiting(self, item: Any) -> None:
-        self._queue.put(item)  # a worker is running: the queue is full
-        with self._start_lock:
-            self._ensure_worker()
+    def _put_waiting(self, event: Event) -> None:
+        with self._lock:
+            self._room.wait_for(lambda: self._count < self.maxsize)
+            self._add(event)
 
     def pending(self) -> int:
-        """Events queued or being delivered."""
-        return self._queue.unfinished_tasks
+        """Events queued or being delivered (an abandoned one is not counted)."""
+        return self._count
 
     def drain(self) -> None:
-        """Block until every event queued so far has been delivered."""
-        self._queue.join()
+        """Block until every event put so far was delivered, or reported as not delivered
+        (its plugin did not return within the timeout). From an observer: returns at once."""
+        if _in_worker():
+            return
+        with self._lock:
+            self._idle.wait_for(lambda: self._count == 0)
+            for name, lane in self._lanes.items():
+                self._report_skipped(name, lane)
 
     async def adrain(self) -> None:
-        """:meth:`drain`, awaited without blocking the event loop."""
-        if self._queue.unfinished_tasks:
-            await anyio.to_thread.run_sync(self.drain)
+        """:meth:`drain`, awaited without blocking the event loop (cancellable)."""
+        if self._count and not _in_worker():  # (drain's thread would not be the worker's)
+            await anyio.to_thread.run_sync(self.drain, abandon_on_cancel=True)
 
-    def _ensure_worker(self) -> None:
-        """Start the worker if none runs (called under ``_start_lock``)."""
-        if self._worker is not None:
+    # -- under the lock -------------------------------------------------------------------
+
+    def _add(self, event: Event) -> None:
+        name = event[1].plugin_name
+        lane = self._lanes.get(name)
+        if lane is None:
+            lane = self._lanes[name] = _Lane(self._lock)
+        if lane.stalled is not None:
+            lane.skipped += 1  # its plugin is stuck in an earlier event
             return
-        worker = threading.Thread(target=self._work, daemon=True)
-        worker.name = "samplehooks-background"
-        self._worker = worker
-        worker.start()
+        lane.items.append(event)
+        self._count += 1
+        if lane.worker is None:
+            worker = threading.Thread(target=self._work, args=(name, lane), daemon=True)
+            worker.name = f"samplehooks-background-{name}"
+            lane.worker = worker
+            worker.start()
+        else:
+            lane.ready.notify()
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch_lanes, daemon=True)
+            self._watchdog.name = "samplehooks-background-watchdog"
+            self._watchdog.start()
         if not self._at_exit:
             self._at_exit = True
             atexit.register(_drain_at_exit, weakref.ref(self))
 
-    def _work(self) -> None:
-        """The worker thread: deliver events; stop after ``IDLE_S`` without one."""
+    def _done(self, count: int) -> None:
+        self._count -= count
+        self._room.notify_all()
+        if self._count == 0:
+            self._idle.notify_all()
+
+    def _fault(self, name: str, hook: str, exc: BaseException) -> None:
+        if len(self.faults) < self._max_faults:
+            self.faults.append(PluginFault(name, hook, exc))
+        log_fault(name, hook, exc)
+
+    def _report_skipped(self, name: str, lane: _Lane) -> None:
+        if lane.skipped and lane.stalled is not None:
+            hook = lane.stalled[0].value
+            events = (
+                "1 later event was" if lane.skipped == 1 else f"{lane.skipped} later events were"
+            )
+            text = f"{events} not delivered: its {hook} call is stuck"
+            self._fault(name, hook, PluginTimeout(text))
+            lane.skipped = 0
+
+    # -- the threads ------------------------------------------------------------------------
+
+    def _work(self, name: str, lane: _Lane) -> None:
+        """A lane's worker: deliver its events in order; stop after ``IDLE_S`` without one."""
+        _delivering.active = True
         loop = asyncio.new_event_loop()
         try:
             while True:
-                try:
-                    item = self._queue.get(timeout=IDLE_S)
-                except queue.Empty:
-                    with self._start_lock:
-                        if self._queue.empty():
-                            self._worker = None
-                            return
-                    continue
-                try:
-                    self._deliver(loop, item)
-                finally:
-                    self._queue.task_done()
+                with self._lock:
+                    if not lane.items and not lane.ready.wait_for(lambda: lane.items, IDLE_S):
+                        lane.worker = None
+                        if lane.stalled is None:
+                            self._lanes.pop(name, None)
+                        return
+                    event = lane.items.popleft()
+                    lane.current = event
+                    grace = ASYNC_GRACE_S if event[1].is_async else 0.0
+                    lane.deadline = time.monotonic() + self.timeout + grace
+                failure = self._call(loop, event)
+                with self._lock:
+                    if lane.current is event:  # delivered (not abandoned by the watchdog)
+                        lane.current = None
+                        self.delivered += 1
+                        if failure is not None:
+                            self._fault(name, event[0].value, failure)
+                        self._done(1)
+                    else:  # the watchdog gave up on it: the plugin is back, deliver again
+                        self._report_skipped(name, lane)
+                        lane.stalled = None
         finally:
             loop.close()
 
-    def _deliver(self, loop: asyncio.AbstractEventLoop, item: Any) -> None:
-        hook, impl, payload = item
+    def _call(self, loop: asyncio.AbstractEventLoop, event: Event) -> BaseException | None:
+        """Deliver one event; what the observer raised (``BaseException`` too), or ``None``."""
+        _, impl, payload = event
         try:
             out = impl.call(payload)
             if impl.is_async:
-                loop.run_until_complete(_await(out))
-            elif out is not None and inspect.isawaitable(out):
+                return loop.run_until_complete(_bounded(out, self.timeout))
+            if out is not None and inspect.isawaitable(out):
                 raise not_awaited(out)
-        except Exception as exc:
-            if len(self.faults) < self._max_faults:
-                self.faults.append(PluginFault(impl.plugin_name, hook.value, exc))
-            log_fault(impl.plugin_name, hook.value, exc)
-        self.delivered += 1
+        except BaseException as exc:
+            return exc
+        return None
+
+    def _watch_lanes(self) -> None:
+        """The watchdog: abandon an event still running past its deadline; stop when idle.
+
+        It sleeps until the earliest deadline, or for ``timeout`` when no event runs: an
+        event started later has a later deadline, so no worker needs to wake it."""
+        with self._lock:
+            while True:
+                now = time.monotonic()
+                busy = [(n, lane) for n, lane in self._lanes.items() if lane.current is not None]
+                if not busy and self._count == 0:
+                    self._watchdog = None
+                    return
+                for name, lane in busy:
+                    if lane.deadline <= now:
+                        self._abandon(name, lane)
+                waits = [lane.deadline - now for _, lane in busy if lane.current is not None]
+                self._watch.wait(max(min(waits, default=self.timeout), 0.001))
+
+    def _abandon(self, name: str, lane: _Lane) -> None:
+        event = lane.current
+        assert event is not None
+        hook = event[0].value
+        text = (
+            f"did not return within {self.timeout:g}s; it was left running and its later "
+            "events are not delivered until it returns"
+        )
+        self._fault(name, hook, PluginTimeout(text))
+        lane.current, lane.stalled = None, event
+        lane.skipped += len(lane.items)
+        dropped = len(lane.items) + 1
+        lane.items.clear()
+        self._done(dropped)
 
 
-async def _await(pending: Any) -> None:
-    await pending
+def _in_worker() -> bool:
+    return getattr(_delivering, "active", False)
+
+
+async def _bounded(pending: Any, timeout: float) -> BaseException | None:
+    """Await an async observer for at most ``timeout`` seconds; what it raised, or ``None``."""
+    try:
+        async with asyncio.timeout(timeout) as scope:
+            await pending
+    except TimeoutError as exc:
+        if scope.expired():
+            return PluginTimeout(f"took longer than {timeout:g}s and was cancelled")
+        return exc
+    except BaseException as exc:
+        return exc
+    return None
 
 
 def _drain_at_exit(owner: weakref.ref[BackgroundDelivery]) -> None:

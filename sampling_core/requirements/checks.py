@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from hook_specs.errors import StopSampling
 from hook_specs.records import ValidationResult
-from sampling_core.errors import exception_text
+from sampling_core.errors import CheckCallFailed, exception_text
 from sampling_core.requirements.context import CheckContext, takes_context
 from sampling_core.requirements.linear_regex import compile_linear
 
@@ -57,13 +57,16 @@ DEFAULT_CHECK_TIMEOUT_S = 60.0
 class Requirement:
     """A description of what an answer must satisfy, and the check that decides it."""
 
-    __slots__ = ("_verdicts", "check", "description", "wants_context")
+    __slots__ = ("_verdicts", "check", "description", "row_fields", "wants_context")
 
-    def __init__(self, description: str, check: Check) -> None:
+    def __init__(self, description: str, check: Check, *, row_fields: Iterable[str] = ()) -> None:
+        """``row_fields`` names the dataset fields the check reads (``CheckContext.row``): a
+        batch run refuses, before any generation, a dataset whose first line lacks one."""
         if not callable(check):
             raise TypeError(f"Requirement {description!r}: check must be callable, got {check!r}")
         self.description = description
         self.check = check
+        self.row_fields = tuple(row_fields)
         # decided once: a check taking (text, context) is given a CheckContext
         self.wants_context = takes_context(check)
         # The (failed, passed) verdicts of a check returning a bool: immutable, so shared.
@@ -115,7 +118,9 @@ def validate_all(
 
     Synchronous checks give the tuple at once; from the first async check on, the rest is a
     coroutine to await (so an attempt with only synchronous checks never awaits). A check
-    that raises fails with the exception as its reason; ``StopSampling`` propagates.
+    that raises fails with the exception as its reason; ``StopSampling`` and
+    :class:`~sampling_core.errors.CheckCallFailed` (its model call failed: nothing was
+    graded) propagate.
     With ``check_timeout``, an async check still running after that many seconds is
     cancelled and fails with the reason; a sync check that took longer (it cannot be
     interrupted) fails the same way once it returns.
@@ -125,7 +130,7 @@ def validate_all(
         began = time.perf_counter() if check_timeout is not None else 0.0
         try:
             verdict = requirement.validate_now(text, context)
-        except StopSampling:
+        except (StopSampling, CheckCallFailed):
             raise
         except Exception as exc:
             verdict = _check_raised(requirement, exc)
@@ -166,7 +171,7 @@ async def _validate_rest(
                 if pending is None:
                     pending = requirement.validate_now(text, context)
                 verdict = pending if isinstance(pending, ValidationResult) else await pending
-            except StopSampling:
+            except (StopSampling, CheckCallFailed):
                 raise
             except Exception as exc:
                 verdict = _check_raised(requirement, exc)
@@ -183,7 +188,10 @@ async def _validate_rest(
 
 def _check_raised(requirement: Requirement, exc: Exception) -> ValidationResult:
     return ValidationResult(
-        False, f"the check raised {type(exc).__name__}: {exc}", None, requirement.description
+        False,
+        f"the check raised {type(exc).__name__}: {exception_text(exc)}",
+        None,
+        requirement.description,
     )
 
 

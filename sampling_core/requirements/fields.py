@@ -12,8 +12,17 @@ Both compare normalised text: lower case, surrounding white space and punctuatio
 inner white space collapsed. A failure's reason does not name the expected value unless
 ``reveal: true`` (a repair strategy feeds reasons back to the model, which would hand it
 the answer). ``extract`` takes the part of the answer to compare first:
-``last_number`` (the last number in it, e.g. ``"... so 12."`` -> ``12``) or a regular
-expression with one group (the group of its first match).
+``last_number`` (the last number in it, e.g. ``"... so 12."`` -> ``12``; commas count as
+thousands separators only in groups of three, so ``"3,4,5"`` ends in ``5``) or a regular
+expression with one group (the group of its first match). Numbers are compared exactly
+(``12.50`` equals ``12.5``; two 20-digit integers are equal only when every digit is).
+
+The expected value is a string, a number or a boolean; a list of them accepts any one.
+An expected value that cannot be compared fails the check with the reason: ``null``, an
+object, or a value with nothing left after normalising (``""``, ``"..."``), which would
+otherwise equal an empty answer and be contained in every answer. The fields a check reads
+are its requirement's ``row_fields``: a batch run refuses, before any generation, a dataset
+whose first line lacks one.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from hook_specs.records import ValidationResult
 from sampling_core.requirements.checks import Requirement
@@ -29,7 +40,8 @@ from sampling_core.requirements.linear_regex import compile_linear
 
 __all__ = ["contains_field", "equals_field", "normalize_text"]
 
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?")
+"""A number: digits (commas only between groups of three), then maybe a fraction."""
 _EDGES = string.punctuation + string.whitespace + "\u2018\u2019\u201c\u201d"
 
 
@@ -39,12 +51,18 @@ def normalize_text(text: str) -> str:
 
 
 def _number(text: str) -> str:
-    cleaned = text.replace(",", "")
+    """A number written one way (``1,000.0`` -> ``1000``, ``12.50`` -> ``12.5``), exactly;
+    ``text`` itself when it is not a finite number."""
+    cleaned = text.strip().replace(",", "")
     try:
-        value = float(cleaned)
-    except ValueError:
+        value = Decimal(cleaned)
+    except InvalidOperation:
         return text
-    return str(int(value)) if value.is_integer() else str(value)
+    if not value.is_finite():
+        return text
+    if value == value.to_integral_value():
+        return str(int(value))
+    return format(value.normalize(), "f")
 
 
 def _extractor(extract: str | None) -> Callable[[str], str | None]:
@@ -71,6 +89,28 @@ def _extractor(extract: str | None) -> Callable[[str], str | None]:
     return group
 
 
+def _expected(value: Any, numeric: bool) -> list[str] | str:
+    """The accepted answers, normalised; or why the value cannot be compared."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        return "is an empty list (no accepted answer)"
+    accepted = []
+    for one in values:
+        if one is None:
+            return "is null (no expected answer)"
+        if isinstance(one, dict | list):
+            return (
+                f"holds a {'list' if isinstance(one, list) else 'JSON object'}; give a string, "
+                "a number, or a list of them (any one is accepted)"
+            )
+        raw = str(one).lower() if isinstance(one, bool) else str(one)
+        normal = normalize_text(_number(raw) if numeric else raw)
+        if not normal:
+            return f"is {raw!r}: nothing is left to compare once normalised"
+        accepted.append(normal)
+    return accepted
+
+
 def _field_check(
     field: str, extract: str | None, *, whole: bool, reveal: bool = False
 ) -> Callable[[str, CheckContext], ValidationResult]:
@@ -83,19 +123,19 @@ def _field_check(
             return ValidationResult(False, f"no dataset line to compare with (field {field!r})")
         if field not in row:
             return ValidationResult(False, f"the dataset line has no field {field!r}")
-        expected_raw = str(row[field])
-        expected = normalize_text(_number(expected_raw) if numeric else expected_raw)
+        accepted = _expected(row[field], numeric)
+        if isinstance(accepted, str):
+            return ValidationResult(False, f"the dataset's {field!r} {accepted}")
         part = take(text)
         if part is None:
             return ValidationResult(False, f"nothing to extract ({extract}) from the answer")
         got = normalize_text(part)
-        ok = got == expected if whole else (expected in got if expected else False)
-        if ok:
+        if any(got == one if whole else one in got for one in accepted):
             return ValidationResult(True, score=1.0)
         verb = "equal" if whole else "contain"
         # The expected value stays out of the reason unless asked: a reason is fed back to
         # the model by the repair strategies, and would hand it the answer.
-        wanted = repr(expected_raw) if reveal else f"the dataset's {field!r}"
+        wanted = repr(row[field]) if reveal else f"the dataset's {field!r}"
         return ValidationResult(
             False, f"The answer must {verb} {wanted} (got {part.strip()[:80]!r}).", 0.0
         )
@@ -111,7 +151,7 @@ def equals_field(field: str, *, extract: str | None = None, reveal: bool = False
     """
     how = f" ({extract})" if extract else ""
     check = _field_check(field, extract, whole=True, reveal=reveal)
-    return Requirement(f"equals field {field!r}{how}", check)
+    return Requirement(f"equals field {field!r}{how}", check, row_fields=(field,))
 
 
 def contains_field(field: str, *, extract: str | None = None, reveal: bool = False) -> Requirement:
@@ -121,4 +161,4 @@ def contains_field(field: str, *, extract: str | None = None, reveal: bool = Fal
     """
     how = f" ({extract})" if extract else ""
     check = _field_check(field, extract, whole=False, reveal=reveal)
-    return Requirement(f"contains field {field!r}{how}", check)
+    return Requirement(f"contains field {field!r}{how}", check, row_fields=(field,))

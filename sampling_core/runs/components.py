@@ -111,7 +111,10 @@ def plugin_specs(
             continue
         configure = getattr(resolved.plugin, "for_run", None)
         if callable(configure):
-            configure(events_file=events_file, total=total)
+            try:
+                configure(events_file=events_file, total=total)
+            except Exception as exc:  # an option the plugin cannot honour in a run
+                raise ConfigError(f"plugins: {resolved.name!r}: {exception_text(exc)}") from exc
         out.append((resolved.name, resolved.plugin))
     return out
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,11 +77,18 @@ def content_hash(obj: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 
-def read_dataset(config: DatasetConfig, kinds: KindRegistry | None = None) -> Dataset:
+def read_dataset(
+    config: DatasetConfig,
+    kinds: KindRegistry | None = None,
+    requirements: Sequence[RequirementSpec] = (),
+) -> Dataset:
     """Check every line of the dataset, reading it once, a line at a time.
 
     A malformed line, an id used twice, or a line's own requirement that ``kinds`` (default:
-    the installed ones) cannot build raises :class:`DatasetError` naming the line. The
+    the installed ones) cannot build raises :class:`DatasetError` naming the line. So does a
+    field a requirement reads (its ``row_fields``) that is missing: from the line, for the
+    line's own requirements; from the first line, for ``requirements`` (the run's, which
+    every line gets: a misspelt field name is found before any generation). The
     fingerprint is :func:`content_hash` of the list of ``[key, content_hash]`` pairs,
     computed as the lines go by.
     """
@@ -91,6 +99,10 @@ def read_dataset(config: DatasetConfig, kinds: KindRegistry | None = None) -> Da
     seen = _KeysSeen(config) if config.id_field is not None else None  # line keys are unique
     for number, line in _lines(path):
         item = _parse_line(path, number, line, config)
+        if not count and requirements:  # the run's requirements, on the first line
+            registry = registry or _default_kinds()
+            built = [registry.requirement(r.kind, r.value, **r.options) for r in requirements]
+            _check_fields(f"{path}:{number}", "requirements", item, requirements, built)
         if item.requirements:
             if registry is None:
                 registry = _default_kinds()
@@ -197,15 +209,34 @@ def _default_kinds() -> KindRegistry:
 
 def _check_kinds(where: str, item: PromptItem, kinds: KindRegistry) -> None:
     from sampling_core.kinds import KindError
-    from sampling_core.runs.components import build_requirements, sub_key
+    from sampling_core.runs.components import sub_key
 
+    built = []
     for index, spec in enumerate(item.requirements):
         try:
-            build_requirements([spec], kinds)
+            built.append(kinds.requirement(spec.kind, spec.value, **spec.options))
         except KindError as exc:
             raise DatasetError(
                 f"{where}: require[{index}]{sub_key(exc)}: {exception_text(exc)}"
             ) from exc
+    _check_fields(where, "require", item, item.requirements, built)
+
+
+def _check_fields(
+    where: str, label: str, item: PromptItem, specs: Sequence[RequirementSpec], built: list[Any]
+) -> None:
+    """Every field the requirements read is in the line (else one error naming it)."""
+    row = item.row or {}
+    for index, (spec, requirement) in enumerate(zip(specs, built, strict=True)):
+        missing = [name for name in getattr(requirement, "row_fields", ()) if name not in row]
+        if missing:
+            known = ", ".join(repr(k) for k in row)
+            near = difflib.get_close_matches(missing[0], list(row), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise DatasetError(
+                f"{where}: {label}[{index}] ({spec.kind}) reads the field {missing[0]!r}, "
+                f"which the line does not have{hint}; its fields are {known}"
+            )
 
 
 def _is_text_parts(value: Any) -> bool:

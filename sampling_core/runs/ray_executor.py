@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import re
 import socket
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -253,14 +255,24 @@ def with_executor(
     return config.model_copy(update={"run": settings})
 
 
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""HTTP/2's client preface and an empty SETTINGS frame: a Ray cluster's address (its GCS, or
+a Ray Client server) is a gRPC server, which answers with a SETTINGS frame of its own."""
+
+
 def _probe(address: str | None) -> None:
-    """Fail fast when ``HOST:PORT`` does not answer (Ray itself would wait for a long time)."""
+    """Fail fast when ``HOST:PORT`` does not answer, or answers but is not a gRPC server
+    (an HTTP server, the dashboard, a port that says nothing): Ray itself would wait for
+    minutes. With ``RAY_USE_TLS`` on, only the connection is checked."""
     if not address or address in ("auto", "local"):
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=_PROBE_S):
-            pass
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=_PROBE_S) as s:
+            if os.environ.get("RAY_USE_TLS", "").lower() in ("1", "true"):
+                return
+            s.sendall(_H2_HELLO)
+            head = _read_some(s, 9)
     except (OSError, ValueError) as exc:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ConfigError(
@@ -268,6 +280,38 @@ def _probe(address: str | None) -> None:
             "check the address and that the cluster is up (`ray status` on its head node). "
             "Nothing was written"
         ) from exc
+    if len(head) == 9 and head[3] == 4:  # an HTTP/2 SETTINGS frame: gRPC, as Ray speaks
+        return
+    if head.startswith((b"HTTP/", b"<")):  # a status line, or an HTTP/0.9-style page
+        said = f"it answered as an HTTP server: {_first_line(head)!r}"
+    elif not head:
+        said = f"it sent nothing back within {_PROBE_S:g} s"
+    else:
+        said = f"it answered {_first_line(head)!r}, not as Ray does"
+    raise ConfigError(
+        f"run.ray.address: {address} is open but is not a Ray cluster ({said}); give the "
+        "head node's cluster address (HOST:6379 by default, as `ray status` shows it) or "
+        "ray://HOST:10001 for Ray Client; the dashboard's port (8265) is not it. "
+        "Nothing was written"
+    )
+
+
+def _read_some(sock: socket.socket, size: int) -> bytes:
+    """Up to ``size`` bytes: fewer when the peer closes or goes quiet for ``_PROBE_S``."""
+    got = b""
+    try:
+        while len(got) < size:
+            more = sock.recv(256)  # an HTTP server's status line comes in whole
+            if not more:
+                break
+            got += more
+    except OSError:  # a timeout, or a reset: what came so far tells what it is
+        pass
+    return got
+
+
+def _first_line(data: bytes) -> str:
+    return data.split(b"\r\n")[0].split(b"\n")[0][:80].decode("ascii", "replace")
 
 
 def _take(
@@ -284,7 +328,21 @@ def _take(
     return items
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_RAISED = re.compile(r"^(?:\w+\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)): (.*)$")
+"""A traceback's last line: ``module.Type: message``."""
+
+
 def _cause(exc: BaseException) -> str:
-    """The first line of an error, with its type."""
-    text = exception_text(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    """What went wrong, in one line with its type and no terminal colour codes.
+
+    Ray wraps what a worker raised (in a ``RayTaskError``, or as text in an
+    ``ActorDiedError`` or ``UnserializableException``) with its own traceback: the last
+    ``Type: message`` line of that text is the worker's own exception."""
+    text = _ANSI.sub("", exception_text(exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        found = _RAISED.match(line)
+        if found and not found.group(1).startswith(("Ray", "ActorDied", "Unserializable")):
+            return f"{found.group(1)}: {found.group(2)}"
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")

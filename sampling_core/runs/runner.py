@@ -134,7 +134,7 @@ async def run_batch(
             "or give another --out directory (nothing was written)"
         )
     config = with_plugins(config, plugin_options, settings)
-    dataset = read_dataset(config.dataset, kinds)
+    dataset = read_dataset(config.dataset, kinds, config.requirements)
     extra_plugins = list(plugins)
     _check_plugin_names(config.plugins, source)
     cluster = None

@@ -49,9 +49,9 @@ class RunSummary:
         return max(self.total - self.done, 0)
 
     @property
-    def success_rate(self) -> float:
-        """``ok / done`` (0.0 before any prompt finished)."""
-        return self.ok / self.done if self.done else 0.0
+    def success_rate(self) -> float | None:
+        """``ok / done``; ``None`` before any prompt finished (no rate yet, not 0%)."""
+        return self.ok / self.done if self.done else None
 
     @property
     def complete(self) -> bool:
@@ -65,7 +65,12 @@ class RunSummary:
         for name, count in (("ok", self.ok), ("failed", self.failed), ("error", self.error)):
             share = f"{100 * count / self.done:5.1f}%" if self.done else "    -"
             lines.append(f"  {name:<7}{count:>6}  {share}")
-        lines.append(f"  success rate: {100 * self.success_rate:.1f}% of finished prompts")
+        rate = self.success_rate
+        lines.append(
+            "  success rate: -, no prompt finished yet"
+            if rate is None
+            else f"  success rate: {100 * rate:.1f}% of finished prompts"
+        )
         if self.attempts_histogram:
             lines.append("Attempts per prompt:")
             widest = max(self.attempts_histogram.values())

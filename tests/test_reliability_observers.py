@@ -1,0 +1,356 @@
+"""Nothing a ``@background`` observer does can hang the program.
+
+A stuck observer is a reported fault after ``plugin_timeout`` and delivery goes on for the
+other plugins; ``sample_sync``, ``aclose()``, the end of a batch run, interpreter exit and
+Ctrl-C during a run all return; ``SystemExit``/``KeyboardInterrupt`` from an observer are
+faults like any other; an observer may use the sampler. Observers block on
+``threading.Event`` (released at the end of each test), never on sleeps; the thread joins
+and ``fail_after`` are guards against a hang, not timing assertions.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import pytest
+from runs_helpers import records, write_config, write_dataset
+
+import sampling_core
+from hook_specs import background, hookimpl
+from sampling_core import Sampler, ScriptedBackend
+from sampling_core.hooks import background as delivery_module
+from sampling_core.hooks.faults import PluginTimeout
+from sampling_core.runs import run_batch
+
+GUARD_S = 60
+
+
+def never(text: str) -> bool:
+    """never passes"""
+    return False
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    """What stuck observers wait for; set when the test ends, whatever happened."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def returns(call: Callable[[], Any]) -> Any:
+    """``call()`` in a thread; fails (instead of hanging the suite) if it does not return."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    thread.start()
+    thread.join(GUARD_S)
+    assert not thread.is_alive(), f"{call} did not return"
+    return out[0]
+
+
+class Counter:
+    """A well-behaved background observer: counts what reaches it."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.ends = 0
+
+    @hookimpl
+    @background
+    def sampling_iteration(self, payload: Any) -> None:
+        self.seen.append(payload.sequence)
+
+    @hookimpl
+    @background
+    def sampling_loop_end(self, payload: Any) -> None:
+        self.ends += 1
+
+
+def stuck_plugin(release: threading.Event, *, is_async: bool = False) -> Any:
+    class Stuck:
+        calls = 0
+
+        if is_async:
+
+            @hookimpl
+            @background
+            async def sampling_iteration(self, payload: Any) -> None:
+                Stuck.calls += 1
+                release.wait()  # blocks its thread: only the watchdog can move on
+
+        else:
+
+            @hookimpl
+            @background
+            def sampling_iteration(self, payload: Any) -> None:
+                Stuck.calls += 1
+                release.wait()
+
+    return Stuck()
+
+
+def faults_of(sampler: Sampler, plugin: str) -> list[str]:
+    return [str(f) for f in sampler.background_faults if f.plugin_name == plugin]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async-blocking"])
+def test_a_stuck_observer_is_a_fault_after_plugin_timeout_and_sample_sync_returns(
+    release: threading.Event, is_async: bool
+) -> None:
+    counter, stuck = Counter(), stuck_plugin(release, is_async=is_async)
+    sampler = Sampler(
+        ScriptedBackend(["x"]), plugins=[stuck, counter], load_entrypoints=False, plugin_timeout=0.2
+    )
+    result = returns(lambda: sampler.sample_sync("q", requirements=[never], loop_budget=3))
+    assert result.iterations_used == 3
+    assert counter.seen == [1, 2, 3] and counter.ends == 1  # delivery went on for the others
+    timed_out, skipped = faults_of(sampler, "Stuck")
+    assert timed_out.startswith("Stuck, sampling_iteration: did not return within 0.2s")
+    assert skipped == (
+        "Stuck, sampling_iteration: 2 later events were not delivered: "
+        "its sampling_iteration call is stuck"
+    )
+    assert all(isinstance(f.exception, PluginTimeout) for f in sampler.background_faults)
+    assert type(stuck).calls == 1  # one thread is left with it, never one per event
+    release.set()  # the plugin returns: delivery to it resumes (calls go on until it has)
+    for _ in range(10_000):
+        returns(lambda: sampler.sample_sync("q"))
+        if type(stuck).calls > 1:
+            break
+    assert type(stuck).calls == 2 and counter.ends > 1
+
+
+@pytest.mark.anyio
+async def test_an_async_observer_that_never_finishes_is_cancelled_and_aclose_returns() -> None:
+    class Waiting:
+        @hookimpl
+        @background
+        async def sampling_loop_end(self, payload: Any) -> None:
+            await anyio.Event().wait()  # nobody sets it
+
+    counter = Counter()
+    sampler = Sampler(
+        ScriptedBackend(["x"]),
+        plugins=[Waiting(), counter],
+        load_entrypoints=False,
+        plugin_timeout=0.2,
+    )
+    with anyio.fail_after(GUARD_S):  # a guard against a hang
+        await sampler.sample("q")
+        await sampler.sample("q")
+        await sampler.aclose()
+    assert counter.ends == 2
+    assert (
+        faults_of(sampler, "Waiting")
+        == ["Waiting, sampling_loop_end: took longer than 0.2s and was cancelled"] * 2
+    )
+
+
+def test_background_delivery_has_a_bounded_default_timeout() -> None:
+    assert Sampler(load_entrypoints=False).background.timeout == delivery_module.DEFAULT_TIMEOUT_S
+    assert 0 < delivery_module.DEFAULT_TIMEOUT_S < 600
+    assert Sampler(load_entrypoints=False, plugin_timeout=3).background.timeout == 3
+
+
+@pytest.mark.anyio
+async def test_aclose_waits_for_an_event_already_being_delivered(
+    release: threading.Event,
+) -> None:
+    entered, done = threading.Event(), []
+
+    class Busy:
+        @hookimpl
+        @background
+        def sampling_loop_end(self, payload: Any) -> None:
+            entered.set()
+            release.wait()
+            done.append(payload.sampling_id)
+
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=[Busy()], load_entrypoints=False)
+    result = await sampler.sample("q")
+    await anyio.to_thread.run_sync(entered.wait)  # the event is off the queue, being delivered
+    with anyio.move_on_after(0.3) as scope:
+        await sampler.aclose()
+    assert scope.cancelled_caught  # aclose() was still waiting for it
+    release.set()
+    with anyio.fail_after(GUARD_S):
+        await sampler.aclose()
+    assert done == [result.sampling_id] and sampler.background_faults == []
+
+
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt()], ids=["exit", "ctrl-c"])
+def test_system_exit_and_keyboard_interrupt_from_an_observer_are_faults(
+    raised: BaseException,
+) -> None:
+    class Quitter:
+        seen: ClassVar[list[int]] = []
+
+        @hookimpl
+        @background
+        def sampling_iteration(self, payload: Any) -> None:
+            Quitter.seen.append(payload.sequence)
+            if payload.sequence == 1:
+                raise raised
+
+        @hookimpl
+        @background
+        async def sampling_loop_end(self, payload: Any) -> None:
+            raise raised
+
+    sampler = Sampler(ScriptedBackend(["x"]), plugins=[Quitter()], load_entrypoints=False)
+    returns(lambda: sampler.sample_sync("q", requirements=[never], loop_budget=3))
+    returns(lambda: sampler.sample_sync("q", requirements=[never], loop_budget=2))
+    assert Quitter.seen == [1, 2, 3, 1, 2]  # delivery went on after each
+    hooks = [(f.hook, type(f.exception)) for f in sampler.background_faults]
+    kind = type(raised)
+    assert hooks == [
+        ("sampling_iteration", kind),
+        ("sampling_loop_end", kind),
+        ("sampling_iteration", kind),
+        ("sampling_loop_end", kind),
+    ]
+
+
+def test_an_observer_may_call_the_sampler_with_sample_sync_or_await(
+    release: threading.Event,
+) -> None:
+    inner: list[Any] = []
+
+    class Nested:
+        def __init__(self, sampler_ref: list[Sampler]) -> None:
+            self.sampler_ref = sampler_ref
+
+        @hookimpl
+        @background
+        def sampling_loop_end(self, payload: Any) -> None:
+            if len(inner) < 1:  # the nested call's own loop end comes here too
+                inner.append(self.sampler_ref[0].sample_sync("inner"))
+
+        @hookimpl
+        @background
+        async def generation_post_call(self, payload: Any) -> None:
+            if len(inner) == 1:
+                inner.append(await self.sampler_ref[0].sample("awaited"))
+                await self.sampler_ref[0].aclose()
+
+    ref: list[Sampler] = []
+    counter = Counter()
+    sampler = Sampler(
+        ScriptedBackend(["x"]), plugins=[Nested(ref), counter], load_entrypoints=False
+    )
+    ref.append(sampler)
+    returns(lambda: sampler.sample_sync("outer"))
+    returns(sampler.background.drain)
+    returns(lambda: sampler.sample_sync("again"))
+    assert [r.success for r in inner] == [True, True]
+    assert counter.ends >= 4 and sampler.background_faults == []
+
+
+def run_child(script: str, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(sampling_core.__file__).parent.parent)}
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+STUCK_CHILD = """
+    import sys, threading
+    from hook_specs import background, hookimpl
+    from sampling_core import Sampler, ScriptedBackend
+
+    class Stuck:
+        @hookimpl
+        @background
+        def sampling_iteration(self, payload):
+            if payload.sequence == 1:
+                raise SystemExit(9)  # a fault, not the end of delivery
+            threading.Event().wait()  # never set: stuck for good
+
+    sampler = Sampler(
+        ScriptedBackend(["x"]), plugins=[Stuck()], load_entrypoints=False, plugin_timeout=0.3
+    )
+    import asyncio
+    asyncio.run(sampler.sample("q", requirements=[lambda t: False], loop_budget=4))
+    print("sampled", file=sys.stderr, flush=True)
+"""
+
+
+def test_interpreter_exit_does_not_wait_for_a_stuck_observer() -> None:
+    child = run_child(STUCK_CHILD)
+    out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
+    assert child.returncode == 0, err
+    assert err == "sampled\n"  # (structlog's default logger writes on stdout)
+    assert "error_type=SystemExit" in out and "did not return within 0.3s" in out
+    assert "2 later events were not delivered" in out
+
+
+@pytest.mark.anyio
+async def test_a_batch_run_with_a_stuck_observer_returns_with_every_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release: threading.Event
+) -> None:
+    monkeypatch.setattr(delivery_module, "DEFAULT_TIMEOUT_S", 0.2)
+    dataset = write_dataset(tmp_path / "d.jsonl", 4)
+    config = write_config(tmp_path / "c.yaml", dataset)
+
+    class StuckAtEnd:
+        @hookimpl
+        @background
+        def sampling_loop_end(self, payload: Any) -> None:
+            release.wait()
+
+    with anyio.fail_after(GUARD_S):  # a guard against a hang
+        summary = await run_batch(config, tmp_path / "out", plugins=[StuckAtEnd()])
+    assert summary.total == 4 and len(records(tmp_path / "out")) == 4
+
+
+RUN_CHILD = """
+    import sys, threading
+    from hook_specs import background, hookimpl
+    from sampling_core.hooks import background as delivery
+    from sampling_core.runs import run_batch_sync
+
+    delivery.DEFAULT_TIMEOUT_S = 1.0  # what the end of the run may wait for the stuck one
+
+    class Stuck:
+        @hookimpl
+        @background
+        def sampling_loop_end(self, payload):
+            print("stuck", file=sys.stderr, flush=True)
+            threading.Event().wait()  # never set
+
+    try:
+        run_batch_sync(sys.argv[1], sys.argv[2], plugins=[Stuck()])
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr, flush=True)
+        sys.exit(130)
+"""
+
+
+def test_ctrl_c_during_a_run_with_a_stuck_observer_ends_the_run(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 200)
+    config = write_config(
+        tmp_path / "c.yaml",
+        dataset,
+        backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.01},
+        run={"max_concurrent_prompts": 1},
+    )
+    child = run_child(RUN_CHILD, str(config), str(tmp_path / "out"))
+    assert child.stderr is not None
+    assert child.stderr.readline() == "stuck\n"  # the first prompt's observer is stuck
+    child.send_signal(signal.SIGINT)  # while the run goes on
+    out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
+    assert (child.returncode, err) == (130, "interrupted\n"), out
+    assert 1 <= len(records(tmp_path / "out")) < 200
