@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from hook_specs import HookName, ReadOnlyFieldError, background, hookimpl
-from sampling_core import PluginError, Sampler, ScriptedBackend
+from sampling_core import Generation, PluginError, Sampler, ScriptedBackend, ValidationResult
 from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio
@@ -169,10 +169,30 @@ def test_background_events_are_delivered_at_interpreter_exit(tmp_path):
         lambda p: setattr(p.generation, "text", "forged"),
         lambda p: setattr(p.validations[0], "passed", True),
         lambda p: p.validations.append(None),
+        lambda p: p.validations.__setitem__(0, ValidationResult(True)),
+        lambda p: p.validations.__setitem__(slice(0, 1), [ValidationResult(True)]),
+        lambda p: p.validations.__delitem__(0),
+        lambda p: p.validations.__iadd__([ValidationResult(True)]),
+        lambda p: p.validations.sort(key=id),
         lambda p: setattr(p.usage, "input_tokens", 0),
         lambda p: setattr(p.generation.usage, "output_tokens", 0),
+        lambda p: p.generation.raw["choices"].__setitem__(0, "forged"),
+        lambda p: p.generation.raw.__setitem__("model", "forged"),
     ],
-    ids=["generation.text", "validations[0].passed", "append", "usage", "generation.usage"],
+    ids=[
+        "generation.text",
+        "validations[0].passed",
+        "append",
+        "validations[0] =",
+        "validations[0:1] =",
+        "del validations[0]",
+        "+=",
+        "sort",
+        "usage",
+        "generation.usage",
+        "raw['choices'][0] =",
+        "raw['model'] =",
+    ],
 )
 async def test_nested_writes_in_observe_only_hooks_are_refused(write):
     refused = []
@@ -185,10 +205,15 @@ async def test_nested_writes_in_observe_only_hooks_are_refused(write):
             except ReadOnlyFieldError as exc:
                 refused.append(exc)
 
-    result = await sampler_with(Forger()).sample("q", requirements=[never])
+    raw = {"choices": ["x"], "model": "m"}
+    backend = ScriptedBackend(lambda request: Generation("x", raw=raw))
+    sampler = Sampler(backend, plugins=[Forger()], load_entrypoints=False)
+    result = await sampler.sample("q", requirements=[never])
     [error] = refused
     assert error.hook == "sampling_iteration" and "sampling_iteration" in str(error)
-    assert result.text == "x" and result.attempts[0].validations[0].passed is False
+    [attempt] = result.attempts
+    assert result.text == "x" and [v.passed for v in attempt.validations] == [False]
+    assert raw == {"choices": ["x"], "model": "m"}
 
 
 async def test_forging_the_answer_in_post_call_fails_and_names_the_field():

@@ -7,19 +7,22 @@ Each refusal is one line on stderr (exit status 2) and writes nothing.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from reliability_helpers import assert_refused, invoke, tree
 from runs_helpers import records, write_config, write_dataset
+from view_helpers import make_run
 
 from hook_specs import hookimpl
-from sampling_core import Requirement, Sampler, ScriptedBackend, ValidationResult
-from sampling_core.requirements.checks import llm_judge
+from sampling_core import PluginError, Requirement, Sampler, ScriptedBackend, ValidationResult
 from sampling_core.kinds import collect_kinds
+from sampling_core.requirements.checks import llm_judge
 from sampling_core.runs import ConfigError, DatasetError, run_batch_sync
 from sampling_core.runs.summary import RunSummary
+from sampling_core.view import build_page
 
 SAMPLE = ("sample", "q", "--backend", "scripted")
 
@@ -43,9 +46,7 @@ def test_a_bad_plugin_option_is_one_line_in_sample_and_run(
 
 
 def test_an_option_given_twice_or_by_two_flags_is_refused_not_overwritten() -> None:
-    twice = invoke(
-        *SAMPLE, "--backend-option", "replies=[a]", "--backend-option", "replies=[b]"
-    )
+    twice = invoke(*SAMPLE, "--backend-option", "replies=[a]", "--backend-option", "replies=[b]")
     assert_refused(twice, "--backend-option", "option 'replies' is given twice")
     both = invoke(*SAMPLE, "--reply", "a", "--backend-option", "replies=[b]")
     assert_refused(both, "--reply and --backend-option replies=", "give one")
@@ -87,9 +88,8 @@ def test_a_verdict_is_strictly_a_bool() -> None:
 
     sampler = Sampler(ScriptedBackend(["x"]), load_entrypoints=False)
     result = sampler.sample_sync("q", requirements=[Requirement("says", says_false_as_text)])
-    assert not result.success and "must be True or False" in result.attempts[0].validations[0].reason
-    from sampling_core import PluginError
-
+    [verdict] = result.attempts[0].validations
+    assert not result.success and "must be True or False" in (verdict.reason or "")
     with pytest.raises(PluginError, match="must be True or False"):
         Sampler(ScriptedBackend(["x"]), plugins=[Forger()], load_entrypoints=False).sample_sync("q")
 
@@ -117,7 +117,7 @@ def test_recorder_path_is_refused_in_a_run_from_the_command_line_and_the_config(
         dataset,
         plugins=[{"name": "recorder", "options": {"path": str(elsewhere)}}],
     )
-    with pytest.raises(ConfigError, match="option 'path'.*cannot be used in a batch run"):
+    with pytest.raises(ConfigError, match=r"option 'path'.*cannot be used in a batch run"):
         run_batch_sync(named, tmp_path / "o")
     assert tree(tmp_path) == {**before, "named.yaml": named.read_bytes()}
     ok = invoke("run", config, "--out", tmp_path / "o", "--plugin", "recorder:capture_content=1")
@@ -171,3 +171,20 @@ def test_a_judge_backend_outage_records_prompts_as_errors_not_failures(tmp_path:
     summary = run_batch_sync(config, tmp_path / "out", backend=JudgeDown(), kinds=kinds)
     assert (summary.error, summary.failed) == (2, 0)
     assert all("judge server is down" in r["reason"] for r in records(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("closing", ["</SCRIPT>", "</Script >", "</sCrIpT\t>", "<!--<script>"])
+def test_the_view_escapes_script_endings_in_any_case(tmp_path: Path, closing: str) -> None:
+    """A browser ends a script element at ``</script`` in any case: the embedded data must
+    hold none, so the data element ends where the page means it to."""
+    reply = f"{closing}<b>x"
+    out = make_run(tmp_path, "a", backend={"kind": "scripted", "replies": [reply]})
+    page = build_page([out])
+    start = page.index('<script id="data" type="application/json">') + len(
+        '<script id="data" type="application/json">'
+    )
+    end = re.search(r"</script", page[start:], re.IGNORECASE)
+    assert end is not None
+    data = json.loads(page[start : start + end.start()])  # what the browser takes as data
+    assert data["runs"][0]["prompts"][0]["text"] == reply
+    assert "<!--" not in page[start : start + end.start()]
