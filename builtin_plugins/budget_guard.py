@@ -11,9 +11,13 @@
   ceiling (cancelling what is in flight), and refuses any new backend call once a ceiling
   is reached.
 * ``max_usd_per_call`` / ``max_usd_total``: US dollars, as priced in ``usage.cost_usd``
-  (see :mod:`sampling_core.pricing`), enforced like the token ceilings. A call whose price
-  is unknown cannot be counted, so with a dollar ceiling set it stops sampling (fail closed)
-  rather than spend without a limit.
+  (see :mod:`sampling_core.pricing`), enforced like the token ceilings.
+
+Unknown is never zero: a reply that did not report its tokens, or a model without a known
+price, cannot be counted. The guard then fails closed: with a ceiling that can no longer be
+checked (a token ceiling after unknown tokens, a dollar ceiling after an unknown cost) it
+stops sampling and refuses every later backend call, saying why, rather than spend
+without a limit (until :meth:`Totals.reset`).
 
 Totals are shared by every guard of the process unless a guard is given its own
 :class:`Totals`. The settings are the plugin's options (``plugins=[("budget_guard",
@@ -80,13 +84,18 @@ class Totals:
     generations: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
+    unknown_tokens: str | None = None
+    """Why the tokens spent are no longer known (a reply did not report them), or ``None``."""
+    unknown_cost: str | None = None
+    """Why the dollars spent are no longer known (an unpriced call), or ``None``."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def reset(self) -> None:
-        """Start counting from zero again."""
+        """Start counting from zero again (and forget what was unknown)."""
         with self.lock:
             self.started = self.generations = self.tokens = 0
             self.cost_usd = 0.0
+            self.unknown_tokens = self.unknown_cost = None
 
 
 PROCESS_TOTALS = Totals()
@@ -208,7 +217,7 @@ class BudgetGuard:
 
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
-        """Count a failed backend call (it spent no reported tokens)."""
+        """Count a failed backend call (it returned no reply, so it spent no tokens)."""
         self._spent(payload.sampling_id, 0, 0.0)
 
     @hookimpl
@@ -235,27 +244,52 @@ class BudgetGuard:
             raise StopSampling(f"budget_guard: max_tokens_total={self.max_tokens_total} reached")
         if self.max_usd_total is not None and total.cost_usd >= self.max_usd_total:
             raise StopSampling(f"budget_guard: max_usd_total={self.max_usd_total} reached")
+        self._check_known()
+
+    def _check_known(self) -> None:
+        """Raise ``StopSampling`` if a ceiling can no longer be checked (hold the lock)."""
+        total = self.totals
+        for reason, ceilings in (
+            (total.unknown_tokens, ("max_tokens_per_call", "max_tokens_total")),
+            (total.unknown_cost, ("max_usd_per_call", "max_usd_total")),
+        ):
+            if reason is None:
+                continue
+            for name in ceilings:
+                ceiling = getattr(self, name)
+                if ceiling is not None:
+                    raise StopSampling(
+                        f"budget_guard: {reason}, so {name}={ceiling} cannot be checked; "
+                        "no more calls are made (unknown is not zero: use a backend that "
+                        "reports usage and a model with a known price, or a generation "
+                        "ceiling)"
+                    )
 
     def _spent(
-        self, sampling_id: str, tokens: int, cost: float | None, generation: Any = None
+        self, sampling_id: str, tokens: int | None, cost: float | None, generation: Any = None
     ) -> None:
         call = self._call(sampling_id)
         total = self.totals
+        model = getattr(generation, "model", None)
         with total.lock:
             total.generations += 1
-            total.tokens += tokens
+            total.tokens += tokens or 0
             call.generations += 1
-            call.tokens += tokens
+            call.tokens += tokens or 0
             total.cost_usd += cost or 0.0
             call.cost_usd += cost or 0.0
+            if tokens is None and total.unknown_tokens is None:
+                total.unknown_tokens = f"a reply of model {model!r} did not report its tokens"
+            if cost is None and total.unknown_cost is None:
+                total.unknown_cost = (
+                    f"the price of model {model!r} is unknown"
+                    if tokens is not None
+                    else f"a reply of model {model!r} did not report its tokens, so its cost "
+                    "is unknown"
+                )
             process_tokens, call_tokens = total.tokens, call.tokens
             process_usd, call_usd = total.cost_usd, call.cost_usd
-        if cost is None and (self.max_usd_total is not None or self.max_usd_per_call is not None):
-            model = getattr(generation, "model", None)
-            raise StopSampling(
-                f"budget_guard: a dollar ceiling is set but the price of model {model!r} is "
-                "unknown, so its cost cannot be capped (use a token ceiling instead)"
-            )
+            self._check_known()
         ceilings = (
             ("max_usd_total", self.max_usd_total, process_usd, "${:.6f} spent in total"),
             ("max_usd_per_call", self.max_usd_per_call, call_usd, "${:.6f} spent by this call"),

@@ -169,7 +169,7 @@ class LLMBackend:
             text, usage = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
         return Generation(
             text=text,
-            usage=Usage(int(usage.input or 0), int(usage.output or 0)),
+            usage=Usage(_count(usage.input), _count(usage.output)),  # unknown stays None
             model=self.model_id,
             raw={"provider": self.provider_name, "model": self.model_id},
         )
@@ -179,3 +179,8 @@ class LLMBackend:
 def register_backends(register: Callable[..., None]) -> None:
     """llm."""
     register("llm", LLMBackend)  # its options: the annotated parameters of LLMBackend
+
+
+def _count(value: Any) -> int | None:
+    """A token count ``llm`` reported, or ``None`` (unknown, never 0) when it did not."""
+    return None if value is None else int(value)

@@ -259,8 +259,7 @@ class OtelPlugin:
                 span.set_attribute("gen_ai.response.model", generation.model)
             if generation.finish_reason:
                 span.set_attribute("gen_ai.response.finish_reasons", [generation.finish_reason])
-            span.set_attribute("gen_ai.usage.input_tokens", generation.usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", generation.usage.output_tokens)
+            span.set_attributes(_usage_attributes(generation.usage))
             if self.capture_content:
                 span.set_attribute(
                     "gen_ai.output.messages",
@@ -306,8 +305,7 @@ class OtelPlugin:
             span.set_attribute("samplehooks.valid_count", payload.valid_count)
             span.set_attribute("samplehooks.total_count", payload.total_count)
             span.set_attribute("samplehooks.latency_s", payload.latency_s)
-            span.set_attribute("gen_ai.usage.input_tokens", payload.usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", payload.usage.output_tokens)
+            span.set_attributes(_usage_attributes(payload.usage))
         span.end()
 
     @hookimpl
@@ -359,8 +357,7 @@ class OtelPlugin:
                     "samplehooks.error_count": payload.error_count,
                     "samplehooks.loop_budget": payload.loop_budget,
                     "samplehooks.concurrency_budget": payload.concurrency_budget,
-                    "gen_ai.usage.input_tokens": payload.usage.input_tokens,
-                    "gen_ai.usage.output_tokens": payload.usage.output_tokens,
+                    **_usage_attributes(payload.usage),
                 }
             )
             if payload.picked is not None:
@@ -413,3 +410,12 @@ def _messages_json(messages: list[Message], finish_reason: str | None = None) ->
             item["finish_reason"] = finish_reason
         out.append(item)
     return json.dumps(out, ensure_ascii=False)
+
+
+def _usage_attributes(usage: Any) -> dict[str, int]:
+    """The token counts as span attributes; an unknown count (``None``) is left out."""
+    counts = {
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+    }
+    return {name: count for name, count in counts.items() if count is not None}

@@ -18,38 +18,61 @@ Message = dict[str, Any]
 class Usage:
     """Tokens spent by one backend call, or summed over many. Add two with ``+``.
 
-    ``cost_usd`` is what the tokens cost in US dollars where the model's price is known
-    (``0.0`` for a model run in this process), else ``None``; a sum is ``None`` as soon as
-    one of its parts is. An empty ``Usage()`` adds nothing, so ``sum(usages, Usage())`` is
+    Unknown is never zero: ``input_tokens`` / ``output_tokens`` are ``None`` when the
+    backend did not say (a reply without usage: see :data:`UNKNOWN_USAGE`), and
+    ``cost_usd`` is ``None`` unless the model's price is known (``0.0`` for a model run in
+    this process). A sum is ``None`` in a field as soon as one of its parts is. An empty
+    ``Usage()`` (0 and 0 tokens, no cost) adds nothing, so ``sum(usages, Usage())`` is
     the total.
     """
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
     cost_usd: float | None = None
 
     @property
-    def total_tokens(self) -> int:
-        """Input and output tokens together."""
+    def total_tokens(self) -> int | None:
+        """Input and output tokens together (``None`` when either is unknown)."""
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
         return self.input_tokens + self.output_tokens
+
+    @property
+    def known(self) -> bool:
+        """Whether both token counts are known."""
+        return self.input_tokens is not None and self.output_tokens is not None
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        if not self.input_tokens and not self.output_tokens and self.cost_usd is None:
-            cost = other.cost_usd  # the empty start of a sum
-        elif not other.input_tokens and not other.output_tokens and other.cost_usd is None:
-            cost = self.cost_usd
-        elif self.cost_usd is None or other.cost_usd is None:
-            cost = None
-        else:
+        if _empty(self):
+            return other  # the empty start of a sum
+        if _empty(other):
+            return self
+        cost = None
+        if self.cost_usd is not None and other.cost_usd is not None:
             cost = self.cost_usd + other.cost_usd
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens, cost
+            add_counts(self.input_tokens, other.input_tokens),
+            add_counts(self.output_tokens, other.output_tokens),
+            cost,
         )
 
 
+def _empty(usage: Usage) -> bool:
+    return usage.input_tokens == 0 and usage.output_tokens == 0 and usage.cost_usd is None
+
+
+def add_counts(one: int | None, other: int | None) -> int | None:
+    """``one + other``, or ``None`` (unknown) when either is."""
+    if one is None or other is None:
+        return None
+    return one + other
+
+
 ZERO_USAGE = Usage()
+UNKNOWN_USAGE = Usage(None, None, None)
+"""The usage of a reply that did not report it: tokens and cost unknown (never zero)."""
 
 
 @dataclass(slots=True)
@@ -57,7 +80,7 @@ class Generation:
     """What a backend returned for one request."""
 
     text: str
-    usage: Usage = ZERO_USAGE
+    usage: Usage = UNKNOWN_USAGE
     finish_reason: str | None = None
     model: str | None = None
     latency_s: float = 0.0

@@ -54,8 +54,11 @@ def price_usd(
 
 
 def priced(usage: Usage, model: str | None, *, api_url: str | None = None) -> Usage:
-    """``usage`` with its ``cost_usd`` filled in (left as it is when already set)."""
-    if usage.cost_usd is not None:
+    """``usage`` with its ``cost_usd`` filled in (left as it is when already set).
+
+    Tokens nobody counted cannot be priced: with a count unknown the cost stays ``None``
+    (unknown), never the price of zero tokens."""
+    if usage.cost_usd is not None or usage.input_tokens is None or usage.output_tokens is None:
         return usage
     cost = price_usd(model, usage.input_tokens, usage.output_tokens, api_url=api_url)
     if cost is None:

@@ -65,3 +65,14 @@ def fresh_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(redaction, "_environment", frozenset())
     monkeypatch.setattr(redaction, "_pieces", frozenset())
     monkeypatch.setattr(redaction, "_whole", ())
+
+
+@pytest.fixture(autouse=True)
+def _fresh_budget_guard_totals() -> Iterator[None]:
+    """The budget guard's process-wide totals start at zero, with nothing unknown, in every
+    test (a guard enabled by name shares them; what one test spent is not the next's)."""
+    from builtin_plugins.budget_guard import PROCESS_TOTALS
+
+    PROCESS_TOTALS.reset()
+    yield
+    PROCESS_TOTALS.reset()

@@ -74,7 +74,9 @@ def as_generation(reply: Any, latency: float) -> Generation:
 
     The boundary between any backend and the engine: ``latency`` (measured by the engine)
     fills in a generation that reports none; token counts that are whole numbers (``3.0``,
-    ``"3"``) become ints; a latency that is a number string becomes a float; anything
+    ``"3"``) become ints, a count that is ``None`` stays unknown (a plain ``str`` reply's
+    usage is :data:`~hook_specs.records.UNKNOWN_USAGE`: unknown, never zero); a latency
+    that is a number string becomes a float; anything
     else (a negative, fractional or non-numeric count, a non-numeric or non-finite latency,
     text that is not a string) raises :class:`BadReply` naming the field. Text that cannot
     be written as UTF-8 is repaired and secrets are scrubbed
@@ -106,7 +108,9 @@ def as_generation(reply: Any, latency: float) -> Generation:
     return reply
 
 
-def _count(value: Any, which: str) -> int:
+def _count(value: Any, which: str) -> int | None:
+    if value is None:  # the backend did not say: unknown, never 0
+        return None
     if isinstance(value, bool):
         raise BadReply(f"backend returned {which}_tokens={value!r}, not a number of tokens")
     if isinstance(value, int) and value >= 0:

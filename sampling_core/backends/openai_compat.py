@@ -17,6 +17,7 @@ is scrubbed *before* it is cut to length. A redirect (3xx) is an error: it is ne
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -29,7 +30,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from hook_specs.records import Generation, Message, Usage
+from hook_specs.records import UNKNOWN_USAGE, Generation, Message, Usage
 from sampling_core.backends.base import GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
 from sampling_core.backends.transport import TransientBackendError
@@ -338,17 +339,26 @@ class OpenAIBackend:
 
 
 def _usage(usage: Any) -> Usage:
+    """The reply's token counts; a reply without ``usage`` (or a count that is not one) is
+    unknown, never 0."""
     if not isinstance(usage, Mapping):
-        return Usage()
+        return UNKNOWN_USAGE
     return Usage(_tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens")))
 
 
-def _tokens(value: Any) -> int:
-    """A token count from a server's reply; what is not a count reads as 0."""
+def _tokens(value: Any) -> int | None:
+    """A token count from a server's reply; what is not a count is unknown (``None``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
     try:
-        return max(0, int(value or 0))
+        number = float(value)
     except (TypeError, ValueError, OverflowError):
-        return 0
+        return None
+    if not math.isfinite(number) or number < 0 or number != int(number):
+        return None
+    return int(number)
 
 
 def _error_detail(response: httpx.Response) -> str:

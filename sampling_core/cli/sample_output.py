@@ -35,7 +35,7 @@ def attempts_table(result: SamplingResult, width: int = 80) -> Table:
                 str(a.attempt),
                 "yes" if a.passed else "no",
                 f"{a.latency_s * 1000:.0f} ms",
-                f"{usage.input_tokens}/{usage.output_tokens}",
+                f"{_count(usage.input_tokens)}/{_count(usage.output_tokens)}",
                 a.text.strip().replace("\n", " "),
             )
         )
@@ -65,8 +65,8 @@ def print_report(err: Console, result: SamplingResult) -> None:
     verdict = "[green]passed[/]" if result.success else "[red]no answer met every requirement[/]"
     err.print(
         f"{verdict} · stop: {result.stop_reason} · attempts: {result.iterations_used} · "
-        f"cancelled: {result.cancelled} · tokens: {usage.input_tokens} in / "
-        f"{usage.output_tokens} out · {result.elapsed_s:.2f} s",
+        f"cancelled: {result.cancelled} · tokens: {_count(usage.input_tokens)} in / "
+        f"{_count(usage.output_tokens)} out · {result.elapsed_s:.2f} s",
         soft_wrap=True,
     )
     for error in result.errors:
@@ -120,3 +120,8 @@ def result_as_dict(result: SamplingResult) -> dict[str, Any]:
         "errors": [str(error) for error in result.errors],
         "plugin_errors": [str(fault) for fault in result.plugin_errors],
     }
+
+
+def _count(tokens: int | None) -> str:
+    """A token count, or ``unknown`` when the backend did not report it (never 0)."""
+    return "unknown" if tokens is None else str(tokens)

@@ -25,6 +25,7 @@ from hook_specs.records import (
     Message,
     Usage,
     ValidationResult,
+    add_counts,
     count_passed,
 )
 from sampling_core.engine.results import AttemptError, SamplingResult
@@ -73,8 +74,8 @@ class Tally:
         self.early_exit = early_exit and not strategy.runs_whole_budget
         self.attempts: list[Attempt] = []
         self.errors: list[AttemptError] = []
-        self.input_tokens = 0
-        self.output_tokens = 0
+        self.input_tokens: int | None = 0  # None once a call did not report its tokens
+        self.output_tokens: int | None = 0
         self.cost_usd = 0.0  # the priced calls' cost; it stands while every call was priced
         self.priced: bool | None = None  # True once a call was priced; False once one was not
         self.sequence = 0
@@ -106,8 +107,8 @@ class Tally:
 
     def count_usage(self, usage: Usage) -> None:
         """Add one generation's tokens (cancelled attempts' too, where reported)."""
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
+        self.input_tokens = add_counts(self.input_tokens, usage.input_tokens)
+        self.output_tokens = add_counts(self.output_tokens, usage.output_tokens)
         if self.priced is not False:
             cost = usage.cost_usd
             self.priced = cost is not None

@@ -34,8 +34,9 @@ class PromptRow:
     cancelled: int
     unmet: list[str]
     reason: str | None
-    input_tokens: int
-    output_tokens: int
+    input_tokens: int | None
+    output_tokens: int | None
+    """``None``: the backend did not report them (unknown, never 0)."""
     cost_usd: float | None
     latency_s: float | None
     elapsed_s: float | None
@@ -107,8 +108,8 @@ def prompt_row(record: dict[str, Any]) -> PromptRow:
         cancelled=int(attempts.get("cancelled") or 0),
         unmet=unmet,
         reason=record.get("reason"),
-        input_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
+        input_tokens=_tokens(usage, "input_tokens"),
+        output_tokens=_tokens(usage, "output_tokens"),
         cost_usd=_number(usage.get("cost_usd")),
         latency_s=_number(usage.get("latency_s"))
         if "latency_s" in usage
@@ -257,3 +258,10 @@ def build_report(
     if measure:
         report.pass_at_k = pass_at_k_table(counts)
     return report
+
+
+def _tokens(usage: dict[str, Any], name: str) -> int | None:
+    """A record's token count; ``None`` when it says unknown (a record without the field,
+    written before counts could be unknown, counts 0)."""
+    value = usage.get(name, 0)
+    return None if value is None else int(value)

@@ -31,7 +31,8 @@ def is_record(record: Any) -> bool:
         return False
     if not isinstance(usage, dict):
         return False
-    if not all(_is_int(usage.get(k, 0)) for k in ("input_tokens", "output_tokens")):
+    counts = (usage.get(k, 0) for k in ("input_tokens", "output_tokens"))
+    if not all(count is None or _is_int(count) for count in counts):  # None: unknown
         return False
     failed = record.get("failed_requirements") or []
     return isinstance(failed, list) and all(isinstance(r, str) for r in failed)

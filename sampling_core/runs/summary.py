@@ -31,6 +31,8 @@ class RunSummary:
     attempts_histogram: dict[int, int] = field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
+    usage_unknown: int = 0
+    """Prompts whose backend did not report their tokens (left out of the token sums)."""
     wall_time_s: float = 0.0
     sessions: int = 0
     top_reasons: list[tuple[str, int]] = field(default_factory=list)
@@ -79,8 +81,15 @@ class RunSummary:
                 bar = "#" * max(1, round(30 * count / widest))
                 lines.append(f"  {attempts:>3}  {bar} {count}")
         total = self.input_tokens + self.output_tokens
+        unknown = (
+            f"; unknown for {self.usage_unknown} prompt(s) whose backend did not report "
+            "usage (not counted)"
+            if self.usage_unknown
+            else ""
+        )
         lines.append(
             f"Tokens: {self.input_tokens:,} in, {self.output_tokens:,} out ({total:,} total)"
+            f"{unknown}"
         )
         per = f", {self.wall_time_s / self.done:.2f} s per prompt" if self.done else ""
         sessions = f"{self.sessions} session{'s' if self.sessions != 1 else ''}"
@@ -108,6 +117,7 @@ class RunSummary:
             "attempts_histogram": {str(k): v for k, v in sorted(self.attempts_histogram.items())},
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "usage_unknown_prompts": self.usage_unknown,
             "wall_time_s": round(self.wall_time_s, 3),
             "sessions": self.sessions,
             "foreign_records": self.foreign,
@@ -187,8 +197,11 @@ def summarize(
             reasons[f"error: {str(record.get('reason'))[:100]}"] += 1
         histogram[int(record.get("attempts", {}).get("used", 0))] += 1
         usage = record.get("usage", {})
-        summary.input_tokens += int(usage.get("input_tokens", 0))
-        summary.output_tokens += int(usage.get("output_tokens", 0))
+        inputs, outputs = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+        if inputs is None or outputs is None:  # the backend did not say: not counted as 0
+            summary.usage_unknown += 1
+        summary.input_tokens += int(inputs or 0)
+        summary.output_tokens += int(outputs or 0)
     sessions = progress.get("sessions", [])
     summary.sessions = len(sessions)
     summary.wall_time_s = sum(float(s.get("elapsed_s", 0.0)) for s in sessions)

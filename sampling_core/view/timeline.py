@@ -86,7 +86,7 @@ def _attempt_step(row: RecordedAttempt) -> dict[str, Any]:
         sequence=row.sequence,
         reasons=row.reasons,
         latency_s=row.latency_s,
-        tokens=(row.input_tokens or 0) + (row.output_tokens or 0),
+        tokens=_sum(row.input_tokens, row.output_tokens),
         cost_usd=row.cost_usd,
         text=None if row.text is None else row.text[:TEXT_SHOWN],
         time=row.finished,
@@ -113,7 +113,7 @@ def lanes_from_record(record: dict[str, Any]) -> list[dict[str, Any]]:
         if e.get("error"):
             steps[(index, number)] = _step(number, "error", reasons=[str(e["error"])])
             continue
-        tokens = (e.get("input_tokens") or 0) + (e.get("output_tokens") or 0)
+        tokens = _sum(e.get("input_tokens"), e.get("output_tokens"))
         steps[(index, number)] = _step(
             number,
             "passed" if e.get("passed") else "failed",
@@ -152,3 +152,10 @@ def add_record_details(lanes: list[dict[str, Any]], record: dict[str, Any]) -> N
             for name in ("text", "reasons", "cost_usd"):
                 if not step.get(name) and known.get(name):
                     step[name] = known[name]
+
+
+def _sum(inputs: Any, outputs: Any) -> int | None:
+    """Input plus output tokens; ``None`` (shown as unknown) when either is not a count."""
+    if isinstance(inputs, int) and isinstance(outputs, int):
+        return inputs + outputs
+    return None
