@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hook_specs import hookimpl
+from hook_specs import background, hookimpl
 
 MARKER_ENV = "SAMPLEHOOKS_TEST_EXIT_MARKER"
 
@@ -37,3 +37,13 @@ class ExitAlways:
     @hookimpl
     def generation_pre_call(self, payload: Any) -> None:
         os._exit(1)
+
+
+class RefusedOnWorker:
+    """A plugin no sampler accepts (``@background`` on a hook that may write): the workers
+    refuse it while they set up, which the driver must report plainly."""
+
+    @hookimpl
+    @background
+    def generation_pre_call(self, payload: Any) -> None:
+        pass

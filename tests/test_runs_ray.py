@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_test_plugins import ExitAlways, ExitOnce
+from ray_test_plugins import ExitAlways, ExitOnce, RefusedOnWorker
 from runs_helpers import records, snapshot, write_config, write_dataset
 
 from sampling_core.runs import ConfigError, run_batch, run_batch_sync
@@ -183,3 +183,21 @@ def test_the_drivers_memory_does_not_grow_with_the_dataset(
     # 2,500 more prompts of 4 KB (10 MB of prompts, more as records) held at once would
     # show here; what a run holds is the prompts in flight.
     assert large - small < 4_000_000, (small, large)
+
+
+def test_the_clusters_own_address_passes_the_probe(ray_cluster: Path) -> None:
+    from sampling_core.runs.ray_executor import _probe
+
+    _probe(ray.get_runtime_context().gcs_address)  # a real Ray answers as Ray: no error
+
+
+def test_a_workers_setup_error_is_reported_plainly(
+    ray_cluster: Path, tmp_path: Path, dataset: Path
+) -> None:
+    config = write_config(tmp_path / "ray.yaml", dataset, run=on_ray(workers=1))
+    with pytest.raises(ConfigError) as caught:
+        run_batch_sync(config, tmp_path / "out", plugins=[RefusedOnWorker()])
+    message = str(caught.value)
+    assert "a Ray worker cannot set up the run: ConfigError: plugins: plugin " in message
+    assert "@background is only for observe-only hooks" in message
+    assert "\x1b" not in message and "Traceback" not in message

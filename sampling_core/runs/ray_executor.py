@@ -280,7 +280,7 @@ def _probe(address: str | None) -> None:
             "check the address and that the cluster is up (`ray status` on its head node). "
             "Nothing was written"
         ) from exc
-    if len(head) == 9 and head[3] == 4:  # an HTTP/2 SETTINGS frame: gRPC, as Ray speaks
+    if len(head) >= 9 and head[3] == 4:  # an HTTP/2 SETTINGS frame: gRPC, as Ray speaks
         return
     if head.startswith((b"HTTP/", b"<")):  # a status line, or an HTTP/0.9-style page
         said = f"it answered as an HTTP server: {_first_line(head)!r}"
