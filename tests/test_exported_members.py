@@ -26,7 +26,8 @@ EXPECTED: dict[str, list[str]] = {
         "ValidationResult", "current_iteration", "sample", "sample_sync",
     ],
     "sampling_core.errors": [
-        "BudgetError", "PluginError", "SamplehooksError", "StopSampling", "exception_text",
+        "BudgetError", "CheckCallFailed", "PluginError", "SamplehooksError", "StopSampling",
+        "exception_text",
     ],
     "sampling_core.backends": [
         "AttemptTimeout", "Backend", "GenerationRequest", "LocalBackend", "OpenAIBackend",
