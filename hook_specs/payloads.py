@@ -239,6 +239,11 @@ class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):
     total_count: int = Field(description="How many requirements were checked.")
     latency_s: float = Field(description="Backend latency of this attempt, in seconds.")
     usage: Usage = Field(description="Tokens spent by this attempt's generation.")
+    cached: bool = Field(
+        default=False,
+        description="Whether the response cache answered instead of the backend "
+        "(`generation.cached`; `usage` then holds no new tokens).",
+    )
 
 
 class SamplingRepairPayload(AttemptPayload):

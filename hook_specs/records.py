@@ -77,7 +77,11 @@ UNKNOWN_USAGE = Usage(None, None, None)
 
 @dataclass(slots=True)
 class Generation:
-    """What a backend returned for one request."""
+    """What a backend returned for one request.
+
+    ``cached`` is true when the response cache answered instead of the backend: the text
+    was generated earlier for the same request, and ``usage`` holds no new tokens.
+    """
 
     text: str
     usage: Usage = UNKNOWN_USAGE
@@ -85,6 +89,7 @@ class Generation:
     model: str | None = None
     latency_s: float = 0.0
     raw: Any = field(default=None, repr=False)
+    cached: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +177,11 @@ class Attempt:
     def latency_s(self) -> float:
         """The backend latency of this attempt's generation."""
         return self.generation.latency_s
+
+    @property
+    def cached(self) -> bool:
+        """Whether the response cache answered this attempt (no new tokens were spent)."""
+        return self.generation.cached
 
     @property
     def score(self) -> float:

@@ -14,6 +14,7 @@ import anyio
 
 from hook_specs.records import Message
 from sampling_core.backends.base import Backend, aclose_backend
+from sampling_core.backends.cache import CachedBackend, ResponseCache
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.budgets import (
     DEFAULT_MAX_ATTEMPTS_PER_CALL,
@@ -72,6 +73,10 @@ class Sampler:
     ``check_timeout`` (default
     :data:`DEFAULT_CHECK_TIMEOUT_S`, ``None`` for none) bounds each requirement check: a
     check that runs longer fails, with the reason (an async one is cancelled then).
+    ``cache`` (a file path, or a :class:`~sampling_core.backends.cache.ResponseCache`) is
+    a response cache: a backend call asked again with the same model, messages and
+    options (seed included) is answered from it, without a call, marked ``cached``; an
+    unusable file raises :class:`~sampling_core.backends.cache.CacheError` here.
     """
 
     def __init__(
@@ -89,6 +94,7 @@ class Sampler:
         max_concurrency_budget: int = DEFAULT_MAX_CONCURRENCY_BUDGET,
         max_attempts_per_call: int = DEFAULT_MAX_ATTEMPTS_PER_CALL,
         background_queue_size: int = DEFAULT_BACKGROUND_QUEUE,
+        cache: str | os.PathLike[str] | ResponseCache | None = None,
     ) -> None:
         if backend is not None and not callable(getattr(backend, "generate", None)):
             raise TypeError(
@@ -123,11 +129,17 @@ class Sampler:
             self.plugins.load_entrypoints()
         for plugin in plugins:
             self.plugins.add(plugin)
+        self._own_cache = cache is not None and not isinstance(cache, ResponseCache)
+        self.cache = cache if isinstance(cache, ResponseCache | None) else ResponseCache(cache)
 
     async def aclose(self) -> None:
-        """Deliver every queued background event, then free the backend's resources."""
+        """Deliver every queued background event, then free the backend's resources (and
+        close the response cache this sampler opened)."""
         await self.background.adrain()
         await aclose_backend(self.backend)
+        if self._own_cache and self.cache is not None:
+            self.cache.close()
+            self.cache = None
 
     @property
     def background_faults(self) -> list[PluginFault]:
@@ -212,6 +224,9 @@ class Sampler:
         if format is not None:
             checks = (*checks, parses_as(format))
         table = self.plugins.with_call_plugins(plugins) if plugins else self.plugins.hooks()
+        cached = None
+        if self.cache is not None:
+            chosen = cached = CachedBackend(chosen, self.cache)
         sampling_id = new_sampling_id()
         call = SamplingCall(
             CallSettings(
@@ -235,7 +250,10 @@ class Sampler:
             ),
             CallHooks(table, sampling_id, strategy.name),
         )
-        return await call.run()
+        result = await call.run()
+        if cached is not None and cached.hits:
+            result.cached_calls, result.cached_usage = cached.hits, cached.saved
+        return result
 
     def sample_sync(self, prompt: Prompt, **kwargs: Any) -> SamplingResult:
         """Run :meth:`sample` to completion from synchronous code.

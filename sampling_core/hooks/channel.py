@@ -315,6 +315,7 @@ class CallHooks(HookChannel):
         fields["total_count"] = len(validations)
         fields["latency_s"] = generation.latency_s
         fields["usage"] = generation.usage
+        fields["cached"] = generation.cached
         route = self._routes.sampling_iteration
         if not self.table.awaits_iteration and not (
             self._delivery_lock is not None and self._delivery_lock.locked()

@@ -1,8 +1,12 @@
 """What a record keeps of each attempt of a prompt, from a ``SamplingResult``.
 
 Every completed attempt becomes one entry: where it ran (subsample, attempt, sequence),
-whether it passed, the requirements it missed and why, its latency, tokens and cost, and
-the start of its text. Attempts whose backend call failed are entries with ``"error"``.
+whether it passed, the requirements it missed and why, its latency, tokens and cost, its
+whole text, and the messages it sent when they were not the prompt's (a repaired
+attempt's). The record writer moves the whole texts and the messages to ``texts.jsonl``
+and leaves a preview in the record (:mod:`sampling_core.runs.kept_texts`). An attempt
+answered from the response cache says ``"cached": true``. Attempts whose backend call
+failed are entries with ``"error"``.
 Records written before these fields existed (no ``sampling_id``, no tokens per attempt)
 are still read: every reader takes each field as optional.
 """
@@ -14,15 +18,13 @@ from typing import Any
 from sampling_core.engine.results import SamplingResult
 from sampling_core.errors import exception_text
 
-__all__ = ["TEXT_KEPT", "attempt_entries", "usage_entry"]
-
-TEXT_KEPT = 400
-"""The characters of each attempt's text a record keeps (the picked text is kept whole)."""
+__all__ = ["attempt_entries", "usage_entry"]
 
 
 def attempt_entries(result: SamplingResult) -> list[dict[str, Any]]:
     """One entry per completed attempt, then one per failed backend call, in position order."""
     entries: list[dict[str, Any]] = []
+    prompt = next((a.messages for a in result.attempts if a.attempt == 1), None)
     for a in result.attempts:
         usage = a.generation.usage
         entry: dict[str, Any] = {
@@ -34,8 +36,12 @@ def attempt_entries(result: SamplingResult) -> list[dict[str, Any]]:
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             "cost_usd": usage.cost_usd,
-            "text": a.text[:TEXT_KEPT],
+            "text": a.text,
         }
+        if a.generation.cached:
+            entry["cached"] = True
+        if a.attempt > 1 and a.messages != prompt:
+            entry["messages"] = a.messages
         if not a.passed:
             entry["unmet"] = [
                 v.requirement or "a requirement" for v in a.validations if not v.passed
@@ -55,10 +61,21 @@ def attempt_entries(result: SamplingResult) -> list[dict[str, Any]]:
 
 
 def usage_entry(result: SamplingResult) -> dict[str, Any]:
-    """The call's totals: tokens, cost (``None`` when unknown) and summed backend latency."""
-    return {
+    """The call's totals: tokens, cost (``None`` when unknown) and summed backend latency;
+    with ``cached`` the calls the response cache answered and the tokens (and cost) they
+    took when they were generated, which this call did not spend again."""
+    entry: dict[str, Any] = {
         "input_tokens": result.usage.input_tokens,
         "output_tokens": result.usage.output_tokens,
         "cost_usd": result.usage.cost_usd,
         "latency_s": round(sum(a.latency_s for a in result.attempts), 4),
     }
+    if result.cached_calls:
+        saved = result.cached_usage
+        entry["cached"] = {
+            "calls": result.cached_calls,
+            "input_tokens": saved.input_tokens,
+            "output_tokens": saved.output_tokens,
+            "cost_usd": saved.cost_usd,
+        }
+    return entry

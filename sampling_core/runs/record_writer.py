@@ -1,4 +1,5 @@
-"""Appending records to ``records.jsonl`` in whole lines, and holding interrupts meanwhile."""
+"""Appending records to ``records.jsonl`` (and their whole texts to ``texts.jsonl``) in whole
+lines, and holding interrupts meanwhile."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from sampling_core.redaction import one_json_line, refresh_environment, scrub_data
 from sampling_core.runs.caps import cap_record
+from sampling_core.runs.kept_texts import split_texts
 
 __all__ = ["RecordWriter", "interrupts_deferred"]
 
@@ -22,37 +24,64 @@ class RecordWriter:
     Waiting lines are kept in memory and handed to the OS together, in one ``write`` of
     whole lines, so the file only ever ends in the middle of a line if the process dies
     inside that call; a resume then drops the torn tail.
+
+    With ``texts_path``, each record's whole attempt texts go to that file
+    (:mod:`sampling_core.runs.kept_texts`), written before the records of the same flush,
+    and the record keeps a preview of each.
     """
 
-    def __init__(self, path: Path, *, flush_every: int, fsync: bool) -> None:
+    def __init__(
+        self, path: Path, *, flush_every: int, fsync: bool, texts_path: Path | None = None
+    ) -> None:
         refresh_environment()
         flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-        self._fd: int | None = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+        self._fd: int | None = os.open(path, flags)
+        self._texts_fd: int | None = None
+        if texts_path is not None:
+            try:
+                self._texts_fd = os.open(texts_path, flags | os.O_CREAT, 0o644)
+            except BaseException:
+                os.close(self._fd)
+                raise
         self._waiting: list[bytes] = []
+        self._waiting_texts: list[bytes] = []
         self.flush_every = flush_every
         self.fsync = fsync
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record; flush when ``flush_every`` records are waiting."""
+        if self._texts_fd is not None:
+            record, texts = split_texts(record)
+            if texts is not None:
+                self._waiting_texts.append(one_json_line(scrub_data(texts)).encode("utf-8"))
         line = one_json_line(scrub_data(cap_record(record)))
         self._waiting.append(line.encode("utf-8"))
         if len(self._waiting) >= self.flush_every:
             self.flush()
 
     def flush(self) -> None:
-        """Write waiting records to the file (and to the disk, with ``fsync``)."""
+        """Write waiting records to the file (and to the disk, with ``fsync``); their texts
+        first, so that no record is on disk before its texts."""
         if self._waiting and self._fd is not None:
             # Ctrl-C / SIGTERM wait until the waiting records are written whole: an
             # interrupt between clearing the buffer and the write would lose them.
             with interrupts_deferred():
-                view = memoryview(b"".join(self._waiting))
-                try:
-                    while view:
-                        view = view[os.write(self._fd, view) :]
-                finally:  # what a failed write left unwritten is kept, and only that
-                    self._waiting[:] = [bytes(view)] if view else []
-                if self.fsync:
-                    os.fsync(self._fd)
+                if self._texts_fd is not None:
+                    self._write(self._texts_fd, self._waiting_texts)
+                self._write(self._fd, self._waiting)
+
+    def _write(self, fd: int, waiting: list[bytes]) -> None:
+        if not waiting:
+            return
+        view = memoryview(b"".join(waiting))
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:  # what a failed write left unwritten is kept, and only that
+            waiting[:] = [bytes(view)] if view else []
+        if self.fsync:
+            os.fsync(fd)
 
     def close(self) -> None:
         """Flush and close."""
@@ -62,6 +91,9 @@ class RecordWriter:
             finally:
                 os.close(self._fd)
                 self._fd = None
+                if self._texts_fd is not None:
+                    os.close(self._texts_fd)
+                    self._texts_fd = None
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@
       effective_config.yaml   the resolved config, under a provenance header and lineage notes
       meta.json               format, samplehooks version, dataset fingerprint and per-key hashes
       records.jsonl           one JSON line per finished prompt, appended, never rewritten
+      texts.jsonl             each record's whole attempt texts (runs/kept_texts.py)
       progress.json           counts and sessions, replaced atomically
       events.jsonl            hook events, when the ``recorder`` plugin is on
       .lock                   held (``filelock``) while a process runs the batch
@@ -34,6 +35,7 @@ from filelock import FileLock, Timeout
 from sampling_core.errors import exception_text
 from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.files import after_last_newline, remove_stale_staging
+from sampling_core.runs.kept_texts import TEXTS_FILE
 from sampling_core.runs.record_writer import RecordWriter, interrupts_deferred
 from sampling_core.runs.shapes import is_dataset_meta, is_progress, is_record
 
@@ -103,6 +105,10 @@ class RunDirectory:
     @property
     def records_file(self) -> Path:
         return self.path / RECORDS_FILE
+
+    @property
+    def texts_file(self) -> Path:
+        return self.path / TEXTS_FILE
 
     @property
     def progress_file(self) -> Path:
@@ -211,7 +217,15 @@ class RunDirectory:
 
     def refuse_symlinks(self) -> None:
         """Raise :class:`RunDirError` when a run file (or its temporary twin) is a symlink."""
-        names = (CONFIG_FILE, META_FILE, RECORDS_FILE, PROGRESS_FILE, EVENTS_FILE, LOCK_FILE)
+        names = (
+            CONFIG_FILE,
+            META_FILE,
+            RECORDS_FILE,
+            TEXTS_FILE,
+            PROGRESS_FILE,
+            EVENTS_FILE,
+            LOCK_FILE,
+        )
         for name in names:
             for path in (self.path / name, self.path / f".{name}.tmp"):
                 if path.is_symlink():
@@ -350,8 +364,10 @@ class RunDirectory:
         os.replace(tmp, self.config_file)
 
     def open_writer(self, *, flush_every: int, fsync: bool) -> RecordWriter:
-        """An appender on ``records.jsonl``."""
-        return RecordWriter(self.records_file, flush_every=flush_every, fsync=fsync)
+        """An appender on ``records.jsonl`` (and ``texts.jsonl``)."""
+        return RecordWriter(
+            self.records_file, flush_every=flush_every, fsync=fsync, texts_path=self.texts_file
+        )
 
 
 def _parse_record(line: bytes) -> dict[str, Any] | None:

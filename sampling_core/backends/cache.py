@@ -1,0 +1,331 @@
+"""The response cache: generations kept in an SQLite file, reused for the same request.
+
+``Sampler(backend, cache="responses.sqlite")`` (``run.cache`` in a run's YAML, ``--cache``
+on the command line) sends each backend call of a call through :class:`CachedBackend`:
+
+- the **key** of a call is the backend's kind and model identity (:func:`cache_identity`:
+  its class, model name, server URL or model file), the messages and the options as they
+  were sent (the seed included); without a seed, the attempt's place (subsample, attempt),
+  so that n samples of one prompt stay n different samples;
+- a **hit** returns the stored generation with no backend call, marked ``cached=True``,
+  with no new tokens in its ``usage`` (what it took when it was generated is counted apart,
+  in ``SamplingResult.cached_usage``);
+- a **miss** calls the backend and stores its answer (not one stopped early: it is not the
+  whole answer).
+
+The file is an SQLite database in WAL mode: safe for concurrent calls (a connection per
+cache, used from worker threads under a lock, so the event loop never waits on the disk)
+and for several processes (SQLite's own locking, with a generous busy timeout). A file
+that is not a samplehooks cache (damaged, or another program's database) is refused with
+one :class:`CacheError` naming it. An entry is only ever returned for the identity it was
+stored under: entries never cross models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hook_specs.records import Generation, Usage
+from sampling_core.backends.base import Backend, GenerationRequest, as_generation
+from sampling_core.errors import SamplehooksError, exception_text
+
+__all__ = ["CacheError", "CachedBackend", "ResponseCache", "cache_identity", "request_key"]
+
+APPLICATION_ID = 0x53484B43  # "SHKC" in the SQLite header: this file is a samplehooks cache
+FORMAT = 1  # PRAGMA user_version
+BUSY_TIMEOUT_S = 60.0  # how long a write waits for another process's
+NO_NEW_TOKENS = Usage(0, 0, 0.0)
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS entries ("
+    " key TEXT PRIMARY KEY, identity TEXT NOT NULL, text TEXT NOT NULL,"
+    " finish_reason TEXT, model TEXT, input_tokens INTEGER NOT NULL,"
+    " output_tokens INTEGER NOT NULL, cost_usd REAL, created TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS probes (token TEXT PRIMARY KEY, created TEXT NOT NULL)",
+)
+
+
+class CacheError(SamplehooksError, ValueError):
+    """The response cache file cannot be used (the message names it and says what to do)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CachedAnswer:
+    """One stored generation."""
+
+    text: str
+    finish_reason: str | None
+    model: str | None
+    usage: Usage
+
+
+class ResponseCache:
+    """An SQLite file of generations by request key (see the module's docstring).
+
+    Opening checks the file at once: a damaged or foreign file raises :class:`CacheError`.
+    The folder is made when missing. One connection, used under a lock; the ``a``-methods
+    run it in a worker thread.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).expanduser().resolve()
+        if self.path.is_dir():
+            raise CacheError(f"the response cache {self.path} is a folder; give a file path")
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,  # autocommit; transactions are explicit
+                check_same_thread=False,
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise CacheError(
+                f"cannot open the response cache {self.path}: {exception_text(exc)}"
+            ) from exc
+        try:
+            self._prepare()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _prepare(self) -> None:
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            if self._db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                self._db.execute("BEGIN IMMEDIATE")  # one process makes a new file a cache
+                try:
+                    self._claim()
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version != FORMAT:
+                raise CacheError(
+                    f"the response cache {self.path} is of format {version}, which this "
+                    f"version of samplehooks does not read (it reads {FORMAT}); give "
+                    "another path, or delete the file to start an empty cache"
+                )
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from exc
+        if str(mode).lower() != "wal":
+            raise CacheError(
+                f"the response cache {self.path} cannot use SQLite's WAL mode here "
+                f"(journal mode {mode!r}); put it on a local disk"
+            )
+
+    def _claim(self) -> None:
+        """Make a new, empty database a cache (under the write lock); refuse anything else."""
+        if self._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
+            return  # another process made it one meanwhile
+        tables = [row[0] for row in self._db.execute("SELECT name FROM sqlite_master")]
+        if tables or self._db.execute("PRAGMA application_id").fetchone()[0] != 0:
+            shown = ", ".join(tables[:5]) or "none"
+            raise CacheError(
+                f"{self.path} is an SQLite database of another program (tables: {shown}), "
+                "not a samplehooks response cache; give another path (nothing was changed)"
+            )
+        for statement in _SCHEMA:
+            self._db.execute(statement)
+        self._db.execute(f"PRAGMA user_version = {FORMAT}")
+        self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+    def _damaged(self, exc: BaseException) -> CacheError:
+        return CacheError(
+            f"the response cache {self.path} is damaged or not an SQLite file "
+            f"({exception_text(exc)}); delete it (or give another path) to start an empty "
+            "cache"
+        )
+
+    # -- entries ----------------------------------------------------------------------
+
+    def get(self, key: str, identity: str) -> CachedAnswer | None:
+        """The answer stored under ``key`` for ``identity``, or ``None``."""
+        try:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT text, finish_reason, model, input_tokens, output_tokens, cost_usd"
+                    " FROM entries WHERE key = ? AND identity = ?",
+                    (key, identity),
+                ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from exc
+        if row is None:
+            return None
+        text, finish_reason, model, tokens_in, tokens_out, cost = row
+        return CachedAnswer(text, finish_reason, model, Usage(tokens_in, tokens_out, cost))
+
+    def put(self, key: str, identity: str, generation: Generation) -> None:
+        """Store ``generation`` under ``key`` (the first answer stored for a key stays)."""
+        usage = generation.usage
+        try:
+            with self._lock:
+                self._db.execute(
+                    "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        key,
+                        identity,
+                        generation.text,
+                        generation.finish_reason,
+                        generation.model,
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        usage.cost_usd,
+                        _now(),
+                    ),
+                )
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from exc
+
+    async def aget(self, key: str, identity: str) -> CachedAnswer | None:
+        """:meth:`get` in a worker thread."""
+        return await anyio.to_thread.run_sync(self.get, key, identity)
+
+    async def aput(self, key: str, identity: str, generation: Generation) -> None:
+        """:meth:`put` in a worker thread."""
+        await anyio.to_thread.run_sync(self.put, key, identity, generation)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    # -- is it the same file elsewhere? -------------------------------------------------
+
+    def new_probe(self) -> str:
+        """A random token stored in the file, by which another process (a Ray worker on
+        another node) can tell it opens this very file (:func:`probe_problem`)."""
+        token = secrets.token_hex(16)
+        with self._lock:
+            self._db.execute("INSERT INTO probes VALUES (?, ?)", (token, _now()))
+        return token
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+
+def probe_problem(path: str | os.PathLike[str], token: str) -> str | None:
+    """``None`` when the file at ``path`` holds ``token`` (it is the cache the token was
+    made in), else why not, in one line. Never creates or changes the file."""
+    where = Path(path)
+    if not where.is_file():
+        return f"there is no file {where}"
+    try:
+        db = sqlite3.connect(f"{where.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            row = db.execute("SELECT 1 FROM probes WHERE token = ?", (token,)).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return f"{where} cannot be read as the cache ({exception_text(exc)})"
+    return None if row is not None else f"{where} is another file than the driver's"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- keys ------------------------------------------------------------------------------
+
+
+def cache_identity(backend: object) -> dict[str, Any]:
+    """What identifies the model behind ``backend``: its class (the backend's kind), and its
+    model file (with its size) when it has one, else its model name and server URL.
+
+    Read from the attributes ``model_path``, ``model`` and ``base_url``; a backend of your
+    own without them is identified by its class alone.
+    """
+    cls = type(backend)
+    identity: dict[str, Any] = {"kind": f"{cls.__module__}.{cls.__qualname__}"}
+    model_path = getattr(backend, "model_path", None)
+    if isinstance(model_path, str | os.PathLike):
+        file = Path(model_path).expanduser().resolve()
+        identity["model_file"] = str(file)
+        with contextlib.suppress(OSError):
+            identity["model_file_bytes"] = file.stat().st_size
+        return identity  # a local server's URL is a new port every start: not the model
+    for name in ("model", "base_url"):
+        value = getattr(backend, name, None)
+        if isinstance(value, str | int | float | bool):
+            identity[name] = value
+    return identity
+
+
+def request_key(identity: str, request: GenerationRequest) -> str:
+    """The cache key of ``request`` to the model ``identity`` (:func:`cache_identity` as
+    canonical JSON): a SHA-256 of the identity, the messages and the options, and of the
+    attempt's place when the options carry no seed."""
+    data: dict[str, Any] = {
+        "identity": identity,
+        "messages": request.messages,
+        "options": request.options,
+    }
+    if "seed" not in request.options and request.iteration is not None:
+        data["place"] = [request.iteration.subsample_index, request.iteration.attempt]
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_stable)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _stable(value: Any) -> Any:
+    """A JSON stand-in for an option JSON cannot hold (a pydantic model class: its schema)."""
+    schema = getattr(value, "model_json_schema", None)
+    if isinstance(value, type) and callable(schema):
+        return {"schema": schema()}
+    return repr(value)
+
+
+def canonical(identity: dict[str, Any]) -> str:
+    """An identity as the text entries are stored under."""
+    return json.dumps(identity, sort_keys=True, separators=(",", ":"))
+
+
+class CachedBackend:
+    """A backend seen through the cache, for one ``sample()`` call: it counts the call's hits
+    and what they took when generated (``hits``, ``saved``)."""
+
+    def __init__(self, backend: Backend, cache: ResponseCache) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.identity = canonical(cache_identity(backend))
+        self.provider_name = getattr(backend, "provider_name", None)
+        self.hits = 0
+        self.saved = Usage()
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        """The stored answer to ``request``, or the backend's (then stored)."""
+        key = request_key(self.identity, request)
+        began = time.perf_counter()
+        found = await self.cache.aget(key, self.identity)
+        if found is not None:
+            self.hits += 1
+            self.saved += found.usage
+            return Generation(
+                text=found.text,
+                usage=NO_NEW_TOKENS,
+                finish_reason=found.finish_reason,
+                model=found.model,
+                latency_s=max(time.perf_counter() - began, 1e-9),
+                cached=True,
+            )
+        reply = await self.backend.generate(request)
+        generation = as_generation(reply, time.perf_counter() - began)
+        if not getattr(generation, "stopped_early", False):  # a part of an answer is not kept
+            await self.cache.aput(key, self.identity, generation)
+        return generation
