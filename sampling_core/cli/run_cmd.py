@@ -77,6 +77,14 @@ def run_command(
         help="With --executor ray: how many workers. Default: run.ray.workers.",
         show_default=False,
     ),
+    cache: Path | None = typer.Option(
+        None,
+        "--cache",
+        metavar="PATH",
+        help="A response cache (SQLite file): calls asked before with the same model, "
+        "messages and options are answered from it. Default: run.cache of the config.",
+        show_default=False,
+    ),
 ) -> None:
     """Sample every prompt of a JSONL dataset into a run directory that survives crashes.
 
@@ -113,6 +121,7 @@ def run_command(
                 executor=executor.value if executor is not None else None,
                 ray_address=ray_address,
                 workers=workers,
+                cache=cache,
             )
     except RunError as exc:
         fail(exception_text(exc))

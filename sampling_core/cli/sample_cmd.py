@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -141,6 +142,14 @@ def sample_command(
     as_json: bool = typer.Option(
         False, "--json", help="Print the whole result as JSON on stdout (no table)."
     ),
+    cache: Path | None = typer.Option(
+        None,
+        "--cache",
+        metavar="PATH",
+        help="A response cache (SQLite file): a call asked before with the same model, "
+        "messages and options (seed included) is answered from it, marked cached.",
+        show_default=False,
+    ),
 ) -> None:
     """Sample an answer to PROMPT that meets every --require, and show each attempt."""
     err = Console(stderr=True, highlight=False)
@@ -158,7 +167,7 @@ def sample_command(
         }
         defaults = {"parallel": max(concurrency, 1)}  # the local model's server slots
         chosen = backend_arg(kinds, backend, backend_option, shortcuts, defaults)
-        sampler = Sampler(chosen, plugins=plugins)
+        sampler = Sampler(chosen, plugins=plugins, cache=cache)
     # LookupError: an unknown plugin; ValueError: a value a backend refuses (--api-key-env)
     except (UsageError, SamplehooksError, LookupError, ValueError) as exc:
         fail(exception_text(exc))

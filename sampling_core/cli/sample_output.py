@@ -35,7 +35,9 @@ def attempts_table(result: SamplingResult, width: int = 80) -> Table:
                 str(a.attempt),
                 "yes" if a.passed else "no",
                 f"{a.latency_s * 1000:.0f} ms",
-                f"{_count(usage.input_tokens)}/{_count(usage.output_tokens)}",
+                "cached"
+                if a.cached
+                else f"{_count(usage.input_tokens)}/{_count(usage.output_tokens)}",
                 a.text.strip().replace("\n", " "),
             )
         )
@@ -69,6 +71,12 @@ def print_report(err: Console, result: SamplingResult) -> None:
         f"{_count(usage.output_tokens)} out · {result.elapsed_s:.2f} s",
         soft_wrap=True,
     )
+    if result.cached_calls:
+        saved = result.cached_usage
+        err.print(
+            f"cached: {result.cached_calls} calls answered from the cache "
+            f"({_count(saved.input_tokens)} in / {_count(saved.output_tokens)} out not spent again)"
+        )
     for error in result.errors:
         err.print(f"[yellow]backend error[/] {escape(str(error))}")
     for fault in result.plugin_errors:
@@ -91,6 +99,11 @@ def result_as_dict(result: SamplingResult) -> dict[str, Any]:
         "usage": {
             "input_tokens": result.usage.input_tokens,
             "output_tokens": result.usage.output_tokens,
+            "cached": {
+                "calls": result.cached_calls,
+                "input_tokens": result.cached_usage.input_tokens,
+                "output_tokens": result.cached_usage.output_tokens,
+            },
         },
         "attempts": [
             {
@@ -104,6 +117,7 @@ def result_as_dict(result: SamplingResult) -> dict[str, Any]:
                 "output_tokens": a.generation.usage.output_tokens,
                 "finish_reason": a.generation.finish_reason,
                 "model": a.generation.model,
+                "cached": a.cached,
                 "text": a.text,
                 "validations": [
                     {

@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from sampling_core.backends.cache import ResponseCache
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.sampler import Sampler
 from sampling_core.errors import PluginError, exception_text
@@ -126,9 +127,11 @@ def build_sampler(
     extra: Iterable[PluginSpec] = (),
     total: int = 0,
     config: RunConfig | None = None,
+    cache: ResponseCache | None = None,
 ) -> Sampler:
     """One sampler for the whole run, with exactly the configured plugins (and ``extra``),
-    and the config's retry policy and check timeout.
+    and the config's retry policy, check timeout and response cache (``cache`` when the
+    caller opened it, else ``run.cache`` by its path).
 
     Entry points are not loaded implicitly, so a resumed run sees the same plugins.
     """
@@ -141,6 +144,7 @@ def build_sampler(
             max_delay=retries.max_delay_s,
         )
         settings["check_timeout"] = config.check_timeout_s
+        settings["cache"] = cache if cache is not None else config.run.cache
     try:
         sampler = Sampler(backend, load_entrypoints=False, **settings)
         for name, plugin in plugin_specs(names, events_file, total):
@@ -174,6 +178,7 @@ def build_components(
     backend: Any = None,
     extra_plugins: Iterable[PluginSpec] = (),
     total: int = 0,
+    cache: ResponseCache | None = None,
 ) -> Components:
     """The backend (unless given), strategy, requirements and sampler of a run.
 
@@ -187,7 +192,9 @@ def build_components(
     except KindError as exc:
         raise ConfigError(exception_text(exc)) from exc
     chosen = backend if backend is not None else build_backend(config, kinds)
-    sampler = build_sampler(chosen, config.plugins, events_file, extra_plugins, total, config)
+    sampler = build_sampler(
+        chosen, config.plugins, events_file, extra_plugins, total, config, cache
+    )
     return Components(
         chosen, strategy, requirements, sampler, config, kinds, config.options.as_options()
     )

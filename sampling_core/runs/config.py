@@ -298,6 +298,14 @@ class RunSettings(_Strict):
         "throughput", "auto", description="Progress bar on stderr (`auto`: when it is a terminal)."
     )
 
+    cache: Path | None = _field(
+        "throughput",
+        None,
+        description="A response cache (an SQLite file, relative to the config file): a call "
+        "asked again with the same model, messages and options is answered from it. "
+        "Throughput: a cached answer is one the same model gave to the same request, and "
+        "records mark it `cached`.",
+    )
     executor: Literal["local", "ray"] = _field(
         "throughput", "local", description="`local` (this process) or `ray` (a Ray cluster)."
     )

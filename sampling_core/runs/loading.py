@@ -83,6 +83,12 @@ def parse_config(
         config = config.model_copy(
             update={"dataset": config.dataset.model_copy(update={"path": anchored})}
         )
+    cache = config.run.cache
+    if source is not None and cache is not None and not cache.expanduser().is_absolute():
+        anchored = (source.parent / cache).resolve()
+        config = config.model_copy(
+            update={"run": config.run.model_copy(update={"cache": anchored})}
+        )
     return config
 
 

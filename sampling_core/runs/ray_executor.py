@@ -81,6 +81,8 @@ class RayWorkers:
     replaced: int = 0
     resolved: dict[str, Any] = field(default_factory=dict)
     """What the workers' backend really uses (``resolved_settings``), for ``meta.json``."""
+    cache_probe: str | None = None
+    """The token the driver wrote into the response cache, which each worker looks for."""
 
     @classmethod
     def start(
@@ -89,9 +91,12 @@ class RayWorkers:
         kinds: KindRegistry,
         backend: Any = None,
         plugins: Sequence[PluginSpec] = (),
+        cache_probe: str | None = None,
     ) -> RayWorkers:
         """Connect to the cluster and start the workers; raise :class:`ConfigError` (before
-        anything is written) when the cluster cannot be reached or a worker cannot be built."""
+        anything is written) when the cluster cannot be reached, a worker cannot be built, or
+        a worker does not see the response cache holding ``cache_probe``
+        (:mod:`sampling_core.runs.run_cache`)."""
         ray = _import_ray()
         settings = config.run.ray
         _probe(settings.address)
@@ -112,11 +117,13 @@ class RayWorkers:
                     "check the address and that the cluster is up (`ray status`)"
                 ) from exc
         workers = cls(ray, config, kinds, backend, list(plugins), [], owns)
+        workers.cache_probe = cache_probe
         try:
             workers.handles = [workers._spawn() for _ in range(settings.workers)]
             workers.load = [0] * settings.workers
             ready = ray.get([h.ready.remote() for h in workers.handles], timeout=_READY_S)
             workers.resolved = ready[0][1]
+            problem = next((found[2] for found in ready if found[2] is not None), None)
         except ray.exceptions.GetTimeoutError as exc:
             workers.close()
             raise ConfigError(
@@ -130,13 +137,16 @@ class RayWorkers:
                 f"a Ray worker cannot set up the run: {_cause(exc)}; every node needs "
                 "samplehooks and the configured plugins installed (docs/scale-out.md)"
             ) from exc
+        if problem is not None:
+            workers.close()
+            raise ConfigError(problem)
         return workers
 
     def _spawn(self) -> Any:
         actor = self.ray.remote(PromptWorker).options(
             max_concurrency=self.config.run.ray.calls_per_worker + 1, num_cpus=1
         )
-        return actor.remote(self.config, self.kinds, self.backend, self.plugins)
+        return actor.remote(self.config, self.kinds, self.backend, self.plugins, self.cache_probe)
 
     async def execute(self, session: BatchSession) -> None:
         """Sample every pending prompt of ``session`` on the workers."""

@@ -32,6 +32,7 @@ from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.integrity import resolved_settings
 from sampling_core.runs.prompt_run import run_prompt
+from sampling_core.runs.run_cache import shared_cache_problem
 
 __all__ = ["EventsTail", "PromptWorker"]
 
@@ -61,6 +62,8 @@ class PromptWorker:
 
     ``backend`` is a backend object given to ``run_batch`` (copied to each worker), or
     ``None`` for the config's own; ``plugins`` are the extra plugins given to ``run_batch``.
+    ``cache_probe`` is the token the driver wrote into the response cache: a worker that
+    does not find it there builds nothing and says why in :meth:`ready`.
     """
 
     def __init__(
@@ -69,7 +72,11 @@ class PromptWorker:
         kinds: KindRegistry,
         backend: Any = None,
         plugins: Sequence[PluginSpec] = (),
+        cache_probe: str | None = None,
     ) -> None:
+        self._problem = shared_cache_problem(config, cache_probe)
+        if self._problem is not None:
+            return
         self._own_backend = backend is None
         self._backend = build_backend(config, kinds) if backend is None else backend
         self._dir = Path(tempfile.mkdtemp(prefix="samplehooks-worker-"))
@@ -78,10 +85,13 @@ class PromptWorker:
             config, kinds, self._events.path, backend=self._backend, extra_plugins=plugins
         )
 
-    def ready(self) -> tuple[int, dict[str, Any]]:
-        """The worker's process id and what its backend really uses (its resolved
-        settings, recorded in ``meta.json``), once it is built (the driver waits for this)."""
-        return os.getpid(), resolved_settings(self._backend)
+    def ready(self) -> tuple[int, dict[str, Any], str | None]:
+        """The worker's process id, what its backend really uses (its resolved settings,
+        recorded in ``meta.json``) and why it cannot take part (``None``: it can), once it is
+        built (the driver waits for this)."""
+        if self._problem is not None:
+            return os.getpid(), {}, self._problem
+        return os.getpid(), resolved_settings(self._backend), None
 
     async def run_chunk(
         self, items: Sequence[PromptItem], session: int
@@ -103,6 +113,8 @@ class PromptWorker:
     async def stop(self) -> str:
         """Deliver the queued background events, release the plugins and the backend, and
         remove the worker's temporary files; the event lines not yet taken."""
+        if self._problem is not None:
+            return ""
         await self._parts.sampler.background.adrain()
         close_plugins(self._parts.sampler)
         lines = self._events.take()

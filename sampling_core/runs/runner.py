@@ -42,6 +42,7 @@ from sampling_core.runs.integrity import (
     resolved_settings,
     settings_meta,
 )
+from sampling_core.runs.kept_texts import repair_texts
 from sampling_core.runs.loading import describe_errors, load_config
 from sampling_core.runs.ray_executor import RayWorkers, with_executor
 from sampling_core.runs.resume import (
@@ -54,6 +55,7 @@ from sampling_core.runs.resume import (
     refuse,
     render_effective_config,
 )
+from sampling_core.runs.run_cache import open_run_cache, with_cache
 from sampling_core.runs.session import BatchSession, run_locally
 from sampling_core.runs.store import FORMAT, RecordsScan, RunDirectory, utc_now
 from sampling_core.runs.summary import RunSummary, summarize
@@ -86,6 +88,7 @@ async def run_batch(
     executor: str | None = None,
     ray_address: str | None = None,
     workers: int | None = None,
+    cache: str | Path | None = None,
 ) -> RunSummary:
     """Sample every prompt of the config's dataset into the run directory ``out_dir``.
 
@@ -99,7 +102,8 @@ async def run_batch(
     ``SAMPLEHOOKS_DISABLE_PLUGINS`` removes names. ``kinds`` replaces the kinds collected from
     the installed plugins. ``argv`` is recorded in the provenance header; ``log`` receives
     the runner's messages (default: structlog). ``executor``, ``ray_address`` and
-    ``workers`` replace ``run.executor``, ``run.ray.address`` and ``run.ray.workers``.
+    ``workers`` replace ``run.executor``, ``run.ray.address`` and ``run.ray.workers``;
+    ``cache`` replaces ``run.cache`` (the response cache, a throughput setting).
 
     Raises :class:`~sampling_core.runs.errors.RunError` (a refused resume is
     :class:`~sampling_core.runs.errors.ResumeRefused`) before anything is written.
@@ -123,7 +127,7 @@ async def run_batch(
         check_kinds(config, kinds)
     _refuse_unencodable(Path(out_dir), "the run directory")
     _refuse_unencodable(config.dataset.path, "the dataset path")
-    config = with_executor(config, executor, ray_address, workers)
+    config = with_cache(with_executor(config, executor, ray_address, workers), cache)
     argv = list(argv) if argv is not None else ["(Python API)", "run_batch"]
     run_dir = RunDirectory(Path(out_dir))
     if resume:
@@ -140,12 +144,19 @@ async def run_batch(
     cluster = None
     own_backend = backend is None
     chosen_backend = None
-    if config.run.executor == "ray":  # workers ready before anything is written
-        cluster = RayWorkers.start(config, kinds, backend, extra_plugins)
-        resolved = resolved_settings(backend) if not own_backend else cluster.resolved
-    else:
-        chosen_backend = build_backend(config, kinds) if own_backend else backend
-        resolved = resolved_settings(chosen_backend)
+    responses = open_run_cache(config)  # a file that cannot be a cache: refused here
+    try:
+        if config.run.executor == "ray":  # workers ready before anything is written
+            probe = responses.new_probe() if responses is not None else None
+            cluster = RayWorkers.start(config, kinds, backend, extra_plugins, probe)
+            resolved = resolved_settings(backend) if not own_backend else cluster.resolved
+        else:
+            chosen_backend = build_backend(config, kinds) if own_backend else backend
+            resolved = resolved_settings(chosen_backend)
+    except BaseException:
+        if responses is not None:
+            responses.close()
+        raise
     parts = None
     try:
         if resume:
@@ -168,6 +179,7 @@ async def run_batch(
                 backend=chosen_backend,
                 extra_plugins=extra_plugins,
                 total=batch.pending_count,
+                cache=responses,
             )
             await batch.run(run_locally(parts))
     finally:
@@ -180,6 +192,8 @@ async def run_batch(
         run_dir.unlock()
         if cluster is None and own_backend and chosen_backend is not None:
             await aclose_backend(chosen_backend)
+        if responses is not None:
+            responses.close()
     return summarize(run_dir.path)
 
 
@@ -328,6 +342,9 @@ def _prepare_resume(
     dropped = run_dir.repair_events()
     if dropped:
         say(f"events.jsonl ended in a torn line ({dropped} bytes); it was dropped")
+    dropped = repair_texts(run_dir.texts_file, scan.last_seq)
+    if dropped:
+        say(f"texts.jsonl ended in texts of records never written ({dropped} bytes); dropped")
     changes = [d for d in differences if d.label == "throughput"]
     note = lineage_note(changes, argv, " (--retry-failed)" if retry_failed else "")
     run_dir.write_config(render_effective_config(config, [*header, note]))

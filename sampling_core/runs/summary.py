@@ -39,6 +39,10 @@ class RunSummary:
     """The requirements failed prompts missed most (and errors), with prompt counts."""
     foreign: int = 0
     """Records that are not of this run's prompts (left out of every count)."""
+    cached_calls: int = 0
+    """Backend calls the response cache answered (their tokens are not in the counts above)."""
+    cached_tokens: int = 0
+    """The tokens those calls took when they were generated (not spent again)."""
 
     @property
     def done(self) -> int:
@@ -91,6 +95,11 @@ class RunSummary:
             f"Tokens: {self.input_tokens:,} in, {self.output_tokens:,} out ({total:,} total)"
             f"{unknown}"
         )
+        if self.cached_calls:
+            lines.append(
+                f"Cached: {self.cached_calls:,} calls answered from the response cache "
+                f"({self.cached_tokens:,} tokens not generated again)"
+            )
         per = f", {self.wall_time_s / self.done:.2f} s per prompt" if self.done else ""
         sessions = f"{self.sessions} session{'s' if self.sessions != 1 else ''}"
         lines.append(f"Wall time: {self.wall_time_s:.1f} s over {sessions}{per}")
@@ -121,6 +130,8 @@ class RunSummary:
             "wall_time_s": round(self.wall_time_s, 3),
             "sessions": self.sessions,
             "foreign_records": self.foreign,
+            "cached_calls": self.cached_calls,
+            "cached_tokens": self.cached_tokens,
         }
 
 
@@ -155,6 +166,11 @@ def latest_records(run_dir: RunDirectory) -> Iterator[dict[str, Any]]:
             if digest in maybe and last[digest, record["key"]] != int(record.get("seq", 0)):
                 continue  # an earlier record of a prompt that ran again
         yield record
+
+
+def _count(value: Any) -> int:
+    """A count read back from a record (anything else counts 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _digest(key: str) -> int:
@@ -202,6 +218,11 @@ def summarize(
             summary.usage_unknown += 1
         summary.input_tokens += int(inputs or 0)
         summary.output_tokens += int(outputs or 0)
+        cached = usage.get("cached")
+        if isinstance(cached, dict):
+            summary.cached_calls += _count(cached.get("calls"))
+            summary.cached_tokens += _count(cached.get("input_tokens"))
+            summary.cached_tokens += _count(cached.get("output_tokens"))
     sessions = progress.get("sessions", [])
     summary.sessions = len(sessions)
     summary.wall_time_s = sum(float(s.get("elapsed_s", 0.0)) for s in sessions)
