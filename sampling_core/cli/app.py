@@ -8,6 +8,7 @@ import typer
 
 from sampling_core.cli.plugins_cmd import plugins_app
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup
+from sampling_core.cli.rescore_cmd import rescore_command
 from sampling_core.cli.run_cmd import report_command, run_command
 from sampling_core.cli.sample_cmd import sample_command
 from sampling_core.cli.trace_cmd import trace_app
@@ -44,6 +45,7 @@ app.command("run", cls=ReadableCommand)(run_command)
 app.command("report", cls=ReadableCommand)(report_command)
 app.command("sample", cls=ReadableCommand)(sample_command)
 app.command("view", cls=ReadableCommand)(view_command)
+app.command("rescore", cls=ReadableCommand)(rescore_command)
 
 
 def main() -> None:

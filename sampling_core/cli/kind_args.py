@@ -28,6 +28,7 @@ __all__ = [
     "parse_pairs",
     "plugin_arg",
     "requirement_arg",
+    "requirement_spec_arg",
     "strategy_arg",
     "typed_options",
 ]
@@ -122,27 +123,39 @@ def plugin_arg(spec: str) -> tuple[str, dict[str, Any]]:
 
 def requirement_arg(kinds: KindRegistry, spec: str) -> Requirement:
     """``--require KIND:VALUE`` (or a bare ``KIND`` that takes no value) as a Requirement."""
+    kind, value, takes_value = _requirement(kinds, spec)
     try:
-        return _requirement(kinds, spec)
+        return kinds.requirement(kind, value) if takes_value else kinds.requirement(kind)
     except KindError as exc:
         raise UsageError(f"--require {spec!r}: {exception_text(exc)}") from None
 
 
-def _requirement(kinds: KindRegistry, spec: str) -> Requirement:
+def requirement_spec_arg(kinds: KindRegistry, spec: str) -> tuple[str, Any]:
+    """``--require KIND:VALUE`` as the ``(kind, value)`` a run config's ``{KIND: VALUE}``
+    holds (checked by building it once; ``value`` is ``None`` for a kind without one)."""
+    requirement_arg(kinds, spec)
+    kind, value, _ = _requirement(kinds, spec)
+    return kind, value
+
+
+def _requirement(kinds: KindRegistry, spec: str) -> tuple[str, Any, bool]:
+    """The kind's name, its value typed, and whether the kind takes one."""
     name, sep, text = spec.partition(":")
-    kind = _kind(kinds, "requirement", name.strip().lower())
+    try:
+        kind = _kind(kinds, "requirement", name.strip().lower())
+    except KindError as exc:
+        raise UsageError(f"--require {spec!r}: {exc}") from None
     if kind.value is None:
         if sep:
             raise UsageError(f"--require {spec!r}: {kind.name} takes no argument")
-        return kinds.requirement(kind.name)
+        return kind.name, None, False
     if not sep or not text:
         raise UsageError(f"--require {spec!r}: expected KIND:VALUE, e.g. max-words:40")
     try:
         as_text = isinstance(kind.value.validate_python(text), str)
     except ValidationError:
         as_text = False
-    value = text if as_text else _yaml_value(text)
-    return kinds.requirement(kind.name, value)
+    return kind.name, (text if as_text else _yaml_value(text)), True
 
 
 def strategy_arg(kinds: KindRegistry, spec: str) -> Strategy:

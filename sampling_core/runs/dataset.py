@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 from sampling_core.runs.errors import DatasetError
 from sampling_core.runs.loading import describe_errors
 
-__all__ = ["Dataset", "PromptItem", "content_hash", "read_dataset"]
+__all__ = ["Dataset", "PromptIndex", "PromptItem", "content_hash", "read_dataset"]
 
 _SPECS = TypeAdapter(list[RequirementSpec])
 
@@ -69,6 +70,38 @@ class Dataset:
     def hashes(self) -> Iterator[tuple[str, str]]:
         """Each key and its content hash, in file order."""
         return ((item.key, item.content_hash) for item in self)
+
+    def index(self) -> PromptIndex:
+        """The prompts by line number, each read when asked for (see :class:`PromptIndex`)."""
+        return PromptIndex(self)
+
+
+class PromptIndex:
+    """A dataset's prompts by line number, read from the file when asked for: memory holds
+    the offset of each line (8 bytes a line), never the prompts."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self._dataset = dataset
+        self._offsets = array("q")
+        try:
+            with dataset.path.open("rb") as handle:
+                offset = 0
+                for line in handle:
+                    self._offsets.append(offset)
+                    offset += len(line)
+        except OSError as exc:
+            raise DatasetError(f"cannot read the dataset {dataset.path}: {exc}") from exc
+
+    def item(self, line: int) -> PromptItem | None:
+        """The prompt on line ``line`` (1-based), or ``None`` when there is none."""
+        if not 1 <= line <= len(self._offsets):
+            return None
+        with self._dataset.path.open("rb") as handle:
+            handle.seek(self._offsets[line - 1])
+            raw = handle.readline().rstrip(b"\n")
+        if not raw.strip():
+            return None
+        return _parse_line(self._dataset.path, line, raw, self._dataset.config)
 
 
 def content_hash(obj: Any) -> str:

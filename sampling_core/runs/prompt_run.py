@@ -19,7 +19,7 @@ from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.outcome import attempt_entries, usage_entry
 from sampling_core.runs.store import utc_now
 
-__all__ = ["error_outcome", "error_record", "run_prompt"]
+__all__ = ["error_outcome", "error_record", "outcome_fields", "run_prompt"]
 
 
 async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> dict[str, Any]:
@@ -54,7 +54,7 @@ async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> d
     except Exception as exc:
         record.update(error_outcome(f"{type(exc).__name__}: {exception_text(exc)}"))
     else:
-        record.update(_outcome(result))
+        record.update(outcome_fields(result))
     record["timings"] = {
         "started": started_at,
         "elapsed_s": round(time.perf_counter() - t0, 4),
@@ -86,7 +86,7 @@ def error_outcome(reason: str) -> dict[str, Any]:
     }
 
 
-def _outcome(result: SamplingResult) -> dict[str, Any]:
+def outcome_fields(result: SamplingResult) -> dict[str, Any]:
     """A record's status, reason, text, attempts summary and usage, from a result."""
     failed_checks: list[str] = []
     if result.success:

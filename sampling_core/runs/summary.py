@@ -43,6 +43,11 @@ class RunSummary:
     """Backend calls the response cache answered (their tokens are not in the counts above)."""
     cached_tokens: int = 0
     """The tokens those calls took when they were generated (not spent again)."""
+    rescored_from: str | None = None
+    """The run this one rescored (``samplehooks rescore``), if it is a rescore."""
+    not_run: tuple[int, int] = (0, 0)
+    """A rescore's prompts, and attempts, that the new checks would have gone on to make but
+    the source never ran (it had stopped them early): their outcome is over fewer attempts."""
 
     @property
     def done(self) -> int:
@@ -103,6 +108,14 @@ class RunSummary:
         per = f", {self.wall_time_s / self.done:.2f} s per prompt" if self.done else ""
         sessions = f"{self.sessions} session{'s' if self.sessions != 1 else ''}"
         lines.append(f"Wall time: {self.wall_time_s:.1f} s over {sessions}{per}")
+        if self.rescored_from is not None:
+            lines.append(f"Rescored from {self.rescored_from} (no generation)")
+            if self.not_run[0]:
+                lines.append(
+                    f"  not known: {self.not_run[1]:,} attempts of {self.not_run[0]:,} prompts "
+                    "never ran (the source stopped them early); the new checks would have "
+                    "made them, so those prompts are judged on fewer attempts"
+                )
         if self.foreign:
             lines.append(
                 f"Left out: {self.foreign} record(s) in records.jsonl are not of this run's "
@@ -132,6 +145,8 @@ class RunSummary:
             "foreign_records": self.foreign,
             "cached_calls": self.cached_calls,
             "cached_tokens": self.cached_tokens,
+            "rescored_from": self.rescored_from,
+            "not_run": {"prompts": self.not_run[0], "attempts": self.not_run[1]},
         }
 
 
@@ -192,6 +207,9 @@ def summarize(
     meta, hashes = read_run_meta(run_dir)  # a record of another prompt is left out
     progress = run_dir.read_progress()
     summary = RunSummary(run_dir.path, total=int(meta.get("dataset", {}).get("count", 0)))
+    source = meta.get("rescored_from")
+    if isinstance(source, dict) and isinstance(source.get("run_dir"), str):
+        summary.rescored_from = source["run_dir"]
     histogram: Counter[int] = Counter()
     reasons: Counter[str] = Counter()
     for record in latest_records(run_dir):
@@ -218,6 +236,10 @@ def summarize(
             summary.usage_unknown += 1
         summary.input_tokens += int(inputs or 0)
         summary.output_tokens += int(outputs or 0)
+        rescored = record.get("rescored")
+        missing = _count(rescored.get("not_run")) if isinstance(rescored, dict) else 0
+        if missing:
+            summary.not_run = (summary.not_run[0] + 1, summary.not_run[1] + missing)
         cached = usage.get("cached")
         if isinstance(cached, dict):
             summary.cached_calls += _count(cached.get("calls"))

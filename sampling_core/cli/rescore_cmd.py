@@ -1,0 +1,85 @@
+"""``samplehooks rescore RUN_DIR --out NEW_DIR [--config CONFIG.yaml] [--require KIND:VALUE]``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from sampling_core.cli.kind_args import UsageError, requirement_spec_arg
+from sampling_core.cli.logs import logs_to_stderr
+from sampling_core.cli.readable import fail
+from sampling_core.cli.sample_cmd import REQUIRE_HELP
+from sampling_core.kinds import KindError, collect_kinds
+from sampling_core.runs import RunError
+from sampling_core.runs.report import build_report
+from sampling_core.runs.rescore import rescore_sync
+from sampling_core.runs.runner import default_log
+from sampling_core.view import build_page
+
+__all__ = ["VIEW_FILE", "rescore_command"]
+
+VIEW_FILE = "view.html"
+
+
+def rescore_command(
+    run_dir: Path = typer.Argument(
+        ..., metavar="RUN_DIR", help="A finished run directory.", show_default=False
+    ),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        "-o",
+        metavar="NEW_DIR",
+        help="Where the rescored run goes: a new or empty folder, outside RUN_DIR.",
+        show_default=False,
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        metavar="CONFIG",
+        help="A run config whose requirements replace the run's (its other settings that "
+        "change results must be the run's).",
+        show_default=False,
+    ),
+    require: list[str] = typer.Option(
+        [],
+        "--require",
+        "-r",
+        metavar="KIND:VALUE",
+        help=REQUIRE_HELP.replace("A requirement", "A requirement added to the run's"),
+        show_default=False,
+    ),
+) -> None:
+    """Check every attempt a run kept against new requirements, without generating again.
+
+    Writes a complete run in NEW_DIR (records, meta.json naming rescored_from, report.json,
+    view.html; pass@k recomputed) and prints its report. No backend is called.
+    """
+    try:
+        kinds = collect_kinds()
+        added = [dict([requirement_spec_arg(kinds, spec)]) for spec in require]
+    except (UsageError, KindError) as exc:
+        fail(str(exc))
+    argv = ["samplehooks", *sys.argv[1:]] if sys.argv[1:2] == ["rescore"] else None
+    try:
+        with logs_to_stderr():
+            rescore_sync(
+                run_dir,
+                out,
+                config=config,
+                requirements=added,
+                kinds=kinds,
+                argv=argv,
+                log=default_log,
+            )
+    except RunError as exc:
+        fail(str(exc))
+    page = out / VIEW_FILE
+    try:
+        page.write_text(build_page([out]), encoding="utf-8")
+    except (OSError, RunError) as exc:
+        fail(f"the rescored run is in {out}, but its page could not be written: {exc}", 1)
+    typer.echo(build_report(out).render())
+    typer.echo(f"wrote {out} (view: {page})")

@@ -1,0 +1,360 @@
+"""Rescoring a run: every kept attempt checked against new requirements, with no backend call.
+
+``samplehooks rescore RUN_DIR --out NEW_DIR [--config CONFIG.yaml] [--require KIND:VALUE]``
+(:func:`rescore` from Python) reads a finished run, checks each attempt's whole text (kept
+in ``texts.jsonl``) against the new requirements, and writes a complete new run in
+``NEW_DIR``: its effective config (the source's, with the new requirements), ``meta.json``
+naming ``rescored_from``, records and texts, progress and ``report.json``; pass@k comes out
+of the new records as for any run. The new requirements are the source's, or those of
+``--config`` (whose other settings that change results must be the run's: rescoring makes
+no generation), plus every ``--require``. Checks with context get the dataset line and the
+attempt's messages and options.
+
+Everything is checked before anything is written, and the new run is built under a
+temporary name beside ``NEW_DIR`` and renamed into place at the end: a refusal, an error or
+Ctrl-C part way leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from sampling_core.hooks.entry_points import PluginSettings
+from sampling_core.kinds import KindError, KindRegistry, collect_kinds
+from sampling_core.runs.components import (
+    build_requirements,
+    build_strategy,
+    check_kinds,
+    prompt_seed,
+)
+from sampling_core.runs.config import RequirementSpec, RunConfig
+from sampling_core.runs.dataset import Dataset, PromptIndex, read_dataset
+from sampling_core.runs.errors import ConfigError, DatasetError, RunDirError
+from sampling_core.runs.integrity import SETTINGS_KEY, settings_meta
+from sampling_core.runs.kept_texts import TextsJoin
+from sampling_core.runs.loading import load_config
+from sampling_core.runs.meta_hashes import read_run_meta
+from sampling_core.runs.report import build_report
+from sampling_core.runs.rescore_record import Rescoring, completed_entries, rescore_record
+from sampling_core.runs.resume import (
+    compare_configs,
+    one_line,
+    provenance_header,
+    read_effective_config,
+    render_effective_config,
+)
+from sampling_core.runs.store import FORMAT, RunDirectory, utc_now
+from sampling_core.runs.summary import RunSummary, summarize
+
+__all__ = ["REPORT_FILE", "rescore", "rescore_sync"]
+
+logger = structlog.get_logger("samplehooks.runs")
+REPORT_FILE = "report.json"
+_RESCORABLE = ("requirements", "check_timeout_s", "plugins")
+"""Config settings a rescore may change (plugins do not run in a rescore)."""
+
+
+async def rescore(
+    run_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    config: RunConfig | str | Path | None = None,
+    requirements: Iterable[RequirementSpec | Mapping[str, Any] | str] = (),
+    kinds: KindRegistry | None = None,
+    argv: Sequence[str] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> RunSummary:
+    """Check every kept attempt of the run in ``run_dir`` against new requirements and
+    write the rescored run to ``out_dir``; returns its summary. No backend is called.
+
+    ``config`` (a :class:`RunConfig` or a YAML path) gives the requirements (and
+    ``check_timeout_s``, and where the dataset now is); ``requirements`` are added to them
+    (``{KIND: VALUE}`` as in a config). ``kinds`` replaces the installed plugins' kinds.
+
+    Raises :class:`~sampling_core.runs.errors.RunError` before anything is written: the
+    source is missing, not finished or keeps no whole texts; ``out_dir`` is the source,
+    inside it, or not empty; ``config`` changes more than the requirements; the dataset
+    changed since the run.
+    """
+    say = log or (lambda message: logger.info("run.message", message=message))
+    source = RunDirectory(Path(run_dir))
+    out = Path(out_dir)
+    _refuse_places(source.path, out)
+    source.check_is_run(resuming=False)
+    if kinds is None:
+        try:
+            kinds = collect_kinds(PluginSettings.from_env())
+        except KindError as exc:
+            raise ConfigError(str(exc)) from exc
+    source.lock()  # no session may append to it meanwhile
+    try:
+        _, old = read_effective_config(source)
+        meta, _ = read_run_meta(source)
+        new = _new_config(old, config, requirements, kinds)
+        _refuse_unfinished(source)
+        dataset = read_dataset(new.dataset, kinds)
+        if dataset.fingerprint != meta["dataset"].get("fingerprint"):
+            raise DatasetError(
+                f"{new.dataset.path} is not the dataset {source.path} was run on (its prompts "
+                "changed since); rescoring needs each prompt's line as it was: restore it "
+                "(or give --config with dataset.path where it now is). Nothing was written"
+            )
+        argv = list(argv) if argv is not None else ["(Python API)", "rescore"]
+        await _build(source, out, new, meta, dataset, kinds, argv)
+    finally:
+        source.unlock()
+    report = build_report(out, rows=True)
+    (out / REPORT_FILE).write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
+    say(f"rescored {source.path} into {out}")
+    return report.summary
+
+
+def rescore_sync(run_dir: str | Path, out_dir: str | Path, **kwargs: Any) -> RunSummary:
+    """:func:`rescore` from synchronous code."""
+    return anyio.run(partial(rescore, run_dir, out_dir, **kwargs))
+
+
+# -- refusals ------------------------------------------------------------------------------
+
+
+def _refuse_places(source: Path, out: Path) -> None:
+    """``out`` must be a new or empty folder, not the source nor inside it."""
+    here, there = source.resolve(), out.resolve()
+    if there == here or here in there.parents:
+        raise RunDirError(
+            f"--out {out} is {'the run itself' if there == here else 'inside the run'} "
+            f"{source}; give a folder outside it (nothing was written)"
+        )
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"--out {out} is a file; give a new folder (nothing was written)")
+    if out.is_dir() and any(out.iterdir()):
+        raise RunDirError(
+            f"--out {out} already holds files; give a new or empty folder (nothing was written)"
+        )
+
+
+def _refuse_unfinished(source: RunDirectory) -> None:
+    summary = summarize(source.path)
+    if not summary.complete:
+        raise RunDirError(
+            f"{source.path} is not finished: {summary.pending} of {summary.total} prompts have "
+            f"no record; finish it first (samplehooks run CONFIG --out {source.path} "
+            "--resume), then rescore it (nothing was written)"
+        )
+    if summary.foreign:
+        raise RunDirError(
+            f"{source.path}/records.jsonl holds {summary.foreign} record(s) that are not of "
+            "this run's prompts; remove those lines first (nothing was written)"
+        )
+    if not source.texts_file.is_file() and any(summary.attempts_histogram.keys() - {0}):
+        raise RunDirError(
+            f"{source.path} keeps no whole texts (no texts.jsonl: it was made by a version of "
+            "samplehooks that kept the first 400 characters of each attempt); rescoring "
+            "needs every attempt's whole text: run it again (nothing was written)"
+        )
+
+
+def _new_config(
+    old: RunConfig,
+    config: RunConfig | str | Path | None,
+    added: Iterable[RequirementSpec | Mapping[str, Any] | str],
+    kinds: KindRegistry,
+) -> RunConfig:
+    """The source's config with the new requirements (``config``'s, or the source's, then
+    ``added``); ``config`` may change nothing else that changes results."""
+    update: dict[str, Any] = {}
+    if config is not None:
+        given = config if isinstance(config, RunConfig) else load_config(config, kinds=kinds)
+        blocking = [
+            d
+            for d in compare_configs(old, given, kinds)
+            if d.label == "result" and not d.path.startswith(_RESCORABLE)
+        ]
+        if blocking:
+            shown = "; ".join(str(d) for d in blocking[:5])
+            raise ConfigError(
+                "rescoring changes the requirements only; the config differs from the run's "
+                f"in settings that change what was generated (old -> new): {shown}. Give "
+                "them the run's values, or sample again with `samplehooks run` (nothing was "
+                "written)"
+            )
+        update = {
+            "requirements": list(given.requirements),
+            "check_timeout_s": given.check_timeout_s,
+            "dataset": given.dataset,
+        }
+    try:
+        more = [RequirementSpec.model_validate(spec) for spec in added]
+    except ValueError as exc:
+        raise ConfigError(f"requirements: {exc}") from exc
+    update["requirements"] = [*update.get("requirements", old.requirements), *more]
+    new = old.model_copy(update=update)
+    check_kinds(new, kinds)
+    return new
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+async def _build(
+    source: RunDirectory,
+    out: Path,
+    config: RunConfig,
+    meta: dict[str, Any],
+    dataset: Dataset,
+    kinds: KindRegistry,
+    argv: list[str],
+) -> None:
+    """Write the rescored run under a temporary name, then rename it to ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.rescore-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    built = RunDirectory(staging)
+    header = provenance_header(_version(), argv, None)
+    header.insert(-1, f"# rescored from: {one_line(str(source.path.resolve()))} (no generation)")
+    resolved = {
+        path: value
+        for path, value in meta.get(SETTINGS_KEY, {}).get("values", {}).items()
+        if path.startswith("backend (resolved).")
+    }
+    built.create(
+        render_effective_config(config, header), _meta(source, config, dataset, resolved, kinds)
+    )
+    try:
+        started = utc_now()
+        records = await _write_records(source, built, config, dataset, kinds)
+        done = summarize(staging)
+        built.write_progress(
+            {
+                "state": "finished",
+                "total": done.total,
+                "done": done.done,
+                "ok": done.ok,
+                "failed": done.failed,
+                "error": done.error,
+                "pending": done.pending,
+                "updated": utc_now(),
+                "sessions": [
+                    {
+                        "started": started,
+                        "argv": argv,
+                        "elapsed_s": 0.0,
+                        "records": records,
+                        "state": "finished",
+                        "updated": utc_now(),
+                    }
+                ],
+            }
+        )
+        if out.exists():
+            out.rmdir()  # empty: checked before
+        os.rename(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _meta(
+    source: RunDirectory,
+    config: RunConfig,
+    dataset: Dataset,
+    resolved: dict[str, Any],
+    kinds: KindRegistry,
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "samplehooks_version": _version(),
+        "created": utc_now(),
+        "dataset": {
+            "path": str(dataset.path),
+            "count": dataset.count,
+            "fingerprint": dataset.fingerprint,
+            "hashes": dataset.hashes(),
+        },
+        SETTINGS_KEY: settings_meta(config, resolved, kinds),
+        "rescored_from": {
+            "run_dir": str(source.path.resolve()),
+            "requirements": [spec.model_dump(mode="json") for spec in config.requirements],
+        },
+    }
+
+
+async def _write_records(
+    source: RunDirectory,
+    built: RunDirectory,
+    config: RunConfig,
+    dataset: Dataset,
+    kinds: KindRegistry,
+) -> int:
+    """Rescore every record of ``source`` in order into ``built``; the records written."""
+    how = Rescoring(
+        requirements=_requirements(config, kinds),
+        strategy=build_strategy(config.strategy, kinds),
+        selection=config.selection,
+        early_exit=config.budgets.early_exit,
+        loop_budget=config.budgets.loop_budget,
+        concurrency_budget=config.budgets.concurrency_budget,
+        options=config.options.as_options(),
+        check_timeout=config.check_timeout_s,
+    )
+    index = PromptIndex(dataset)
+    texts = TextsJoin(source.texts_file)
+    written = 0
+    writer = built.open_writer(flush_every=256, fsync=False)
+    try:
+        for record in source.iter_records():
+            seq, key = record.get("seq", 0), record["key"]
+            if record["status"] == "error" or not completed_entries(record):
+                rescored = {**record, "session": 1, "rescored": {"from_seq": seq, "not_run": 0}}
+            else:
+                item = index.item(int(record.get("line") or 0))
+                if item is None or item.key != key:
+                    raise DatasetError(
+                        f"{dataset.path}: prompt {key!r} is no longer on line "
+                        f"{record.get('line')}; restore the dataset as it was run (nothing "
+                        "was written)"
+                    )
+                kept = texts.get(seq, record.get("sampling_id"))
+                entries = completed_entries(record)
+                if kept is None or any((e["subsample"], e["attempt"]) not in kept for e in entries):
+                    raise RunDirError(
+                        f"{source.texts_file} lacks the whole text of an attempt of prompt "
+                        f"{key!r} (record {seq}); rescoring needs every attempt's text "
+                        "(nothing was written)"
+                    )
+                own = _requirements_of(item.requirements, kinds)
+                seed = prompt_seed(config.seed, key)
+                rescored = await rescore_record(record, kept, item, own, how, seed)
+            writer.append(rescored)
+            written += 1
+    finally:
+        writer.close()
+    return written
+
+
+def _requirements(config: RunConfig, kinds: KindRegistry) -> list[Any]:
+    return _requirements_of(config.requirements, kinds)
+
+
+def _requirements_of(specs: Iterable[RequirementSpec], kinds: KindRegistry) -> list[Any]:
+    try:
+        return build_requirements(specs, kinds)
+    except KindError as exc:
+        raise ConfigError(f"requirements: {exc}") from exc
+
+
+def _version() -> str:
+    try:
+        return metadata.version("samplehooks")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+        return "unknown"
