@@ -5,7 +5,10 @@ interpreted by :mod:`sampling_core.events.attempts` (as ``samplehooks view`` doe
 ``sample()`` call in it, the command prints the call's settings and outcome and one row
 per attempt, in the order attempts finished: time since the call started, iteration,
 subsample, attempt, sequence, passed, backend latency, tokens, and a note for attempts
-that ended in a backend error, were cancelled, or needed transport retries.
+that ended in a backend error, were cancelled, or needed transport retries. With
+``--text``, each attempt's whole text follows: from the events when the recorder captured
+content, else from the run's ``texts.jsonl`` when FILE is a run directory's
+``events.jsonl`` (every run keeps each attempt's whole text there).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from rich.table import Table
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
 from sampling_core.errors import exception_text
 from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_calls
+from sampling_core.runs.kept_texts import TEXTS_FILE, texts_of_calls
 
 __all__ = ["timeline_as_dict", "trace_app"]
 
@@ -70,6 +74,12 @@ def show_command(
     as_json: bool = typer.Option(
         False, "--json", help="Print the calls and their attempts as a JSON list instead."
     ),
+    show_text: bool = typer.Option(
+        False,
+        "--text",
+        help="Show each attempt's whole text (from the events, or from the run's texts.jsonl "
+        "beside FILE).",
+    ),
 ) -> None:
     """Print a per-call timeline: iteration, subsample, attempt, sequence, passed, latency."""
     try:
@@ -84,8 +94,10 @@ def show_command(
         fail(f"{file}: {exception_text(exc)}")
     if call is not None and not timelines:
         fail(f"{file}: no call's sampling_id starts with {call!r}")
+    if show_text:
+        _add_kept_texts(file, timelines)
     if as_json:
-        typer.echo(json.dumps([timeline_as_dict(t) for t in timelines], indent=2))
+        typer.echo(json.dumps([timeline_as_dict(t, show_text) for t in timelines], indent=2))
         return
     # Piped output gets a width that fits every column (rich assumes 80 otherwise).
     console = Console() if sys.stdout.isatty() else Console(width=120)
@@ -94,6 +106,38 @@ def show_command(
         return
     for timeline in timelines:
         _print_call(console, timeline)
+        if show_text:
+            _print_texts(console, timeline)
+
+
+def _add_kept_texts(file: Path, timelines: list[RecordedCall]) -> None:
+    """Fill in the texts the events left out from the run's ``texts.jsonl`` beside ``file``."""
+    wanted = {t.sampling_id for t in timelines if any(r.text is None for r in t.rows())}
+    kept = file.parent / TEXTS_FILE
+    if not wanted or not kept.is_file():
+        return
+    try:
+        found = texts_of_calls(kept, wanted)
+    except ValueError as exc:  # RunDirError: the file cannot be read
+        fail(str(exc))
+    for timeline in timelines:
+        texts = found.get(timeline.sampling_id, {})
+        for row in timeline.rows():
+            whole = texts.get((row.subsample_index, row.attempt))
+            if row.text is None and whole is not None:
+                row.text = whole["text"]
+
+
+def _print_texts(console: Console, timeline: RecordedCall) -> None:
+    for row in timeline.rows():
+        if row.state != "completed":
+            continue
+        console.print(
+            f"  [bold]subsample {row.subsample_index}, attempt {row.attempt}[/]",
+            highlight=False,
+        )
+        shown = "(not kept: the recorder left content out, and no texts.jsonl beside the file)"
+        console.print(escape(row.text if row.text is not None else shown), highlight=False)
 
 
 def _starting_with(prefix: str) -> Callable[[str], bool]:
@@ -104,15 +148,17 @@ def _note_line(message: str) -> None:
     typer.echo(f"samplehooks: note: {message}", err=True)
 
 
-def timeline_as_dict(timeline: RecordedCall) -> dict[str, Any]:
-    """One call as JSON data: its start and end payloads and its attempts, as shown."""
+def timeline_as_dict(timeline: RecordedCall, text: bool = False) -> dict[str, Any]:
+    """One call as JSON data: its start and end payloads and its attempts, as shown (with
+    ``text``, each attempt's text too)."""
+    shown = (*_SHOWN, "text") if text else _SHOWN
     return {
         "sampling_id": timeline.sampling_id,
         "start": timeline.start,
         "end": timeline.end,
         "attempts": [
             {
-                **{name: getattr(row, name) for name in _SHOWN},
+                **{name: getattr(row, name) for name in shown},
                 "t_s": _since(row.finished, timeline.started_at),
             }
             for row in timeline.rows()

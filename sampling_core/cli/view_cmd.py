@@ -28,6 +28,12 @@ def view_command(
         show_default=False,
     ),
     open_page: bool = typer.Option(False, "--open", help="Open the page in a web browser."),
+    whole_texts: bool = typer.Option(
+        False,
+        "--texts",
+        help="Embed each attempt's whole text (kept in the run's texts.jsonl), not only its "
+        "first 400 characters: a bigger page.",
+    ),
 ) -> None:
     """Write one self-contained HTML page of a run: charts, a table of its prompts to filter
     and sort, each prompt's attempts as a timeline. Works offline and on a run in progress;
@@ -35,7 +41,7 @@ def view_command(
     if len(run_dirs) > 2:
         fail(f"view takes one run directory, or two to compare (got {len(run_dirs)})")
     try:
-        page = build_page(list(run_dirs))
+        page = build_page(list(run_dirs), whole_texts=whole_texts)
     except RunError as exc:
         fail(exception_text(exc))
     if output is None:

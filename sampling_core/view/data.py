@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sampling_core.runs.kept_texts import texts_of_calls
 from sampling_core.runs.report import RunReport, build_report
 from sampling_core.runs.store import RunDirectory
 from sampling_core.view.timeline import (
     TEXT_SHOWN,
     add_record_details,
+    add_whole_texts,
     lanes_from_call,
     lanes_from_record,
     read_events_by_call,
@@ -32,8 +34,12 @@ def _budgets(report: RunReport) -> dict[str, Any]:
     }
 
 
-def run_data(path: str | Path) -> dict[str, Any]:
-    """Everything the page shows of the run in ``path`` (raises ``RunDirError`` if not a run)."""
+def run_data(path: str | Path, *, whole_texts: bool = False) -> dict[str, Any]:
+    """Everything the page shows of the run in ``path`` (raises ``RunDirError`` if not a run).
+
+    Each attempt's text is its first 400 characters, or with ``whole_texts`` its whole text
+    (from ``texts.jsonl``) for every prompt whose timeline is embedded.
+    """
     latest: dict[str, dict[str, Any]] = {}  # the records the report counts, by key
     report = build_report(
         path, rows=True, visit=lambda record: latest.update({record["key"]: record})
@@ -61,12 +67,14 @@ def run_data(path: str | Path) -> dict[str, Any]:
         )
     if events.bad_lines:
         notes.append(f"events.jsonl: {events.bad_lines} lines skipped (not hook events)")
+    kept = texts_of_calls(run_dir.texts_file, wanted) if whole_texts else {}
+    shown = None if whole_texts else TEXT_SHOWN
     prompts = []
     for row in report.rows:
         record = latest[row.key]
         item = row.as_dict()
         text = record.get("text")
-        item["text"] = text[:TEXT_SHOWN] if isinstance(text, str) else None
+        item["text"] = text[:shown] if isinstance(text, str) else None
         if row.key in with_timeline:
             call = events.by_call.get(str(row.sampling_id))
             if call is not None:
@@ -74,6 +82,8 @@ def run_data(path: str | Path) -> dict[str, Any]:
                 add_record_details(item["lanes"], record)
             else:
                 item["lanes"], item["timeline_source"] = lanes_from_record(record), "records"
+            if whole_texts:
+                add_whole_texts(item["lanes"], kept.get(str(row.sampling_id), {}))
         prompts.append(item)
     totals = report.as_dict()["totals"]
     return {

@@ -39,9 +39,10 @@ def render_page(runs: list[dict[str, Any]]) -> str:
     return page.replace("{{DATA}}", embedded)
 
 
-def build_page(paths: list[str | Path]) -> str:
-    """The page for the run directories in ``paths`` (one, or two to compare).
+def build_page(paths: list[str | Path], *, whole_texts: bool = False) -> str:
+    """The page for the run directories in ``paths`` (one, or two to compare); with
+    ``whole_texts`` each attempt's whole text, else its first 400 characters.
 
     Raises ``RunDirError`` naming the directory when one is not a readable run.
     """
-    return render_page([run_data(path) for path in paths])
+    return render_page([run_data(path, whole_texts=whole_texts) for path in paths])

@@ -20,6 +20,7 @@ from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_ca
 __all__ = [
     "EventsFile",
     "add_record_details",
+    "add_whole_texts",
     "lanes_from_call",
     "lanes_from_record",
     "read_events_by_call",
@@ -159,3 +160,15 @@ def _sum(inputs: Any, outputs: Any) -> int | None:
     if isinstance(inputs, int) and isinstance(outputs, int):
         return inputs + outputs
     return None
+
+
+def add_whole_texts(
+    lanes: list[dict[str, Any]], texts: dict[tuple[int, int], dict[str, Any]]
+) -> None:
+    """Replace each completed attempt's text by its whole text (``texts``: the call's kept
+    texts by ``(subsample, attempt)``, from ``texts.jsonl``)."""
+    for lane in lanes:
+        for step in lane["steps"]:
+            whole = texts.get((lane["subsample"], step["attempt"]))
+            if whole is not None and step["outcome"] in ("passed", "failed"):
+                step["text"] = whole["text"]
