@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from ray_test_plugins import ExitAlways, ExitOnce, RefusedOnWorker
 from runs_helpers import records, snapshot, write_config, write_dataset
 
+from sampling_core.backends.cache import ResponseCache
 from sampling_core.runs import ConfigError, run_batch, run_batch_sync
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is part of the test extra")
@@ -201,3 +203,20 @@ def test_a_workers_setup_error_is_reported_plainly(
     assert "a Ray worker cannot set up the run: ConfigError: plugins: plugin " in message
     assert "@background is only for observe-only hooks" in message
     assert "\x1b" not in message and "Traceback" not in message
+
+
+@pytest.mark.anyio
+async def test_the_response_cache_works_when_workers_share_the_drivers_filesystem(
+    ray_cluster: Path, tmp_path: Path, dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "responses.sqlite"
+    config = write_config(tmp_path / "c.yaml", dataset, run=on_ray(cache=str(cache)))
+    assert (await run_batch(config, tmp_path / "run")).complete
+    with sqlite3.connect(cache) as db:  # the workers wrote every answer into the one file
+        assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == 60
+    # a worker that finds another file there (a node without the driver's filesystem)
+    monkeypatch.setattr(ResponseCache, "new_probe", lambda self: "a token not in the file")
+    before = snapshot(tmp_path / "run")
+    with pytest.raises(ConfigError, match="does not see the driver's response cache"):
+        await run_batch(config, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists() and snapshot(tmp_path / "run") == before

@@ -1,0 +1,236 @@
+"""The response cache: an SQLite file of generations, reused for the same model and request."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runs_helpers import records, snapshot, write_config, write_dataset
+from typer.testing import CliRunner
+
+import sampling_core
+from hook_specs import hookimpl
+from sampling_core import Sampler, ScriptedBackend
+from sampling_core.backends.cache import (
+    CacheError,
+    ResponseCache,
+    cache_identity,
+    probe_problem,
+)
+from sampling_core.cli.app import app
+from sampling_core.runs import ConfigError, load_config, run_batch
+from sampling_core.runs.run_cache import shared_cache_problem, with_cache
+
+pytestmark = pytest.mark.anyio
+
+
+class SeesIterations:
+    """Keeps what ``sampling_iteration`` says about each attempt."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[bool, bool, int]] = []
+
+    @hookimpl
+    def sampling_iteration(self, payload: Any) -> None:
+        usage = payload.usage
+        self.seen.append((payload.cached, payload.generation.cached, usage.output_tokens))
+
+
+async def test_a_hit_answers_without_a_backend_call_and_spends_no_new_tokens(
+    tmp_path: Path,
+) -> None:
+    backend = ScriptedBackend(["one two three", "four five"])
+    watcher = SeesIterations()
+    sampler = Sampler(backend, cache=tmp_path / "c.sqlite", plugins=[watcher])
+    ask = {"seed": 5, "concurrency_budget": 2, "early_exit": False}
+    first = await sampler.sample("Name a colour.", **ask)
+    second = await sampler.sample("Name a colour.", **ask)
+    await sampler.aclose()
+
+    assert backend.calls == 2  # the second call made none
+    assert [a.cached for a in first.attempts] == [False, False]
+    assert [a.cached for a in second.attempts] == [True, True]
+    assert [a.text for a in second.attempts] == [a.text for a in first.attempts]
+    assert (second.usage.input_tokens, second.usage.output_tokens) == (0, 0)
+    assert second.usage.cost_usd == 0.0  # nothing was spent: known, not unknown
+    assert second.cached_calls == 2 and second.cached_usage == first.usage
+    assert (first.cached_calls, first.cached_usage.total_tokens) == (0, 0)
+    assert sorted(watcher.seen[2:]) == [(True, True, 0), (True, True, 0)]
+    assert all(not cached for cached, _, _ in watcher.seen[:2])
+
+
+async def test_entries_never_cross_models_seeds_or_samples(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    model_a = ScriptedBackend(["from a"], model="a")
+    model_b = ScriptedBackend(["from b"], model="b")
+    async with Sampler(model_a, cache=path) as a, Sampler(model_b, cache=path) as b:
+        assert (await a.sample("q", seed=1)).text == "from a"
+        other_model = await b.sample("q", seed=1)
+        assert (other_model.text, other_model.cached_calls) == ("from b", 0)
+        other_seed = await a.sample("q", seed=2)
+        assert (other_seed.cached_calls, model_a.calls) == (0, 2)
+        assert (await a.sample("q", seed=1)).cached_calls == 1
+        # without a seed, each sample keeps its own entry: n samples stay n samples
+        numbered = ScriptedBackend(lambda request: f"sample {request.iteration.subsample_index}")
+        many = {"concurrency_budget": 3, "early_exit": False}
+        fresh = await a.sample("r", backend=numbered, **many)
+        again = await a.sample("r", backend=numbered, **many)
+        assert [x.text for x in again.attempts] == ["sample 0", "sample 1", "sample 2"]
+        assert [x.text for x in fresh.attempts] == [x.text for x in again.attempts]
+        assert again.cached_calls == 3 and numbered.calls == 3
+
+
+def test_the_identity_is_the_model_file_or_the_model_and_server() -> None:
+    class Local:
+        model_path = Path(sampling_core.__file__)
+        base_url = "http://127.0.0.1:40123"  # a new port each start: not part of it
+
+    class Served:
+        model = "m"
+        base_url = "http://host:8000/v1"
+
+    local = cache_identity(Local())
+    assert local["model_file"] == str(Path(sampling_core.__file__).resolve())
+    assert local["model_file_bytes"] == Path(sampling_core.__file__).stat().st_size
+    assert "base_url" not in local
+    served = cache_identity(Served())
+    assert (served["model"], served["base_url"]) == ("m", "http://host:8000/v1")
+    assert served["kind"].endswith("Served") and served["kind"] != cache_identity(Local())["kind"]
+
+
+async def test_a_damaged_or_foreign_file_is_one_clear_error_naming_it(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"this is not a database, just some bytes " * 200)
+    with pytest.raises(CacheError, match=f"{garbage}.*damaged or not an SQLite file"):
+        Sampler(ScriptedBackend(["x"]), cache=garbage)
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE invoices (id INTEGER)")
+    with pytest.raises(CacheError, match=f"{foreign} is an SQLite database of another program"):
+        ResponseCache(foreign)
+    with sqlite3.connect(foreign) as db:  # and it was left as it was
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["invoices"]
+
+    config = write_config(tmp_path / "c.yaml", write_dataset(tmp_path / "d.jsonl", 2))
+    before = snapshot(tmp_path)
+    with pytest.raises(ConfigError, match=f"run.cache: .*{garbage}.*nothing was written"):
+        await run_batch(config, tmp_path / "run", cache=garbage)
+    assert snapshot(tmp_path) == before and not (tmp_path / "run").exists()
+    result = CliRunner().invoke(
+        app, ["sample", "q", "--backend", "scripted", "--reply", "a", "--cache", str(garbage)]
+    )
+    assert result.exit_code == 2 and str(garbage) in result.output
+    assert result.output.count("\n") == 1
+
+
+WRITER = """
+import sys
+from sampling_core.backends.cache import ResponseCache
+from hook_specs.records import Generation, Usage
+cache = ResponseCache(sys.argv[1])  # both processes make the new file a cache at once
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(200):
+    cache.put(f"{sys.argv[2]}-{i}", "identity", Generation(f"text {i}", Usage(1, 2)))
+print(len(cache), flush=True)
+"""
+
+
+def test_two_processes_write_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    root = str(Path(sampling_core.__file__).resolve().parent.parent)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"},
+        )
+        for name in ("a", "b")
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    for proc in procs:  # both go at once
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in procs:
+        _, errors = proc.communicate(timeout=60)
+        assert proc.returncode == 0, errors
+    cache = ResponseCache(path)
+    assert len(cache) == 400
+    found = cache.get("b-199", "identity")
+    assert found is not None and (found.text, found.usage.output_tokens) == ("text 199", 2)
+    assert cache.get("b-199", "another model") is None
+    cache.close()
+
+
+async def test_a_run_whose_every_call_is_cached_generates_no_tokens(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.yaml",
+        write_dataset(tmp_path / "d.jsonl", 5),
+        budgets={"loop_budget": 1, "concurrency_budget": 3, "early_exit": False},
+        run={"cache": "responses.sqlite"},  # beside the config file
+    )
+    first = await run_batch(config, tmp_path / "first", backend=ScriptedBackend(["a b"]))
+    assert (tmp_path / "responses.sqlite").is_file() and first.cached_calls == 0
+    backend = ScriptedBackend(["never used"])
+    again = await run_batch(config, tmp_path / "again", backend=backend)
+    assert backend.calls == 0
+    assert (again.input_tokens, again.output_tokens) == (0, 0)
+    assert (again.cached_calls, again.cached_tokens) == (15, first.input_tokens + 30)
+    recs = records(tmp_path / "again")
+    assert all(e["cached"] is True for r in recs for e in r["attempts"]["each"])
+    assert all(r["usage"]["cached"]["calls"] == 3 for r in recs)
+    assert "Cached: 15 calls answered from the response cache" in again.render()
+
+
+async def test_resume_with_a_cache(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 6)
+    config = write_config(tmp_path / "c.yaml", dataset)
+    cache = tmp_path / "responses.sqlite"
+    await run_batch(config, tmp_path / "earlier", cache=cache)  # fills the cache
+    out = tmp_path / "run"
+    await run_batch(config, out)  # no cache
+    lines = (out / "records.jsonl").read_bytes().splitlines(keepends=True)
+    (out / "records.jsonl").write_bytes(b"".join(lines[:2]))  # killed after two prompts
+    backend = ScriptedBackend(["never used"])
+    summary = await run_batch(config, out, resume=True, cache=cache, backend=backend)
+    assert backend.calls == 0 and summary.complete
+    resumed = [r for r in records(out) if r["seq"] > 2]
+    assert len(resumed) == 4 and all(r["attempts"]["each"][0]["cached"] for r in resumed)
+    note = next(
+        line
+        for line in (out / "effective_config.yaml").read_text().splitlines()
+        if "resumed" in line
+    )
+    assert f'run.cache: null -> "{cache}"' in note  # a throughput change, noted
+    assert "cache: " + str(cache) in (out / "effective_config.yaml").read_text()
+
+
+def test_a_worker_that_does_not_see_the_drivers_file_refuses_the_run(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    token = cache.new_probe()
+    assert probe_problem(tmp_path / "c.sqlite", token) is None
+    assert probe_problem(tmp_path / "elsewhere.sqlite", token) == (
+        f"there is no file {tmp_path / 'elsewhere.sqlite'}"
+    )
+    other = ResponseCache(tmp_path / "other.sqlite")
+    other.new_probe()
+    assert "is another file than the driver's" in str(
+        probe_problem(tmp_path / "other.sqlite", token)
+    )
+    assert not (tmp_path / "elsewhere.sqlite").exists()  # looking never creates it
+    config = write_config(tmp_path / "x.yaml", write_dataset(tmp_path / "d.jsonl", 1))
+    remote = with_cache(load_config(config), tmp_path / "other.sqlite")
+    problem = shared_cache_problem(remote, token)
+    assert problem is not None and "does not see the driver's response cache" in problem
+    assert shared_cache_problem(with_cache(load_config(config), cache.path), token) is None
+    cache.close()
+    other.close()
