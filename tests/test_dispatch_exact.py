@@ -77,6 +77,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
                 "total_count": 1,
                 "latency_s": 0.5,
                 "usage": Usage(1, 2, 0.25),
+                "cached": False,
             },
         ),
         (
@@ -126,6 +127,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
                 "total_count": 1,
                 "latency_s": 0.25,
                 "usage": Usage(3, 2, 0.5),
+                "cached": False,
             },
         ),
     ]

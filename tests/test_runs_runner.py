@@ -123,7 +123,8 @@ async def test_fsync_is_used_only_when_asked(
     config = write_config(tmp_path / "a.yaml", dataset, run={"fsync": fsync})
     await run_batch(config, tmp_path / "out")
     directories = 2  # a new run directory and its parent are synced once
-    assert len(calls) - directories == (3 if fsync else 0)  # one per record flushed
+    # one per record flushed, and one per its texts (texts.jsonl, written first)
+    assert len(calls) - directories == (6 if fsync else 0)
 
 
 async def test_the_summary_counts_attempts_tokens_and_reasons(tmp_path: Path) -> None:
