@@ -127,6 +127,10 @@ class LLMBackend:
         self.key_env = key_env
         self.prefer_async = prefer_async
 
+    def cache_identity(self) -> dict[str, Any]:
+        """What the response cache keys this backend's answers by: the model and its options."""
+        return {"model": self.model_id, "options": self.options}
+
     def _arguments(self, request: GenerationRequest, model: Any) -> dict[str, Any]:
         system = "\n\n".join(
             str(m.get("content", "")) for m in request.messages if m.get("role") == "system"

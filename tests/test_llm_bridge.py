@@ -22,6 +22,7 @@ from runs_helpers import records, write_config, write_dataset
 
 from hook_specs import hookimpl
 from sampling_core import Sampler
+from sampling_core.backends.cache import cache_identity
 from sampling_core.hooks.entry_points import PluginSettings
 from sampling_core.kinds import KindError, collect_kinds
 from sampling_core.runs import run_batch_sync
@@ -148,3 +149,10 @@ def test_a_run_on_an_llm_model(tmp_path: Path) -> None:
     for record in records(tmp_path / "out"):
         assert record["usage"]["input_tokens"] == 3  # "Question number N?"
         assert record["usage"]["output_tokens"] > 0
+
+
+def test_the_cache_tells_llm_models_and_their_options_apart(kinds: Any) -> None:
+    plain = cache_identity(kinds.backend("llm", model="echo"))
+    other = cache_identity(kinds.backend("llm", model="echo", options={"example_bool": True}))
+    assert plain["model"] == other["model"] == "echo"
+    assert plain != other and other["options"] == {"example_bool": True}

@@ -101,6 +101,23 @@ def test_the_identity_is_the_model_file_or_the_model_and_server() -> None:
     assert (served["model"], served["base_url"]) == ("m", "http://host:8000/v1")
     assert served["kind"].endswith("Served") and served["kind"] != cache_identity(Local())["kind"]
 
+    class Own:
+        model = "ignored"
+
+        def cache_identity(self) -> dict[str, Any]:
+            return {"model": "mine", "options": {"t": 1}}
+
+    assert cache_identity(Own())["options"] == {"t": 1} and "ignored" not in str(
+        cache_identity(Own())
+    )
+
+    class Anonymous:
+        async def generate(self, request: Any) -> str:
+            return "?"
+
+    with pytest.raises(CacheError, match=r"cannot tell the models of backend .*Anonymous apart"):
+        cache_identity(Anonymous())
+
 
 async def test_a_damaged_or_foreign_file_is_one_clear_error_naming_it(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.sqlite"

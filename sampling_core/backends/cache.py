@@ -246,14 +246,21 @@ def _now() -> str:
 
 
 def cache_identity(backend: object) -> dict[str, Any]:
-    """What identifies the model behind ``backend``: its class (the backend's kind), and its
-    model file (with its size) when it has one, else its model name and server URL.
+    """What identifies the model behind ``backend``: its class (the backend's kind), and
+    what its own ``cache_identity()`` returns when it has one; else its model file (with
+    its size) when it has one, else its model name (``model`` or ``model_id``) and server
+    URL (``base_url``).
 
-    Read from the attributes ``model_path``, ``model`` and ``base_url``; a backend of your
-    own without them is identified by its class alone.
+    Raises :class:`CacheError` for a backend that says none of these: the cache could not
+    tell its models apart.
     """
     cls = type(backend)
-    identity: dict[str, Any] = {"kind": f"{cls.__module__}.{cls.__qualname__}"}
+    kind = f"{cls.__module__}.{cls.__qualname__}"
+    identity: dict[str, Any] = {"kind": kind}
+    own = getattr(backend, "cache_identity", None)
+    if callable(own):
+        identity.update(own())
+        return identity
     model_path = getattr(backend, "model_path", None)
     if isinstance(model_path, str | os.PathLike):
         file = Path(model_path).expanduser().resolve()
@@ -261,10 +268,16 @@ def cache_identity(backend: object) -> dict[str, Any]:
         with contextlib.suppress(OSError):
             identity["model_file_bytes"] = file.stat().st_size
         return identity  # a local server's URL is a new port every start: not the model
-    for name in ("model", "base_url"):
+    for name in ("model", "model_id", "base_url"):
         value = getattr(backend, name, None)
         if isinstance(value, str | int | float | bool):
             identity[name] = value
+    if len(identity) == 1:
+        raise CacheError(
+            f"the response cache cannot tell the models of backend {kind} apart: it has no "
+            "model, model_id, base_url or model_path attribute and no cache_identity() "
+            "method; give it one (see the response cache's docs), or use no cache"
+        )
     return identity
 
 
