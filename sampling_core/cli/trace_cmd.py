@@ -28,6 +28,7 @@ from rich.table import Table
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
 from sampling_core.errors import exception_text
 from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_calls
+from sampling_core.runs.errors import RunError
 from sampling_core.runs.kept_texts import TEXTS_FILE, texts_of_calls
 
 __all__ = ["timeline_as_dict", "trace_app"]
@@ -118,7 +119,7 @@ def _add_kept_texts(file: Path, timelines: list[RecordedCall]) -> None:
         return
     try:
         found = texts_of_calls(kept, wanted)
-    except ValueError as exc:  # RunDirError: the file cannot be read
+    except RunError as exc:  # the file cannot be read
         fail(str(exc))
     for timeline in timelines:
         texts = found.get(timeline.sampling_id, {})

@@ -17,12 +17,12 @@ Ctrl-C part way leave nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from sampling_core.runs.resume import (
     provenance_header,
     read_effective_config,
     render_effective_config,
+    samplehooks_version,
 )
 from sampling_core.runs.store import FORMAT, RunDirectory, utc_now
 from sampling_core.runs.summary import RunSummary, summarize
@@ -216,11 +217,12 @@ async def _build(
     argv: list[str],
 ) -> None:
     """Write the rescored run under a temporary name, then rename it to ``out``."""
+    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.rescore-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     built = RunDirectory(staging)
-    header = provenance_header(_version(), argv, None)
+    header = provenance_header(samplehooks_version(), argv, None)
     header.insert(-1, f"# rescored from: {one_line(str(source.path.resolve()))} (no generation)")
     resolved = {
         path: value
@@ -261,6 +263,9 @@ async def _build(
         os.rename(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        for folder in made:  # the folders made for NEW_DIR, innermost first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
 
 
@@ -273,7 +278,7 @@ def _meta(
 ) -> dict[str, Any]:
     return {
         "format": FORMAT,
-        "samplehooks_version": _version(),
+        "samplehooks_version": samplehooks_version(),
         "created": utc_now(),
         "dataset": {
             "path": str(dataset.path),
@@ -351,10 +356,3 @@ def _requirements_of(specs: Iterable[RequirementSpec], kinds: KindRegistry) -> l
         return build_requirements(specs, kinds)
     except KindError as exc:
         raise ConfigError(f"requirements: {exc}") from exc
-
-
-def _version() -> str:
-    try:
-        return metadata.version("samplehooks")
-    except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
-        return "unknown"

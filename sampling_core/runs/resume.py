@@ -14,6 +14,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "read_effective_config",
     "refuse",
     "render_effective_config",
+    "samplehooks_version",
 ]
 
 LINEAGE_MARK = "# lineage:"
@@ -62,6 +64,14 @@ def _show(value: Any) -> str:
 
 
 # -- the effective config file -------------------------------------------------------------
+
+
+def samplehooks_version() -> str:
+    """The installed samplehooks' version, as a run's files record it."""
+    try:
+        return metadata.version("samplehooks")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "unknown"
 
 
 def provenance_header(version: str, argv: Sequence[str], source: Path | None) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from sampling_core.runs.resume import (
     read_effective_config,
     refuse,
     render_effective_config,
+    samplehooks_version,
 )
 from sampling_core.runs.run_cache import open_run_cache, with_cache
 from sampling_core.runs.session import BatchSession, run_locally
@@ -64,13 +64,6 @@ __all__ = ["run_batch", "run_batch_sync"]
 
 logger = structlog.get_logger("samplehooks.runs")
 Log = Callable[[str], None]
-
-
-def _version() -> str:
-    try:
-        return metadata.version("samplehooks")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "unknown"
 
 
 async def run_batch(
@@ -272,10 +265,10 @@ def _create(
     kinds: KindRegistry,
     objects: Sequence[PluginSpec],
 ) -> None:
-    header = provenance_header(_version(), argv, source)
+    header = provenance_header(samplehooks_version(), argv, source)
     meta = {
         "format": FORMAT,
-        "samplehooks_version": _version(),
+        "samplehooks_version": samplehooks_version(),
         "created": utc_now(),
         "dataset": {
             "path": str(dataset.path),
