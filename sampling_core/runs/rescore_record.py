@@ -23,11 +23,11 @@ from typing import Any
 
 from hook_specs.records import Generation, IterationInfo, Message, Usage
 from sampling_core.backends.base import GenerationRequest
+from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.budgets import BudgetCaps
 from sampling_core.engine.seeds import derive_seed
 from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.tally import Tally
-from sampling_core.engine.transport import RetryPolicy
 from sampling_core.requirements.checks import Requirement, validate_all
 from sampling_core.requirements.context import CheckContext
 from sampling_core.runs.dataset import PromptItem
@@ -96,7 +96,7 @@ async def rescore_record(
     sampling_id = str(record.get("sampling_id") or "")
     prompt = _messages(item.prompt)
     requirements = [*how.requirements, *own]
-    tally = Tally(how.strategy, how.selection, how.early_exit)
+    tally = Tally(sampling_id, how.strategy, how.selection, how.early_exit)
     tally.stopped = attempts.get("stop_reason") == "stopped_by_plugin"
     for entry in completed_entries(record):
         index, number = entry["subsample"], entry["attempt"]
