@@ -19,6 +19,7 @@ from sampling_core.requirements.checks import Requirement
 from sampling_core.requirements.context import CheckContext
 from sampling_core.runs import ConfigError, DatasetError, RunDirError, run_batch
 from sampling_core.runs.rescore import rescore, rescore_sync
+from sampling_core.view.data import run_data
 
 pytestmark = pytest.mark.anyio
 
@@ -77,7 +78,10 @@ async def test_rescore_checks_a_long_replys_last_word_and_calls_no_backend(
         "run_dir": str(src.resolve()),
         "requirements": [{"max_words": 500}, {"matches": "Paris$"}],
     }
-    again = await rescore(tmp_path / "new", tmp_path / "again")  # a rescored run rescores
+    # a rescored run rescores, even where the run's backend kind is not installed at all
+    without_backend = collect_kinds()
+    del without_backend.kinds["backend"]["openai"]
+    again = await rescore(tmp_path / "new", tmp_path / "again", kinds=without_backend)
     assert (again.ok, again.failed) == (2, 1)
 
 
@@ -153,6 +157,8 @@ async def test_what_the_source_never_ran_is_said_not_guessed(tmp_path: Path) -> 
         assert record["rescored"]["not_run"] == 2 * 3 - ran
     assert summary.not_run[0] == 3
     assert "never ran (the source stopped them early)" in summary.render()
+    notes = run_data(tmp_path / "new")["notes"]
+    assert any("3 prompts are judged on fewer attempts" in note for note in notes)
 
 
 async def test_refusals_write_nothing(tmp_path: Path) -> None:

@@ -202,6 +202,8 @@ class Sampler:
                 installed under: the message suggests the closest one), or a plugin failed
                 in a hook whose changes it may make (such hooks fail closed), or in any hook
                 when the sampler has ``strict_plugins=True``.
+            CacheError: with a response cache, a backend that says nothing of its model
+                (see :func:`~sampling_core.backends.cache.cache_identity`).
             Exception: when no attempt completed, the first backend exception, with its
                 own type (e.g. ``httpx.ConnectError``, ``ModelNotFoundError``).
         """

@@ -34,7 +34,6 @@ from sampling_core.kinds import KindError, KindRegistry, collect_kinds
 from sampling_core.runs.components import (
     build_requirements,
     build_strategy,
-    check_kinds,
     prompt_seed,
 )
 from sampling_core.runs.config import RequirementSpec, RunConfig
@@ -110,8 +109,9 @@ async def rescore(
                 "changed since); rescoring needs each prompt's line as it was: restore it "
                 "(or give --config with dataset.path where it now is). Nothing was written"
             )
+        how = _rescoring(new, kinds)  # the new requirements are built here, or refused
         argv = list(argv) if argv is not None else ["(Python API)", "rescore"]
-        await _build(source, out, new, meta, dataset, kinds, argv)
+        await _build(source, out, new, meta, dataset, kinds, how, argv)
     finally:
         source.unlock()
     report = build_report(out, rows=True)
@@ -199,9 +199,7 @@ def _new_config(
     except ValueError as exc:
         raise ConfigError(f"requirements: {exc}") from exc
     update["requirements"] = [*update.get("requirements", old.requirements), *more]
-    new = old.model_copy(update=update)
-    check_kinds(new, kinds)
-    return new
+    return old.model_copy(update=update)
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -214,6 +212,7 @@ async def _build(
     meta: dict[str, Any],
     dataset: Dataset,
     kinds: KindRegistry,
+    how: Rescoring,
     argv: list[str],
 ) -> None:
     """Write the rescored run under a temporary name, then rename it to ``out``."""
@@ -234,7 +233,7 @@ async def _build(
     )
     try:
         started = utc_now()
-        records = await _write_records(source, built, config, dataset, kinds)
+        records = await _write_records(source, built, config, dataset, kinds, how)
         done = summarize(staging)
         built.write_progress(
             {
@@ -300,18 +299,9 @@ async def _write_records(
     config: RunConfig,
     dataset: Dataset,
     kinds: KindRegistry,
+    how: Rescoring,
 ) -> int:
     """Rescore every record of ``source`` in order into ``built``; the records written."""
-    how = Rescoring(
-        requirements=_requirements(config, kinds),
-        strategy=build_strategy(config.strategy, kinds),
-        selection=config.selection,
-        early_exit=config.budgets.early_exit,
-        loop_budget=config.budgets.loop_budget,
-        concurrency_budget=config.budgets.concurrency_budget,
-        options=config.options.as_options(),
-        check_timeout=config.check_timeout_s,
-    )
     index = PromptIndex(dataset)
     texts = TextsJoin(source.texts_file)
     written = 0
@@ -347,12 +337,31 @@ async def _write_records(
     return written
 
 
-def _requirements(config: RunConfig, kinds: KindRegistry) -> list[Any]:
-    return _requirements_of(config.requirements, kinds)
+def _rescoring(config: RunConfig, kinds: KindRegistry) -> Rescoring:
+    """What every record is checked with: the new requirements and the run's strategy,
+    selection, budgets and options (a kind that cannot be built is a ConfigError; the
+    backend is never built)."""
+    try:
+        strategy = build_strategy(config.strategy, kinds)
+    except KindError as exc:
+        raise ConfigError(f"strategy: {exc}") from exc
+    return Rescoring(
+        requirements=_requirements_of(config.requirements, kinds),
+        strategy=strategy,
+        selection=config.selection,
+        early_exit=config.budgets.early_exit,
+        loop_budget=config.budgets.loop_budget,
+        concurrency_budget=config.budgets.concurrency_budget,
+        options=config.options.as_options(),
+        check_timeout=config.check_timeout_s,
+    )
 
 
 def _requirements_of(specs: Iterable[RequirementSpec], kinds: KindRegistry) -> list[Any]:
-    try:
-        return build_requirements(specs, kinds)
-    except KindError as exc:
-        raise ConfigError(f"requirements: {exc}") from exc
+    built = []
+    for index, spec in enumerate(specs):
+        try:
+            built.extend(build_requirements([spec], kinds))
+        except KindError as exc:
+            raise ConfigError(f"requirements[{index}]: {exc} (nothing was written)") from exc
+    return built

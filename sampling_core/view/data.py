@@ -51,6 +51,15 @@ def run_data(path: str | Path, *, whole_texts: bool = False) -> dict[str, Any]:
             f"{report.summary.pending} of {report.summary.total} prompts have no record yet "
             "(a run in progress, or one that was stopped: resume it to finish)"
         )
+    summary = report.summary
+    if summary.rescored_from is not None:
+        unknown = (
+            f"; {summary.not_run[0]} prompts are judged on fewer attempts than the new checks "
+            f"would have made ({summary.not_run[1]} never ran: the source stopped them early)"
+            if summary.not_run[0]
+            else ""
+        )
+        notes.append(f"rescored from {summary.rescored_from}, with no generation{unknown}")
     order = sorted(latest, key=lambda key: (latest[key].get("status") == "ok", key))
     with_timeline = set(order[:MAX_TIMELINES])
     if len(order) > MAX_TIMELINES:
