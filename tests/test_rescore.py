@@ -17,8 +17,14 @@ from sampling_core.cli.app import app
 from sampling_core.kinds import KindRegistry, collect_kinds
 from sampling_core.requirements.checks import Requirement
 from sampling_core.requirements.context import CheckContext
-from sampling_core.runs import ConfigError, DatasetError, RunDirError, run_batch
-from sampling_core.runs.rescore import rescore, rescore_sync
+from sampling_core.runs import (
+    ConfigError,
+    DatasetError,
+    RunDirError,
+    rescore,
+    rescore_sync,
+    run_batch,
+)
 from sampling_core.view.data import run_data
 
 pytestmark = pytest.mark.anyio

@@ -12,9 +12,8 @@ from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.cli.sample_cmd import REQUIRE_HELP
 from sampling_core.kinds import KindError, collect_kinds
-from sampling_core.runs import RunError
+from sampling_core.runs import RunError, rescore_sync
 from sampling_core.runs.report import build_report
-from sampling_core.runs.rescore import rescore_sync
 from sampling_core.runs.runner import default_log
 from sampling_core.view import build_page
 

@@ -10,7 +10,9 @@
     run_batch_sync("examples/quickstart.yaml", "runs/quickstart", resume=True)
 
 The same as ``samplehooks run CONFIG --out DIR [--resume] [--retry-failed]`` and
-``samplehooks report DIR``. See ``docs/batch-runs.md``.
+``samplehooks report DIR``. See ``docs/batch-runs.md``. ``rescore_sync(RUN_DIR, NEW_DIR,
+requirements=[...])`` is ``samplehooks rescore``: a finished run's kept attempts checked
+against new requirements, with no generation (``docs/rescore.md``).
 
 This package's ``__all__`` is its public surface; its modules are internal (each one's
 ``__all__`` is what it offers the others).
@@ -26,6 +28,7 @@ from sampling_core.runs.errors import (
     RunError,
 )
 from sampling_core.runs.loading import load_config, parse_config
+from sampling_core.runs.rescoring import rescore, rescore_sync
 from sampling_core.runs.runner import run_batch, run_batch_sync
 from sampling_core.runs.summary import RunSummary, summarize
 
@@ -40,6 +43,8 @@ __all__ = [
     "classified_fields",
     "load_config",
     "parse_config",
+    "rescore",
+    "rescore_sync",
     "run_batch",
     "run_batch_sync",
     "summarize",
