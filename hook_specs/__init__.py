@@ -34,6 +34,7 @@ from hook_specs.payloads import (
 )
 from hook_specs.records import (
     Attempt,
+    CachedGeneration,
     Generation,
     IterationInfo,
     Message,
@@ -48,6 +49,7 @@ __all__ = [
     "PROJECT_NAME",
     "Attempt",
     "AttemptPayload",
+    "CachedGeneration",
     "Generation",
     "GenerationErrorPayload",
     "GenerationPostCallPayload",

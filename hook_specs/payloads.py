@@ -17,7 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from hook_specs.errors import ReadOnlyFieldError, exception_text
 from hook_specs.frozen import read_only
 from hook_specs.names import HookName
-from hook_specs.records import Attempt, Generation, Message, Usage, ValidationResult
+from hook_specs.records import (
+    Attempt,
+    CachedGeneration,
+    Generation,
+    Message,
+    Usage,
+    ValidationResult,
+)
 
 _RETRY_DOC = "0 for the first backend call of the attempt, n for its n-th transport retry."
 
@@ -159,7 +166,7 @@ class ObserveOnlyPayload(HookPayload):
         return value
 
 
-_NESTED = frozenset({list, dict, tuple, Generation, Usage})
+_NESTED = frozenset({list, dict, tuple, Generation, CachedGeneration, Usage})
 """Types of field values that a plain read would let a plugin change in place."""
 
 

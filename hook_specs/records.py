@@ -8,7 +8,7 @@ pydantic models.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 Message = dict[str, Any]
 """One chat message: ``{"role": "user" | "assistant" | "system", "content": str}``."""
@@ -79,8 +79,8 @@ UNKNOWN_USAGE = Usage(None, None, None)
 class Generation:
     """What a backend returned for one request.
 
-    ``cached`` is true when the response cache answered instead of the backend: the text
-    was generated earlier for the same request, and ``usage`` holds no new tokens.
+    ``cached`` is true for a :class:`CachedGeneration`: the response cache answered
+    instead of the backend.
     """
 
     text: str
@@ -89,7 +89,18 @@ class Generation:
     model: str | None = None
     latency_s: float = 0.0
     raw: Any = field(default=None, repr=False)
-    cached: bool = False
+    cached: ClassVar[bool] = False
+
+
+@dataclass(slots=True)
+class CachedGeneration(Generation):
+    """A generation the response cache answered: its text was generated earlier for the
+    same request, and its ``usage`` holds no new tokens; ``cached_usage`` is what it took
+    when it was generated (a class of its own, so that a generation that was not cached
+    carries nothing more)."""
+
+    cached_usage: Usage = ZERO_USAGE
+    cached: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,9 @@ on the command line) sends each backend call of a call through :class:`CachedBac
   its class, model name, server URL or model file), the messages and the options as they
   were sent (the seed included); without a seed, the attempt's place (subsample, attempt),
   so that n samples of one prompt stay n different samples;
-- a **hit** returns the stored generation with no backend call, marked ``cached=True``,
-  with no new tokens in its ``usage`` (what it took when it was generated is counted apart,
-  in ``SamplingResult.cached_usage``);
+- a **hit** returns the stored generation with no backend call, a ``CachedGeneration``,
+  with no new tokens in its ``usage`` (what it took when it was generated is its
+  ``cached_usage``, counted apart in ``SamplingResult.cached_usage``);
 - a **miss** calls the backend and stores its answer (not one stopped early: it is not the
   whole answer).
 
@@ -27,7 +27,6 @@ import contextlib
 import hashlib
 import json
 import os
-import secrets
 import sqlite3
 import threading
 import time
@@ -38,7 +37,7 @@ from typing import Any
 
 import anyio
 
-from hook_specs.records import Generation, Usage
+from hook_specs.records import CachedGeneration, Generation, Usage
 from sampling_core.backends.base import Backend, GenerationRequest, as_generation
 from sampling_core.errors import SamplehooksError, exception_text
 
@@ -210,10 +209,14 @@ class ResponseCache:
     def new_probe(self) -> str:
         """A random token stored in the file, by which another process (a Ray worker on
         another node) can tell it opens this very file (:func:`probe_problem`)."""
-        token = secrets.token_hex(16)
+        token = os.urandom(16).hex()
         with self._lock:
             self._db.execute("INSERT INTO probes VALUES (?, ?)", (token, _now()))
         return token
+
+    def serving(self, backend: Backend) -> CachedBackend:
+        """``backend`` seen through this cache (what a ``sample()`` call sends its calls to)."""
+        return CachedBackend(backend, self)
 
     def close(self) -> None:
         """Close the connection."""
@@ -310,16 +313,13 @@ def canonical(identity: dict[str, Any]) -> str:
 
 
 class CachedBackend:
-    """A backend seen through the cache, for one ``sample()`` call: it counts the call's hits
-    and what they took when generated (``hits``, ``saved``)."""
+    """A backend seen through the cache, for one ``sample()`` call."""
 
     def __init__(self, backend: Backend, cache: ResponseCache) -> None:
         self.backend = backend
         self.cache = cache
         self.identity = canonical(cache_identity(backend))
         self.provider_name = getattr(backend, "provider_name", None)
-        self.hits = 0
-        self.saved = Usage()
 
     async def generate(self, request: GenerationRequest) -> Generation:
         """The stored answer to ``request``, or the backend's (then stored)."""
@@ -327,15 +327,13 @@ class CachedBackend:
         began = time.perf_counter()
         found = await self.cache.aget(key, self.identity)
         if found is not None:
-            self.hits += 1
-            self.saved += found.usage
-            return Generation(
+            return CachedGeneration(
                 text=found.text,
                 usage=NO_NEW_TOKENS,
                 finish_reason=found.finish_reason,
                 model=found.model,
                 latency_s=max(time.perf_counter() - began, 1e-9),
-                cached=True,
+                cached_usage=found.usage,
             )
         reply = await self.backend.generate(request)
         generation = as_generation(reply, time.perf_counter() - began)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hook_specs.payloads import StopReason
-from hook_specs.records import ZERO_USAGE, Attempt, Usage
+from hook_specs.records import Attempt, CachedGeneration, Usage
 from sampling_core.errors import exception_text
 from sampling_core.hooks.faults import PluginFault
 
@@ -37,9 +37,9 @@ class SamplingResult:
     whether it passed every requirement; ``stop_reason`` says why the loop ended
     (``"success"`` implies ``success``). ``attempts`` holds the completed attempts ordered by
     (subsample_index, attempt); ``usage`` includes what cancelled attempts spent where the
-    backend reported it. With a response cache, ``cached_calls`` backend calls were answered
-    from it; ``cached_usage`` is what they took when they were generated (not in ``usage``:
-    no new tokens were spent on them).
+    backend reported it. With a response cache, ``cached_calls`` of the attempts were
+    answered from it; ``cached_usage`` is what they took when they were generated (not in
+    ``usage``: no new tokens were spent on them).
     """
 
     success: bool
@@ -58,8 +58,20 @@ class SamplingResult:
     value: Any = None
     errors: list[AttemptError] = field(default_factory=list)
     plugin_errors: list[PluginFault] = field(default_factory=list)
-    cached_calls: int = 0
-    cached_usage: Usage = ZERO_USAGE
+
+    @property
+    def cached_calls(self) -> int:
+        """How many of the attempts the response cache answered."""
+        return sum(1 for a in self.attempts if a.generation.cached)
+
+    @property
+    def cached_usage(self) -> Usage:
+        """What the attempts the response cache answered took when they were generated."""
+        total = Usage()
+        for a in self.attempts:
+            if isinstance(a.generation, CachedGeneration):
+                total += a.generation.cached_usage
+        return total
 
     def __repr__(self) -> str:
         return (

@@ -8,13 +8,12 @@ import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
 from hook_specs.records import Message
 from sampling_core.backends.base import Backend, aclose_backend
-from sampling_core.backends.cache import CachedBackend, ResponseCache
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.budgets import (
     DEFAULT_MAX_ATTEMPTS_PER_CALL,
@@ -40,6 +39,9 @@ from sampling_core.requirements.checks import (
     parses_as,
 )
 from sampling_core.strategies import RejectionSampling, Strategy
+
+if TYPE_CHECKING:
+    from sampling_core.backends.cache import ResponseCache
 
 __all__ = ["Sampler", "sample", "sample_sync"]
 
@@ -129,8 +131,15 @@ class Sampler:
             self.plugins.load_entrypoints()
         for plugin in plugins:
             self.plugins.add(plugin)
-        self._own_cache = cache is not None and not isinstance(cache, ResponseCache)
-        self.cache = cache if isinstance(cache, ResponseCache | None) else ResponseCache(cache)
+        self.cache: ResponseCache | None = None
+        self._own_cache = False
+        if cache is not None:
+            # SQLite is imported by samplers with a cache only: a larger heap would cost
+            # every sampler's garbage collections (benchmarks.instructions sees it)
+            from sampling_core.backends.cache import ResponseCache
+
+            self._own_cache = not isinstance(cache, ResponseCache)
+            self.cache = ResponseCache(cache) if self._own_cache else cache  # type: ignore[arg-type]
 
     async def aclose(self) -> None:
         """Deliver every queued background event, then free the backend's resources (and
@@ -226,9 +235,8 @@ class Sampler:
         if format is not None:
             checks = (*checks, parses_as(format))
         table = self.plugins.with_call_plugins(plugins) if plugins else self.plugins.hooks()
-        cached = None
         if self.cache is not None:
-            chosen = cached = CachedBackend(chosen, self.cache)
+            chosen = self.cache.serving(chosen)
         sampling_id = new_sampling_id()
         call = SamplingCall(
             CallSettings(
@@ -252,10 +260,7 @@ class Sampler:
             ),
             CallHooks(table, sampling_id, strategy.name),
         )
-        result = await call.run()
-        if cached is not None and cached.hits:
-            result.cached_calls, result.cached_usage = cached.hits, cached.saved
-        return result
+        return await call.run()
 
     def sample_sync(self, prompt: Prompt, **kwargs: Any) -> SamplingResult:
         """Run :meth:`sample` to completion from synchronous code.

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hook_specs.records import Generation, IterationInfo, Message, Usage
+from hook_specs.records import CachedGeneration, Generation, IterationInfo, Message, Usage
 from sampling_core.backends.base import GenerationRequest
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.budgets import BudgetCaps
@@ -136,7 +136,8 @@ def _messages(prompt: str | list[dict[str, Any]]) -> list[Message]:
 def _generation(entry: Mapping[str, Any], text: str) -> Generation:
     """The attempt's generation as the record kept it (its tokens, cost and latency)."""
     latency = entry.get("latency_s")
-    return Generation(
+    kind = CachedGeneration if entry.get("cached") is True else Generation
+    return kind(
         text=text,
         usage=Usage(
             _int(entry.get("input_tokens")) or 0,
@@ -144,8 +145,7 @@ def _generation(entry: Mapping[str, Any], text: str) -> Generation:
             entry.get("cost_usd") if isinstance(entry.get("cost_usd"), int | float) else None,
         ),
         latency_s=float(latency) if isinstance(latency, int | float) else 0.0,
-        cached=entry.get("cached") is True,
-    )
+    )  # (a cached attempt's first cost is in the record's usage.cached, kept as it is)
 
 
 def _settings(sampling_id: str, how: Rescoring, loop: int, concurrency: int) -> CallSettings:
