@@ -30,8 +30,8 @@ EXPECTED: dict[str, list[str]] = {
         "exception_text",
     ],
     "sampling_core.backends": [
-        "AttemptTimeout", "Backend", "GenerationRequest", "LocalBackend", "OpenAIBackend",
-        "ScriptedBackend",
+        "AttemptTimeout", "Backend", "CacheError", "GenerationRequest", "LocalBackend",
+        "OpenAIBackend", "ResponseCache", "ScriptedBackend", "cache_identity",
     ],
     "sampling_core.requirements": [
         "COUNTED", "REQUIREMENTS_BY_NAME", "Check", "CheckContext", "Requirement",
@@ -45,15 +45,16 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "sampling_core.runs": [
         "ConfigError", "DatasetError", "ResumeRefused", "RunConfig", "RunDirError", "RunError",
-        "RunSummary", "classified_fields", "load_config", "parse_config", "run_batch",
-        "run_batch_sync", "summarize",
+        "RunSummary", "classified_fields", "load_config", "parse_config", "rescore",
+        "rescore_sync", "run_batch", "run_batch_sync", "summarize",
     ],
     "sampling_core.cli": ["app", "main"],
     "sampling_core.view": ["build_page", "render_page", "run_data"],
     "hook_specs": [
         "OBSERVE_ONLY_HOOKS", "PAYLOAD_TYPES", "WRITABLE_HOOKS", "PROJECT_NAME", "Attempt",
-        "AttemptPayload", "Generation", "GenerationErrorPayload", "GenerationPostCallPayload",
-        "GenerationPreCallPayload", "HookName", "HookPayload", "IterationInfo", "Message",
+        "AttemptPayload", "CachedGeneration", "Generation", "GenerationErrorPayload",
+        "GenerationPostCallPayload", "GenerationPreCallPayload", "HookName", "HookPayload",
+        "IterationInfo", "Message",
         "ReadOnlyFieldError", "SamplingIterationPayload", "SamplingValidatePayload",
         "SamplingLoopEndPayload", "SamplingLoopStartPayload", "SamplingRepairPayload",
         "StopReason", "StopSampling", "Usage", "ValidationResult", "background", "hookimpl",

@@ -22,7 +22,7 @@ from runs_helpers import records, write_config, write_dataset
 
 from hook_specs import hookimpl
 from sampling_core import Sampler
-from sampling_core.backends.cache import cache_identity
+from sampling_core.backends import cache_identity
 from sampling_core.hooks.entry_points import PluginSettings
 from sampling_core.kinds import KindError, collect_kinds
 from sampling_core.runs import run_batch_sync

@@ -15,12 +15,8 @@ from typer.testing import CliRunner
 import sampling_core
 from hook_specs import hookimpl
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.backends.cache import (
-    CacheError,
-    ResponseCache,
-    cache_identity,
-    probe_problem,
-)
+from sampling_core.backends import CacheError, ResponseCache, cache_identity
+from sampling_core.backends.cache import probe_problem
 from sampling_core.cli.app import app
 from sampling_core.runs import ConfigError, load_config, run_batch
 from sampling_core.runs.run_cache import shared_cache_problem, with_cache

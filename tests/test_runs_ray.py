@@ -13,7 +13,7 @@ import pytest
 from ray_test_plugins import ExitAlways, ExitOnce, RefusedOnWorker
 from runs_helpers import records, snapshot, write_config, write_dataset
 
-from sampling_core.backends.cache import ResponseCache
+from sampling_core.backends import ResponseCache
 from sampling_core.runs import ConfigError, run_batch, run_batch_sync
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is part of the test extra")

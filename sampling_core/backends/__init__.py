@@ -1,9 +1,10 @@
 """Backends: the protocol, the scripted test double, and (with extras) real models.
 
 ``OpenAIBackend`` needs the ``openai`` extra and ``LocalBackend`` the ``local`` extra;
-both are imported on first access. This package's ``__all__`` is its public surface; its
-modules (``base``, ``scripted``, ``openai_compat``, ``local``, ``limits``, ``transport``) are
-internal.
+both are imported on first access, and so is the response cache (``ResponseCache``,
+``CacheError``, ``cache_identity``: SQLite is imported by those who use it). This
+package's ``__all__`` is its public surface; its modules (``base``, ``scripted``,
+``openai_compat``, ``local``, ``limits``, ``transport``, ``cache``) are internal.
 """
 
 from __future__ import annotations
@@ -16,15 +17,21 @@ from sampling_core.backends.scripted import ScriptedBackend
 __all__ = [
     "AttemptTimeout",
     "Backend",
+    "CacheError",
     "GenerationRequest",
     "LocalBackend",
     "OpenAIBackend",
+    "ResponseCache",
     "ScriptedBackend",
+    "cache_identity",
 ]
 
 _LAZY = {
     "OpenAIBackend": "sampling_core.backends.openai_compat",
     "LocalBackend": "sampling_core.backends.local",
+    "CacheError": "sampling_core.backends.cache",
+    "ResponseCache": "sampling_core.backends.cache",
+    "cache_identity": "sampling_core.backends.cache",
 }
 
 

@@ -144,7 +144,7 @@ def _requirement(kinds: KindRegistry, spec: str) -> tuple[str, Any, bool]:
     try:
         kind = _kind(kinds, "requirement", name.strip().lower())
     except KindError as exc:
-        raise UsageError(f"--require {spec!r}: {exc}") from None
+        raise UsageError(f"--require {spec!r}: {exception_text(exc)}") from None
     if kind.value is None:
         if sep:
             raise UsageError(f"--require {spec!r}: {kind.name} takes no argument")

@@ -11,6 +11,7 @@ from sampling_core.cli.kind_args import UsageError, requirement_spec_arg
 from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.cli.sample_cmd import REQUIRE_HELP
+from sampling_core.errors import exception_text
 from sampling_core.kinds import KindError, collect_kinds
 from sampling_core.runs import RunError, rescore_sync
 from sampling_core.runs.report import build_report
@@ -60,7 +61,7 @@ def rescore_command(
         kinds = collect_kinds()
         added = [dict([requirement_spec_arg(kinds, spec)]) for spec in require]
     except (UsageError, KindError) as exc:
-        fail(str(exc))
+        fail(exception_text(exc))
     argv = ["samplehooks", *sys.argv[1:]] if sys.argv[1:2] == ["rescore"] else None
     try:
         with logs_to_stderr():
@@ -74,11 +75,12 @@ def rescore_command(
                 log=default_log,
             )
     except RunError as exc:
-        fail(str(exc))
+        fail(exception_text(exc))
     page = out / VIEW_FILE
     try:
         page.write_text(build_page([out]), encoding="utf-8")
     except (OSError, RunError) as exc:
-        fail(f"the rescored run is in {out}, but its page could not be written: {exc}", 1)
+        why = exception_text(exc)
+        fail(f"the rescored run is in {out}, but its page could not be written: {why}", 1)
     typer.echo(build_report(out).render())
     typer.echo(f"wrote {out} (view: {page})")

@@ -120,7 +120,7 @@ def _add_kept_texts(file: Path, timelines: list[RecordedCall]) -> None:
     try:
         found = texts_of_calls(kept, wanted)
     except RunError as exc:  # the file cannot be read
-        fail(str(exc))
+        fail(exception_text(exc))
     for timeline in timelines:
         texts = found.get(timeline.sampling_id, {})
         for row in timeline.rows():

@@ -90,7 +90,9 @@ class PromptIndex:
                     self._offsets.append(offset)
                     offset += len(line)
         except OSError as exc:
-            raise DatasetError(f"cannot read the dataset {dataset.path}: {exc}") from exc
+            raise DatasetError(
+                f"cannot read the dataset {dataset.path}: {exception_text(exc)}"
+            ) from exc
 
     def item(self, line: int) -> PromptItem | None:
         """The prompt on line ``line`` (1-based), or ``None`` when there is none."""

@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 import structlog
 
+from sampling_core.errors import exception_text
 from sampling_core.hooks.entry_points import PluginSettings
 from sampling_core.kinds import KindError, KindRegistry, collect_kinds
 from sampling_core.runs.components import (
@@ -95,7 +96,7 @@ async def rescore(
         try:
             kinds = collect_kinds(PluginSettings.from_env())
         except KindError as exc:
-            raise ConfigError(str(exc)) from exc
+            raise ConfigError(exception_text(exc)) from exc
     source.lock()  # no session may append to it meanwhile
     try:
         _, old = read_effective_config(source)
@@ -197,7 +198,7 @@ def _new_config(
     try:
         more = [RequirementSpec.model_validate(spec) for spec in added]
     except ValueError as exc:
-        raise ConfigError(f"requirements: {exc}") from exc
+        raise ConfigError(f"requirements: {exception_text(exc)}") from exc
     update["requirements"] = [*update.get("requirements", old.requirements), *more]
     return old.model_copy(update=update)
 
@@ -344,7 +345,7 @@ def _rescoring(config: RunConfig, kinds: KindRegistry) -> Rescoring:
     try:
         strategy = build_strategy(config.strategy, kinds)
     except KindError as exc:
-        raise ConfigError(f"strategy: {exc}") from exc
+        raise ConfigError(f"strategy: {exception_text(exc)}") from exc
     return Rescoring(
         requirements=_requirements_of(config.requirements, kinds),
         strategy=strategy,
@@ -363,5 +364,7 @@ def _requirements_of(specs: Iterable[RequirementSpec], kinds: KindRegistry) -> l
         try:
             built.extend(build_requirements([spec], kinds))
         except KindError as exc:
-            raise ConfigError(f"requirements[{index}]: {exc} (nothing was written)") from exc
+            raise ConfigError(
+                f"requirements[{index}]: {exception_text(exc)} (nothing was written)"
+            ) from exc
     return built

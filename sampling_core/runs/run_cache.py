@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 
 from sampling_core.backends.cache import CacheError, ResponseCache, probe_problem
+from sampling_core.errors import exception_text
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import ConfigError
 
@@ -41,7 +42,7 @@ def open_run_cache(config: RunConfig) -> ResponseCache | None:
     try:
         return ResponseCache(config.run.cache)
     except CacheError as exc:
-        raise ConfigError(f"run.cache: {exc} (nothing was written)") from exc
+        raise ConfigError(f"run.cache: {exception_text(exc)} (nothing was written)") from exc
 
 
 def shared_cache_problem(config: RunConfig, token: str | None) -> str | None:
