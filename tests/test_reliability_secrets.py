@@ -229,7 +229,8 @@ def test_a_batch_run_leaks_no_key_into_its_directory_or_output(
     evidence.add_spans(exporter)
     for run in (out, tmp_path / "out-cli"):
         assert f"api_key_env: {ENV}" in (run / "effective_config.yaml").read_text()
-        (run / "records.jsonl").rename(tmp_path / f"{run.name}.records.jsonl")  # the answers
+        for answers in ("records.jsonl", "texts.jsonl"):  # the answers, kept on purpose
+            (run / answers).rename(tmp_path / f"{run.name}.{answers}")
         evidence.add_files(run)
     evidence.assert_no_content()  # logs, spans, events, config, progress, output
     evidence.add_files(tmp_path)  # and the records and the dataset too, for the key
