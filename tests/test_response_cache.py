@@ -247,3 +247,22 @@ def test_a_worker_that_does_not_see_the_drivers_file_refuses_the_run(tmp_path: P
     assert shared_cache_problem(with_cache(load_config(config), cache.path), token) is None
     cache.close()
     other.close()
+
+
+async def test_a_cached_answer_whose_usage_was_unknown_stays_unknown(tmp_path: Path) -> None:
+    class PlainText:
+        model = "plain"
+        calls = 0
+
+        async def generate(self, request: Any) -> str:
+            self.calls += 1
+            return "an answer without usage"  # a plain str: its tokens are unknown
+
+    backend = PlainText()
+    async with Sampler(backend, cache=tmp_path / "c.sqlite") as sampler:
+        first = await sampler.sample("q", seed=3)
+        again = await sampler.sample("q", seed=3)
+    assert first.usage.input_tokens is None and backend.calls == 1
+    assert again.cached_calls == 1 and again.text == "an answer without usage"
+    assert again.cached_usage.input_tokens is None  # never stored or read back as 0
+    assert again.usage.total_tokens == 0  # and the hit spent nothing

@@ -51,8 +51,8 @@ NO_NEW_TOKENS = Usage(0, 0, 0.0)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries ("
     " key TEXT PRIMARY KEY, identity TEXT NOT NULL, text TEXT NOT NULL,"
-    " finish_reason TEXT, model TEXT, input_tokens INTEGER NOT NULL,"
-    " output_tokens INTEGER NOT NULL, cost_usd REAL, created TEXT NOT NULL)",
+    " finish_reason TEXT, model TEXT, input_tokens INTEGER,"  # NULL: the backend did not say
+    " output_tokens INTEGER, cost_usd REAL, created TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS probes (token TEXT PRIMARY KEY, created TEXT NOT NULL)",
 )
 

@@ -139,9 +139,9 @@ def _generation(entry: Mapping[str, Any], text: str) -> Generation:
     kind = CachedGeneration if entry.get("cached") is True else Generation
     return kind(
         text=text,
-        usage=Usage(
-            _int(entry.get("input_tokens")) or 0,
-            _int(entry.get("output_tokens")) or 0,
+        usage=Usage(  # a count the record does not hold stays unknown, never 0
+            _int(entry.get("input_tokens")),
+            _int(entry.get("output_tokens")),
             entry.get("cost_usd") if isinstance(entry.get("cost_usd"), int | float) else None,
         ),
         latency_s=float(latency) if isinstance(latency, int | float) else 0.0,
