@@ -23,9 +23,9 @@ __all__ = ["OBSERVE_ONLY_HOOKS", "PAYLOAD_TYPES", "WRITABLE_HOOKS", "may_write"]
 
 
 def _payload_types() -> Mapping[HookName, type[HookPayload]]:
-    """Each per-call hook's payload model, read from its spec's ``payload`` annotation."""
+    """Each fired hook's payload model, read from its spec's ``payload`` annotation."""
     found: dict[HookName, type[HookPayload]] = {}
-    for hook in HookName.per_call():
+    for hook in HookName.fired():
         spec = getattr(specs, hook.value, None)
         if spec is None:
             raise TypeError(f"HookName.{hook.name} has no spec in hook_specs.specs")
@@ -39,7 +39,7 @@ def _payload_types() -> Mapping[HookName, type[HookPayload]]:
 
 
 PAYLOAD_TYPES: Mapping[HookName, type[HookPayload]] = _payload_types()
-"""The payload model of every per-call hook."""
+"""The payload model of every hook fired with a payload (per-call and run hooks)."""
 
 WRITABLE_HOOKS: frozenset[HookName] = frozenset(
     hook for hook, model in PAYLOAD_TYPES.items() if model.writable

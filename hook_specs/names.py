@@ -16,6 +16,10 @@ class HookName(StrEnum):
     GENERATION_POST_CALL = "generation_post_call"
     GENERATION_ERROR = "generation_error"
     SAMPLING_VALIDATE = "sampling_validate"
+    RUN_START = "run_start"
+    PROMPT_START = "prompt_start"
+    PROMPT_END = "prompt_end"
+    RUN_END = "run_end"
     REGISTER_REQUIREMENTS = "register_requirements"
     REGISTER_BACKENDS = "register_backends"
     REGISTER_STRATEGIES = "register_strategies"
@@ -29,13 +33,35 @@ class HookName(StrEnum):
         per process when kinds are collected, never during a ``sample()`` call."""
         return self in PROVIDER_HOOKS
 
+    @property
+    def is_run(self) -> bool:
+        """Whether this is a run hook (``run_start``, ``prompt_start``, ``prompt_end``,
+        ``run_end``): fired by a batch run around its ``sample()`` calls, never by a call."""
+        return self in RUN_HOOKS
+
+    @classmethod
+    def fired(cls) -> tuple[HookName, ...]:
+        """The hooks fired with a payload: every member but the provider hooks (the
+        per-call hooks and the run hooks)."""
+        return tuple(hook for hook in cls if hook not in PROVIDER_HOOKS)
+
     @classmethod
     def per_call(cls) -> tuple[HookName, ...]:
-        """The hooks fired during ``sample()`` calls (every member but the provider hooks)."""
-        return tuple(hook for hook in cls if hook not in PROVIDER_HOOKS)
+        """The hooks fired during ``sample()`` calls (neither provider nor run hooks)."""
+        return tuple(hook for hook in cls.fired() if hook not in RUN_HOOKS)
+
+    @classmethod
+    def run(cls) -> tuple[HookName, ...]:
+        """The run hooks, in the order a batch run fires them."""
+        return tuple(hook for hook in cls if hook in RUN_HOOKS)
 
 
 PROVIDER_HOOKS = frozenset(
     {HookName.REGISTER_REQUIREMENTS, HookName.REGISTER_BACKENDS, HookName.REGISTER_STRATEGIES}
 )
 """The provider hooks: they add kinds (requirements, backends, strategies) by name."""
+
+RUN_HOOKS = frozenset(
+    {HookName.RUN_START, HookName.PROMPT_START, HookName.PROMPT_END, HookName.RUN_END}
+)
+"""The run hooks: fired by a batch run (``samplehooks run``, ``run_batch``) around its calls."""

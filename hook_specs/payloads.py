@@ -38,7 +38,9 @@ _PURPOSE_DOC = (
 
 
 class HookPayload(BaseModel):
-    """Fields every payload carries."""
+    """What every payload is: a pydantic model that refuses writes to the fields its hook
+    does not let plugins change. Per-call payloads add the call's identity
+    (:class:`CallPayload`); run payloads the run's (:class:`RunPayload`)."""
 
     # Who is writing now, and who last wrote each writable field: the payload's own slots
     # (plain Python attributes, not pydantic fields or private attributes), set through
@@ -49,11 +51,6 @@ class HookPayload(BaseModel):
 
     hook: ClassVar[HookName]
     writable: ClassVar[frozenset[str]] = frozenset()
-
-    sampling_id: str = Field(
-        description="Identifies the `sample()` call; shared by all its events."
-    )
-    strategy_name: str = Field(description="The strategy's name, e.g. `RejectionSampling`.")
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in self.writable:
@@ -131,10 +128,14 @@ def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
     restore = cls.__setstate__
     new = _new
 
+    order = tuple(cls.model_fields)
+
     def build(fields: dict[str, Any]) -> Any:
-        if len(fields) != count:
+        if len(fields) != count:  # defaults filled in, in the fields' declared order
+            given = fields
             for name, value in defaults.items():
-                fields.setdefault(name, value)
+                given.setdefault(name, value)
+            fields = {name: given[name] for name in order if name in given}
         own = state.copy()
         own["__dict__"] = fields
         for key in own_sets:
@@ -170,7 +171,22 @@ _NESTED = frozenset({list, dict, tuple, Generation, CachedGeneration, Usage})
 """Types of field values that a plain read would let a plugin change in place."""
 
 
-class AttemptPayload(HookPayload):
+class CallPayload(HookPayload):
+    """Fields every per-call payload carries: which ``sample()`` call, with which strategy,
+    for which dataset prompt."""
+
+    sampling_id: str = Field(
+        description="Identifies the `sample()` call; shared by all its events."
+    )
+    strategy_name: str = Field(description="The strategy's name, e.g. `RejectionSampling`.")
+    prompt_key: str | None = Field(
+        default=None,
+        description="Inside a batch run, the key of the dataset prompt the call samples; "
+        "`None` outside a run.",
+    )
+
+
+class AttemptPayload(CallPayload):
     """Fields of every payload fired for one attempt."""
 
     subsample_index: int = Field(description="0-based index of the subsample.")
@@ -186,7 +202,7 @@ class AttemptPayload(HookPayload):
     )
 
 
-class SamplingLoopStartPayload(HookPayload):
+class SamplingLoopStartPayload(CallPayload):
     """Payload of ``sampling_loop_start``."""
 
     hook: ClassVar[HookName] = HookName.SAMPLING_LOOP_START
@@ -268,7 +284,7 @@ class SamplingRepairPayload(AttemptPayload):
     )
 
 
-class SamplingLoopEndPayload(ObserveOnlyPayload):
+class SamplingLoopEndPayload(CallPayload, ObserveOnlyPayload):
     """Payload of ``sampling_loop_end``."""
 
     hook: ClassVar[HookName] = HookName.SAMPLING_LOOP_END
@@ -365,3 +381,82 @@ class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
     @field_serializer("exception")
     def _exception_as_text(self, exc: BaseException) -> str:
         return f"{type(exc).__name__}: {exception_text(exc)}"
+
+
+# -- the run hooks: fired by a batch run around its calls ------------------------------------
+
+
+class RunPayload(ObserveOnlyPayload):
+    """Fields every run hook's payload carries."""
+
+    run_dir: str = Field(description="The run directory, as given to the run.")
+    session: int = Field(
+        description="The session of the run: 1 for the first, one more for each resume."
+    )
+
+
+class RunStartPayload(RunPayload):
+    """Payload of ``run_start``."""
+
+    hook: ClassVar[HookName] = HookName.RUN_START
+
+    resumed: bool = Field(description="Whether this session continues an earlier one.")
+    executor: Literal["local", "ray"] = Field(description='Where prompts run: "local" or "ray".')
+    total: int = Field(description="Prompts in the dataset.")
+    done: int = Field(
+        description="Prompts this session will not run: those with a final record before it "
+        "(with `--retry-failed`, only the `ok` ones)."
+    )
+    settings: dict[str, Any] = Field(
+        description="The result settings recorded in `meta.json` (what a resume must keep)."
+    )
+    config: dict[str, Any] = Field(
+        description="The effective config as data (what `effective_config.yaml` holds)."
+    )
+
+
+class PromptStartPayload(RunPayload):
+    """Payload of ``prompt_start``."""
+
+    hook: ClassVar[HookName] = HookName.PROMPT_START
+
+    key: str = Field(description="The prompt's key in the dataset.")
+    row: dict[str, Any] = Field(description="The prompt's dataset line, as read.")
+
+
+class PromptEndPayload(RunPayload):
+    """Payload of ``prompt_end``."""
+
+    hook: ClassVar[HookName] = HookName.PROMPT_END
+
+    key: str = Field(description="The prompt's key in the dataset.")
+    record: dict[str, Any] = Field(
+        description="The prompt's record, as written to `records.jsonl` (`status` is "
+        '`"ok"`, `"failed"` or `"error"`).'
+    )
+
+
+class RunEndPayload(RunPayload):
+    """Payload of ``run_end``."""
+
+    hook: ClassVar[HookName] = HookName.RUN_END
+
+    totals: dict[str, Any] = Field(
+        description="The run's totals, as `samplehooks report --json` gives them (the whole "
+        "run, earlier sessions included)."
+    )
+    pass_at_k: list[dict[str, Any]] | None = Field(
+        description="pass@k as `report --json` gives it (`None` unless the run measured it: "
+        "`budgets.early_exit: false`)."
+    )
+    pass_hat_k: list[dict[str, Any]] | None = Field(
+        description="pass^k (the chance that k samples all pass), shaped like `pass_at_k`."
+    )
+    interrupted: bool = Field(
+        description="Whether the session ended before its prompts did (Ctrl-C, SIGTERM, or a "
+        "fatal error)."
+    )
+    error: str | None = Field(
+        default=None, description="The fatal error that ended the session, if one did."
+    )
+    elapsed_s: float = Field(description="Wall time of this session, in seconds.")

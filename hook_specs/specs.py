@@ -18,6 +18,10 @@ from hook_specs.payloads import (
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
+    PromptEndPayload,
+    PromptStartPayload,
+    RunEndPayload,
+    RunStartPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
@@ -98,6 +102,49 @@ def generation_post_call(payload: GenerationPostCallPayload) -> None:
 def generation_error(payload: GenerationErrorPayload) -> None:
     """When a backend call raised; ``payload.will_retry`` says whether it is retried.
 
+    Observe only.
+    """
+
+
+# -- run hooks: fired by a batch run (``samplehooks run``, ``run_batch``) around its calls ------
+
+
+@hookspec
+def run_start(payload: RunStartPayload) -> None:
+    """Once per session of a batch run, after the run directory is ready, before any prompt.
+
+    Fired in the process that writes the run directory (the driver, under Ray), for the
+    plugins the run names. ``payload.resumed`` and ``payload.done`` say what earlier
+    sessions did. Observe only: a fault is isolated and logged; ``@background`` is allowed.
+    """
+
+
+@hookspec
+def prompt_start(payload: PromptStartPayload) -> None:
+    """Before a prompt's ``sample()`` call, once per prompt this session runs.
+
+    Prompts an earlier session finished are not announced. The call's hooks follow, their
+    payloads carrying ``prompt_key``. Observe only.
+    """
+
+
+@hookspec
+def prompt_end(payload: PromptEndPayload) -> None:
+    """After a prompt's record is in ``records.jsonl``, once per prompt this session runs.
+
+    Every prompt that got ``prompt_start`` gets one ``prompt_end`` when its record is
+    written, also when its Ray worker died (the record then says why); a prompt still in
+    flight when the session is interrupted has no record and no ``prompt_end``. Observe only.
+    """
+
+
+@hookspec
+def run_end(payload: RunEndPayload) -> None:
+    """Once per session, last: after every record is written, also after Ctrl-C or a fatal
+    error (whenever ``run_start`` fired).
+
+    ``payload.totals`` and ``payload.pass_at_k`` are what ``samplehooks report --json``
+    gives for the whole run; ``payload.interrupted`` says whether the session ended early.
     Observe only.
     """
 

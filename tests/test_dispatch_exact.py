@@ -34,7 +34,11 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
     result = await strict(ScriptedBackend([first, second]), seen).sample(
         "q", requirements=[starts_ok], loop_budget=2
     )
-    call = {"sampling_id": result.sampling_id, "strategy_name": "RejectionSampling"}
+    call = {
+        "sampling_id": result.sampling_id,
+        "strategy_name": "RejectionSampling",
+        "prompt_key": None,  # outside a batch run
+    }
     asked = [{"role": "user", "content": "q"}]
     failed = ValidationResult(False, "does not start with ok", 0.0, "starts with ok")
     passed = ValidationResult(True, None, 1.0, "starts with ok")

@@ -40,6 +40,7 @@ async def test_loop_end_fields_of_a_success_are_exactly_the_results():
     assert fields == {
         "sampling_id": result.sampling_id,
         "strategy_name": "RejectionSampling",
+        "prompt_key": None,
         "success": True,
         "stop_reason": "success",
         "iterations_used": 2,
@@ -71,6 +72,7 @@ async def test_loop_end_fields_on_the_error_path():
     assert fields == {
         "sampling_id": fields["sampling_id"],
         "strategy_name": "RejectionSampling",
+        "prompt_key": None,
         "success": False,
         "stop_reason": "error",
         "iterations_used": 0,

@@ -81,7 +81,9 @@ def test_writable_fields_accept_anything_and_others_raise_naming_field_and_hook(
         payload.new_field = 1
 
 
-_ATTEMPT = dict(sampling_id="s", strategy_name="x", subsample_index=0, attempt=1, iteration=1)
+_ATTEMPT = dict(  # every field given, in order, as the engine gives them
+    sampling_id="s", strategy_name="x", prompt_key="p1", subsample_index=0, attempt=1, iteration=1
+)
 
 
 def test_trusted_construction_matches_validated_construction():

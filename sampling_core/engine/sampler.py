@@ -181,6 +181,7 @@ class Sampler:
         backend: Backend | None = None,
         early_exit: bool = True,
         row: Mapping[str, Any] | None = None,
+        prompt_key: str | None = None,
     ) -> SamplingResult:
         """Sample until an answer to ``prompt`` meets every requirement, or the budget is spent.
 
@@ -193,7 +194,9 @@ class Sampler:
         parsed value is ``result.value``. With ``early_exit=False`` a passing attempt does
         not cancel its siblings: every subsample runs until it passes or spends its
         ``loop_budget``, and the pick is made as usual. ``row`` is the dataset line checks
-        see as ``CheckContext.row`` (a batch run passes each prompt's line).
+        see as ``CheckContext.row`` (a batch run passes each prompt's line), and
+        ``prompt_key`` the key every payload of the call carries as ``prompt_key`` (a batch
+        run passes each prompt's key; ``None`` outside a run).
 
         A failed answer is not an error: it is a result with ``success=False``. Attempts
         whose backend call failed are in ``result.errors`` when other attempts completed,
@@ -226,6 +229,8 @@ class Sampler:
             raise ValueError(f'selection must be "first" or "ordered", not {selection!r}')
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
+        if prompt_key is not None and not isinstance(prompt_key, str):
+            raise TypeError(f"prompt_key must be a str or None, not {type(prompt_key).__name__}")
         if not isinstance(early_exit, bool):
             raise TypeError(f"early_exit must be a bool, not {type(early_exit).__name__}")
         strategy = strategy if strategy is not None else _DEFAULT_STRATEGY
@@ -258,7 +263,7 @@ class Sampler:
                 check_timeout=self.check_timeout,
                 row=row,
             ),
-            CallHooks(table, sampling_id, strategy.name),
+            CallHooks(table, sampling_id, strategy.name, prompt_key),
         )
         return await call.run()
 

@@ -11,7 +11,8 @@ hooks outside a call the same way. Behind that one call live:
 * calling the implementations in pluggy's order (``tryfirst``, the rest last-registered
   first, ``trylast``), awaiting async ones, each seeing the previous one's changes, with
   writes credited through the payload's :meth:`~hook_specs.HookPayload.track_writes`;
-* the fault policy: ``StopSampling`` propagates (except from ``sampling_loop_end``); in a
+* the fault policy: ``StopSampling`` propagates (except from ``sampling_loop_end`` and the
+  run hooks); in a
   hook that may write, any other exception fails closed as :class:`PluginError`; in an
   observe-only hook it is isolated as a :class:`PluginFault` (strict: raised);
 * hook-call monitoring with pluggy's meaning (``before(hook_name, hook_impls, kwargs)``,
@@ -53,6 +54,10 @@ from sampling_core.hooks.table import HookTable, Route
 logger = structlog.get_logger("samplehooks")
 
 H = HookName
+
+_STOPS_SAMPLING = frozenset(HookName.per_call()) - {H.SAMPLING_LOOP_END}
+"""Where ``StopSampling`` ends the call; anywhere else (the loop's end, the run hooks) it is
+a fault like any other."""
 
 
 class HookChannel:
@@ -169,7 +174,7 @@ class HookChannel:
     def _fault(self, hook: HookName, plugin_name: str, exc: Exception, writable: bool) -> None:
         """Raise or isolate what an implementation raised, as the hook's rules say."""
         if isinstance(exc, StopSampling):
-            if hook is not H.SAMPLING_LOOP_END:
+            if hook in _STOPS_SAMPLING:
                 if exc.plugin_name is None:
                     exc.plugin_name = plugin_name
                 raise exc
@@ -187,19 +192,28 @@ class CallHooks(HookChannel):
     """One ``sample()`` call's hook channel: :meth:`fire` with the call's identity, and a
     method for each hook whose delivery or reading-back the engine needs done its way."""
 
-    __slots__ = ("_delivery_lock", "_id", "_strategy")
+    __slots__ = ("_delivery_lock", "_id", "_prompt_key", "_strategy")
 
-    def __init__(self, table: HookTable, sampling_id: str, strategy_name: str) -> None:
+    def __init__(
+        self,
+        table: HookTable,
+        sampling_id: str,
+        strategy_name: str,
+        prompt_key: str | None = None,
+    ) -> None:
         super().__init__(table)
         self._id = sampling_id
         self._strategy = strategy_name
+        self._prompt_key = prompt_key
         self._delivery_lock: anyio.Lock | None = None
 
     async def fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
-        """:meth:`HookChannel.fire`, the call's ``sampling_id`` and ``strategy_name`` added."""
+        """:meth:`HookChannel.fire`, the call's ``sampling_id``, ``strategy_name`` and
+        ``prompt_key`` added."""
         if not getattr(self.firing, hook.value):
             return None
         fields["sampling_id"], fields["strategy_name"] = self._id, self._strategy
+        fields["prompt_key"] = self._prompt_key
         return await self._fire(getattr(self._routes, hook.value), fields)
 
     # -- one method per hook, in the order they fire -----------------------------------
@@ -358,6 +372,7 @@ class CallHooks(HookChannel):
         return {
             "sampling_id": self._id,
             "strategy_name": self._strategy,
+            "prompt_key": self._prompt_key,
             "subsample_index": info.subsample_index,
             "attempt": info.attempt,
             "iteration": info.iteration,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from hook_specs import specs
-from hook_specs.contract import may_write
+from hook_specs.contract import OBSERVE_ONLY_HOOKS, may_write
 from hook_specs.markers import PROJECT_NAME, is_background
 from hook_specs.names import HookName
 from sampling_core.errors import PluginError, exception_text
@@ -255,7 +255,7 @@ class PluginRegistry:
     def implementations(self) -> dict[HookName, tuple[HookImplementation, ...]]:
         """Every hook's implementations, in registration order (pluggy's grouping kept)."""
         found: dict[HookName, tuple[HookImplementation, ...]] = {}
-        for hook in HookName.per_call():
+        for hook in HookName.fired():
             caller = getattr(self.manager.hook, hook.value)
             found[hook] = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
         return found
@@ -363,17 +363,31 @@ def check_implementation(
         raise PluginError(
             plugin_name,
             hook_name,
-            "@background is only for observe-only hooks (sampling_iteration, "
-            "sampling_loop_end, generation_post_call, generation_error): this hook's "
+            "@background is only for observe-only hooks ("
+            f"{', '.join(sorted(OBSERVE_ONLY_HOOKS))}): this hook's "
             "changes must be made before the engine goes on",
         )
+
+
+_TRACED_FIELDS = (
+    "sampling_id",
+    "prompt_key",
+    "iteration",
+    "subsample_index",
+    "attempt",
+    "sequence",
+    "run_dir",
+    "session",
+    "key",
+)
+"""The payload fields a ``SAMPLEHOOKS_TRACE_HOOKS`` line shows, where the payload has them."""
 
 
 def _trace_before(hook_name: str, hook_impls: list[Any], kwargs: dict[str, Any]) -> None:
     """``SAMPLEHOOKS_TRACE_HOOKS``: one stderr line per implementation about to run."""
     payload = kwargs["payload"]
-    where = [f"sampling_id={payload.sampling_id}"]
-    for field_name in ("iteration", "subsample_index", "attempt", "sequence"):
+    where = []
+    for field_name in _TRACED_FIELDS:
         value = getattr(payload, field_name, None)
         if value is not None:
             where.append(f"{field_name}={value}")

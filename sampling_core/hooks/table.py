@@ -1,7 +1,8 @@
 """What a registry compiles its plugins into: each hook's implementations in call order.
 
 A :class:`HookTable` never changes once made; :mod:`sampling_core.hooks.channel` fires hooks
-through it, one :class:`~sampling_core.hooks.channel.CallHooks` per ``sample()`` call.
+through it: one :class:`~sampling_core.hooks.channel.CallHooks` per ``sample()`` call, and a
+:class:`~sampling_core.hooks.channel.HookChannel` for a batch run's run hooks.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from hook_specs.markers import is_background
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
 
-PER_CALL = HookName.per_call()
+FIRED = HookName.fired()
+"""The hooks a table routes: every hook fired with a payload (per-call and run hooks)."""
 
 
 class Delivery(Protocol):
@@ -146,18 +148,16 @@ class Route:
 
 
 def _one_attribute_per_hook(name: str, kind: type, doc: str) -> type:
-    """A frozen class with one attribute per per-call hook, named by the hook's value
+    """A frozen class with one attribute per fired hook, named by the hook's value
     (``sampling_iteration``, ...): read on the hot path as fast as any attribute."""
-    cls = make_dataclass(
-        name, [(hook.value, kind) for hook in HookName.per_call()], frozen=True, slots=True
-    )
+    cls = make_dataclass(name, [(hook.value, kind) for hook in FIRED], frozen=True, slots=True)
     cls.__doc__ = doc
     cls.__module__ = __name__
     return cls
 
 
 Routes = _one_attribute_per_hook(
-    "Routes", Route, "Every per-call hook's :class:`Route`, by the hook's name."
+    "Routes", Route, "Every fired hook's :class:`Route`, by the hook's name."
 )
 Firing = _one_attribute_per_hook(
     "Firing",
@@ -197,7 +197,7 @@ class HookTable:
         self.timeout = timeout
         self.monitors = tuple(monitors)
         self.delivery = delivery
-        routes = {hook.value: self._route(hook, self.registered[hook]) for hook in PER_CALL}
+        routes = {hook.value: self._route(hook, self.registered[hook]) for hook in FIRED}
         self.routes = Routes(**routes)
         # Whether firing a hook does anything at all; if not, no payload is built.
         self.firing = Firing(**{name: self._fires(route) for name, route in routes.items()})
@@ -224,7 +224,7 @@ class HookTable:
         """A table with ``extra`` implementations registered after these (pluggy's rule:
         a later ``trylast`` one goes before the earlier ones, so it is called after them)."""
         combined = {}
-        for hook in PER_CALL:
+        for hook in FIRED:
             more = tuple(extra.get(hook, ()))
             late = tuple(impl for impl in more if impl.order == 0)
             rest = tuple(impl for impl in more if impl.order != 0)
