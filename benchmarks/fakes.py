@@ -152,6 +152,22 @@ class TrivialPlugin:
     def generation_error(self, payload: Any) -> None:
         """Do nothing."""
 
+    @hookimpl
+    def run_start(self, payload: Any) -> None:
+        """Do nothing."""
+
+    @hookimpl
+    def prompt_start(self, payload: Any) -> None:
+        """Do nothing."""
+
+    @hookimpl
+    def prompt_end(self, payload: Any) -> None:
+        """Do nothing."""
+
+    @hookimpl
+    def run_end(self, payload: Any) -> None:
+        """Do nothing."""
+
 
 def tracing_plugin() -> Any | None:
     """The built-in tracing plugin, or ``None`` when this checkout does not have it yet."""

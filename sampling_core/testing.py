@@ -89,9 +89,10 @@ class HookEvent:
         return self.hook.value
 
     @property
-    def sampling_id(self) -> str:
-        """The ``sample()`` call this event belongs to."""
-        return str(self.fields["sampling_id"])
+    def sampling_id(self) -> str | None:
+        """The ``sample()`` call this event belongs to (``None`` for a run hook's event)."""
+        found = self.fields.get("sampling_id")
+        return None if found is None else str(found)
 
     def __getitem__(self, field_name: str) -> Any:
         """The snapshot value of one payload field: ``event["passed"]``."""
@@ -144,7 +145,7 @@ class HookRecorder:
 
     def sampling_ids(self) -> list[str]:
         """The ``sample()`` calls seen, in the order of their first event."""
-        return list(dict.fromkeys(event.sampling_id for event in self.events))
+        return list(dict.fromkeys(e.sampling_id for e in self.events if e.sampling_id is not None))
 
     def iterations(self, sampling_id: str | None = None) -> list[int]:
         """The ``iteration`` of every ``sampling_iteration`` event, in delivery order.
@@ -202,6 +203,26 @@ class HookRecorder:
     def generation_error(self, payload: HookPayload) -> None:
         """Record the event."""
         self._record(HookName.GENERATION_ERROR, payload)
+
+    @hookimpl(trylast=True)
+    def run_start(self, payload: HookPayload) -> None:
+        """Record the event (a batch run's session starts)."""
+        self._record(HookName.RUN_START, payload)
+
+    @hookimpl(trylast=True)
+    def prompt_start(self, payload: HookPayload) -> None:
+        """Record the event (a batch run's prompt is about to be sampled)."""
+        self._record(HookName.PROMPT_START, payload)
+
+    @hookimpl(trylast=True)
+    def prompt_end(self, payload: HookPayload) -> None:
+        """Record the event (a batch run's prompt has its record)."""
+        self._record(HookName.PROMPT_END, payload)
+
+    @hookimpl(trylast=True)
+    def run_end(self, payload: HookPayload) -> None:
+        """Record the event (a batch run's session ends)."""
+        self._record(HookName.RUN_END, payload)
 
 
 def _copy_one_level(value: Any) -> Any:

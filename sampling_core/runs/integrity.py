@@ -32,6 +32,7 @@ from sampling_core.runs.store import RecordsScan, RunDirectory
 __all__ = [
     "check_settings",
     "foreign_records",
+    "recorded_settings",
     "refuse_foreign",
     "resolved_settings",
     "settings_meta",
@@ -125,6 +126,14 @@ WALK = 2
 variables are recorded one by one. A run recorded before (no ``walk``) kept ``plugins`` and
 ``requirements`` whole, observers and throughput options included: those two are left to
 the config comparison for such a run."""
+
+
+def recorded_settings(meta: dict[str, Any]) -> dict[str, Any]:
+    """The result settings ``meta.json`` recorded (``path -> value``; empty for a run made
+    before settings were recorded)."""
+    recorded = meta.get(SETTINGS_KEY)
+    values = recorded.get("values") if isinstance(recorded, dict) else None
+    return dict(values) if isinstance(values, dict) else {}
 
 
 def _fingerprint(values: dict[str, Any]) -> str:

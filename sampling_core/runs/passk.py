@@ -1,4 +1,4 @@
-"""Unbiased pass@k over a run's prompts, with bootstrap confidence intervals.
+"""Unbiased pass@k and pass^k over a run's prompts, with bootstrap confidence intervals.
 
 For one prompt with ``n`` independent samples of which ``c`` passed, the chance that at
 least one of ``k`` samples drawn without replacement passes is (Chen et al. 2021,
@@ -6,7 +6,12 @@ least one of ``k`` samples drawn without replacement passes is (Chen et al. 2021
 
     pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i = n - c + 1}^{n} (1 - k / i)
 
-The product form never builds the large binomials. A run's pass@k is the mean over its
+and the chance that all ``k`` of them pass (pass^k, "pass hat k": how reliably a prompt is
+answered, k times in a row) is::
+
+    pass^k = C(c, k) / C(n, k) = prod_{i = 0}^{k - 1} (c - i) / (n - i)
+
+The product forms never build the large binomials. A run's value is the mean over its
 prompts; its 95% interval is the 2.5th and 97.5th percentile of that mean over bootstrap
 resamples of the prompts (drawn with a fixed seed, so a report is the same every time).
 """
@@ -14,11 +19,18 @@ resamples of the prompts (drawn with a fixed seed, so a report is the same every
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import fsum
 
-__all__ = ["PassAtK", "ks_for", "pass_at_k", "pass_at_k_table"]
+__all__ = [
+    "PassAtK",
+    "ks_for",
+    "pass_at_k",
+    "pass_at_k_table",
+    "pass_hat_k",
+    "pass_hat_k_table",
+]
 
 BOOTSTRAP_SAMPLES = 1000
 SEED = 20210707  # the Codex paper's arXiv date: any fixed number keeps reports reproducible
@@ -36,6 +48,18 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - miss
 
 
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass^k for one prompt: ``n`` samples, ``c`` passed."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass^k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if c < k:
+        return 0.0
+    every = 1.0
+    for i in range(k):
+        every *= (c - i) / (n - i)
+    return every
+
+
 def ks_for(n: int) -> list[int]:
     """The k reported for ``n`` samples per prompt: 1, 2, 4, ... up to ``n``."""
     ks, k = [], 1
@@ -47,7 +71,7 @@ def ks_for(n: int) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class PassAtK:
-    """pass@k over a run: the mean over prompts and its 95% bootstrap interval."""
+    """pass@k (or pass^k) over a run: the mean over prompts and its 95% bootstrap interval."""
 
     k: int
     value: float
@@ -75,12 +99,29 @@ def pass_at_k_table(
     ``k`` samples (a prompt whose backend calls failed may have fewer), and says how many
     those are. Empty when no prompt has a sample.
     """
+    return _table(pass_at_k, counts, samples, seed)
+
+
+def pass_hat_k_table(
+    counts: Sequence[tuple[int, int]], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
+) -> list[PassAtK]:
+    """pass^k for k = 1, 2, 4, ... from each prompt's ``(n, c)``: as :func:`pass_at_k_table`
+    (the same prompts for each k, the same bootstrap resamples)."""
+    return _table(pass_hat_k, counts, samples, seed)
+
+
+def _table(
+    estimate: Callable[[int, int, int], float],
+    counts: Sequence[tuple[int, int]],
+    samples: int,
+    seed: int,
+) -> list[PassAtK]:
     table = []
     for k in ks_for(max((n for n, _ in counts), default=0)):
         usable = [(n, c) for n, c in counts if n >= k]
         size = len(usable)
         rng = random.Random(seed)  # the same resamples for every k and every report
-        per_prompt = [pass_at_k(n, c, k) for n, c in usable]
+        per_prompt = [estimate(n, c, k) for n, c in usable]
         means = sorted(fsum(rng.choices(per_prompt, k=size)) / size for _ in range(samples))
         low = means[int(0.025 * (samples - 1))]
         high = means[round(0.975 * (samples - 1))]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from structlog.contextvars import bound_contextvars
+
 from sampling_core.engine.results import SamplingResult
 from sampling_core.errors import exception_text
 from sampling_core.runs.components import Components, build_requirements, prompt_seed
@@ -27,7 +29,6 @@ async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> d
 
     An exception from the engine becomes an ``error`` record: a prompt always ends in one.
     """
-    config = parts.config
     started_at = utc_now()
     t0 = time.perf_counter()
     record: dict[str, Any] = {
@@ -39,18 +40,8 @@ async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> d
     }
     try:
         own = build_requirements(item.requirements, parts.kinds) if item.requirements else []
-        result = await parts.sampler.sample(
-            item.prompt,
-            row=item.row,
-            requirements=[*parts.requirements, *own],
-            strategy=parts.strategy,
-            loop_budget=config.budgets.loop_budget,
-            concurrency_budget=config.budgets.concurrency_budget,
-            seed=prompt_seed(config.seed, item.key),
-            selection=config.selection,
-            options=parts.options,
-            early_exit=config.budgets.early_exit,
-        )
+        with bound_contextvars(prompt_key=item.key):  # on every log line of the prompt
+            result = await _sample(parts, item, own)
     except Exception as exc:
         record.update(error_outcome(f"{type(exc).__name__}: {exception_text(exc)}"))
     else:
@@ -60,6 +51,24 @@ async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> d
         "elapsed_s": round(time.perf_counter() - t0, 4),
     }
     return record
+
+
+async def _sample(parts: Components, item: PromptItem, own: list[Any]) -> SamplingResult:
+    """The prompt's ``sample()`` call, with the run's settings, its key and its line."""
+    config = parts.config
+    return await parts.sampler.sample(
+        item.prompt,
+        row=item.row,
+        prompt_key=item.key,
+        requirements=[*parts.requirements, *own],
+        strategy=parts.strategy,
+        loop_budget=config.budgets.loop_budget,
+        concurrency_budget=config.budgets.concurrency_budget,
+        seed=prompt_seed(config.seed, item.key),
+        selection=config.selection,
+        options=parts.options,
+        early_exit=config.budgets.early_exit,
+    )
 
 
 def error_record(item: PromptItem, reason: str, session: int = 0) -> dict[str, Any]:

@@ -165,6 +165,9 @@ class RayWorkers:
                         items = _take(again, fresh, room)
                         if not items:
                             break
+                        for item, tries in items:  # announced once, when first sent
+                            if tries == 0:
+                                await session.start(item)
                         handle = self.handles[slot]
                         ref = handle.run_chunk.remote([i for i, _ in items], session.number)
                         in_flight[ref] = _Chunk(slot, handle, items)
@@ -180,7 +183,7 @@ class RayWorkers:
                     try:
                         records, lines = ray.get(ref)  # lines: complete, newline-ended
                     except ray.exceptions.RayError as exc:
-                        self._lost(chunk, exc, again, session)
+                        await self._lost(chunk, exc, again, session)
                         continue
                     if lines:
                         if events is None:
@@ -188,12 +191,12 @@ class RayWorkers:
                         events.write(lines)
                         events.flush()
                     for record in records:
-                        session.finish(record)
+                        await session.finish(record)
         finally:
             if events is not None:
                 events.close()
 
-    def _lost(
+    async def _lost(
         self,
         chunk: _Chunk,
         exc: BaseException,
@@ -213,7 +216,7 @@ class RayWorkers:
         for item, tries in chunk.items:
             if tries + 1 >= MAX_TRIES:
                 reason = f"{why} {MAX_TRIES} times (last: {_cause(exc)})"
-                session.finish(error_record(item, reason, session.number))
+                await session.finish(error_record(item, reason, session.number))
             else:
                 again.append((item, tries + 1))
 

@@ -49,16 +49,24 @@ class RecordWriter:
         self.flush_every = flush_every
         self.fsync = fsync
 
-    def append(self, record: dict[str, Any]) -> None:
-        """Append one record; flush when ``flush_every`` records are waiting."""
+    def append(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Append one record; flush when ``flush_every`` records are waiting. Returns the
+        record as written to ``records.jsonl`` (texts kept apart, capped and scrubbed)."""
         if self._texts_fd is not None:
             record, texts = split_texts(record)
             if texts is not None:
                 self._waiting_texts.append(one_json_line(scrub_data(texts)).encode("utf-8"))
-        line = one_json_line(scrub_data(cap_record(record)))
+        written = scrub_data(cap_record(record))
+        line = one_json_line(written)
         self._waiting.append(line.encode("utf-8"))
         if len(self._waiting) >= self.flush_every:
             self.flush()
+        return written
+
+    @property
+    def waiting(self) -> int:
+        """Records appended and not yet handed to the file."""
+        return len(self._waiting)
 
     def flush(self) -> None:
         """Write waiting records to the file (and to the disk, with ``fsync``); their texts

@@ -1,4 +1,5 @@
-"""A run's report: totals, one row per prompt, pass@k, as text or JSON (``samplehooks report``).
+"""A run's report: totals, one row per prompt, pass@k and pass^k, as text or JSON
+(``samplehooks report``).
 
 Read from the run directory only, so it works on a run still in progress (the prompts
 without a record are counted as pending) and on run directories written by earlier
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from sampling_core.runs.passk import PassAtK, pass_at_k_table
+from sampling_core.runs.passk import PassAtK, pass_at_k_table, pass_hat_k_table
 from sampling_core.runs.store import RunDirectory
 from sampling_core.runs.summary import RunSummary, summarize
 
@@ -121,13 +122,15 @@ def prompt_row(record: dict[str, Any]) -> PromptRow:
 
 @dataclass(slots=True)
 class RunReport:
-    """The summary of a run, its cost, pass@k when the run measured it, the first prompts
-    not ok, and each prompt's row when asked for (``build_report(rows=True)``)."""
+    """The summary of a run, its cost, pass@k and pass^k when the run measured them, the
+    first prompts not ok, and each prompt's row when asked for (``build_report(rows=True)``)."""
 
     summary: RunSummary
     rows: list[PromptRow]
     config: dict[str, Any] = field(default_factory=dict)
     pass_at_k: list[PassAtK] = field(default_factory=list)
+    pass_hat_k: list[PassAtK] = field(default_factory=list)
+    """pass^k: the chance that k samples all pass (as ``pass_at_k``, from the same samples)."""
     prompts: int = 0
     """Prompts with a record (each counted once, at its latest record)."""
     priced: int = 0
@@ -178,8 +181,8 @@ class RunReport:
         del self.failed[top:]
 
     def as_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data: ``totals``, ``pass_at_k`` (or ``None``), ``prompts``
-        (the rows the report was built with: none unless asked for)."""
+        """The report as JSON-ready data: ``totals``, ``pass_at_k`` and ``pass_hat_k`` (or
+        ``None``), ``prompts`` (the rows the report was built with: none unless asked for)."""
         totals = self.summary.as_dict()
         totals["cost_usd"] = self.cost_usd
         totals["unpriced_prompts"] = self.unpriced
@@ -188,11 +191,12 @@ class RunReport:
             "run_dir": str(self.summary.run_dir),
             "totals": totals,
             "pass_at_k": [p.as_dict() for p in self.pass_at_k] if self.pass_at_k else None,
+            "pass_hat_k": [p.as_dict() for p in self.pass_hat_k] if self.pass_hat_k else None,
             "prompts": [r.as_dict() for r in self.rows],
         }
 
     def render(self, *, top: int = 10) -> str:
-        """The summary, the cost, pass@k and the first ``top`` prompts not ok, as text
+        """The summary, the cost, pass@k, pass^k and the first ``top`` prompts not ok, as text
         (at most as many as :func:`build_report` kept)."""
         lines = [self.summary.render()]
         if self.cost_usd is not None:
@@ -206,6 +210,13 @@ class RunReport:
                 f"  pass@{p.k:<3} {100 * p.value:5.1f}%  [{100 * p.low:5.1f}, {100 * p.high:5.1f}]"
                 f"  over {p.prompts} prompts"
                 for p in self.pass_at_k
+            ]
+        if self.pass_hat_k:
+            lines.append("pass^k (every one of k samples passes; same estimator and intervals):")
+            lines += [
+                f"  pass^{p.k:<3} {100 * p.value:5.1f}%  [{100 * p.low:5.1f}, {100 * p.high:5.1f}]"
+                f"  over {p.prompts} prompts"
+                for p in self.pass_hat_k
             ]
         shown = self.failed[:top]
         if self.failed_count:
@@ -257,6 +268,7 @@ def build_report(
     report._trim(top)
     if measure:
         report.pass_at_k = pass_at_k_table(counts)
+        report.pass_hat_k = pass_hat_k_table(counts)
     return report
 
 

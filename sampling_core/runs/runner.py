@@ -26,6 +26,7 @@ from sampling_core.kinds import KindError, KindRegistry, collect_kinds
 from sampling_core.runs.components import (
     build_backend,
     build_components,
+    build_sampler,
     check_kinds,
     close_plugins,
     plugin_specs,
@@ -37,6 +38,7 @@ from sampling_core.runs.integrity import (
     SETTINGS_KEY,
     check_settings,
     foreign_records,
+    recorded_settings,
     refuse_foreign,
     resolved_settings,
     settings_meta,
@@ -151,6 +153,7 @@ async def run_batch(
             responses.close()
         raise
     parts = None
+    driver = None  # under Ray: the run's plugins in this process, for their run hooks
     try:
         if resume:
             scan, latest = _prepare_resume(
@@ -162,8 +165,14 @@ async def run_batch(
             say(f"started run {run_dir.path}: {dataset.count} prompts")
         batch = BatchSession(config, dataset, run_dir, scan, retry_failed, argv, latest)
         del scan, latest  # the session keeps what it needs (statuses, the last seq)
+        settings = recorded_settings(run_dir.read_meta())
         if cluster is not None:
-            await batch.run(cluster.execute)
+            # the workers fire the call hooks; this process, which writes the run directory,
+            # fires the run hooks, with plugins made from the same config
+            driver = build_sampler(
+                None, config.plugins, run_dir.events_file, extra_plugins, batch.pending_count
+            )
+            await batch.run(cluster.execute, driver.plugins.hooks(), settings)
         else:
             parts = build_components(
                 config,
@@ -174,12 +183,14 @@ async def run_batch(
                 total=batch.pending_count,
                 cache=responses,
             )
-            await batch.run(run_locally(parts))
+            await batch.run(run_locally(parts), parts.sampler.plugins.hooks(), settings)
     finally:
-        if parts is not None:
+        for sampler in (parts.sampler if parts is not None else None, driver):
+            if sampler is None:
+                continue
             with anyio.CancelScope(shield=True):  # every @background event, before the end
-                await parts.sampler.background.adrain()
-            close_plugins(parts.sampler)
+                await sampler.background.adrain()
+            close_plugins(sampler)
         if cluster is not None:  # before the lock goes: the workers' last events are written
             cluster.close(run_dir.events_file if run_dir.events_file.parent.is_dir() else None)
         run_dir.unlock()

@@ -1,9 +1,11 @@
 """One session of a batch run: the prompts still to do, and the records, progress and display.
 
-A :class:`BatchSession` is the run directory's only writer. An executor takes prompts from
-:attr:`BatchSession.pending` and hands each finished record to :meth:`BatchSession.finish`:
-:func:`run_locally` samples them in this process; the Ray executor
-(:mod:`sampling_core.runs.ray_executor`) on a cluster's workers.
+A :class:`BatchSession` is the run directory's only writer, and fires the run hooks
+(:class:`~sampling_core.runs.run_hooks.RunHooks`). An executor takes prompts from
+:attr:`BatchSession.pending`, announces each with :meth:`BatchSession.start` before it is
+sampled and hands each finished record to :meth:`BatchSession.finish`: :func:`run_locally`
+samples them in this process; the Ray executor (:mod:`sampling_core.runs.ray_executor`) on a
+cluster's workers.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from typing import Any
 
 import anyio
 
+from sampling_core.hooks.table import HookTable
 from sampling_core.runs.components import Components
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, PromptItem
 from sampling_core.runs.progress import ProgressDisplay
 from sampling_core.runs.prompt_run import run_prompt
+from sampling_core.runs.run_hooks import RunHooks
 from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
 
 __all__ = ["BatchSession", "Executor", "run_locally"]
@@ -66,6 +70,7 @@ class BatchSession:
         }
         self.sessions.append(self.session)
         self.number = len(self.sessions)
+        self.hooks = RunHooks(None, run_dir.path, self.number)
         self.started = time.perf_counter()
         self.writer = run_dir.open_writer(
             flush_every=config.run.flush_every, fsync=config.run.fsync
@@ -77,30 +82,58 @@ class BatchSession:
         mode = "off" if "progress" in named and local else config.run.progress
         self.display = ProgressDisplay(mode, total=self.total)
 
-    async def run(self, execute: Executor) -> None:
-        """Run ``execute(self)``; flush and record progress on every way out."""
+    async def run(
+        self,
+        execute: Executor,
+        hooks: HookTable | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Fire ``run_start``, run ``execute(self)``, and on every way out flush, record
+        progress and fire ``run_end``. ``hooks``: the table of the plugins the run names
+        (their run hooks fire here); ``settings``: the result settings in ``meta.json``."""
+        self.hooks = RunHooks(hooks, self.run_dir.path, self.number)
         self.display.start(self._counts())
+        ended: BaseException | None = None
         try:
             self._save_progress()
+            await self.hooks.run_start(
+                resumed=self.number > 1,
+                executor=self.config.run.executor,
+                total=self.total,
+                done=self.total - self.pending_count,
+                settings=settings or {},
+                config=self.config.model_dump(mode="json"),
+            )
             async with anyio.create_task_group() as group:
                 group.start_soon(self._flush_on_timer)
                 await execute(self)
                 group.cancel_scope.cancel()
             self.session["state"] = "finished"
-        except BaseException:
+        except BaseException as exc:
             self.session["state"] = "interrupted"
+            ended = exc
             raise
         finally:
-            self.writer.close()
-            self._save_progress()
-            self.display.stop()
+            try:
+                self.writer.close()
+                await self.hooks.announce()  # the records flushed last
+                self._save_progress()
+                self.display.stop()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.hooks.run_end(ended)
 
-    def finish(self, record: dict[str, Any]) -> None:
-        """Number and append one prompt's record, and count it."""
+    async def start(self, item: PromptItem) -> None:
+        """Announce a prompt about to be sampled (``prompt_start``)."""
+        await self.hooks.prompt_start(item)
+
+    async def finish(self, record: dict[str, Any]) -> None:
+        """Number and append one prompt's record, and count it; ``prompt_end`` once the
+        record is in the file."""
         self.seq += 1
         record["seq"] = self.seq
         record["session"] = self.number
-        self.writer.append(record)
+        self.hooks.written(self.writer.append(record))
         key, status = record["key"], record["status"]
         previous = self.status.get(key)
         if previous is not None:  # a prompt run again (--retry-failed)
@@ -109,6 +142,8 @@ class BatchSession:
         self.counts[status] += 1
         self.session["records"] += 1
         self.display.advance(self._counts())
+        if not self.writer.waiting:
+            await self.hooks.announce()
 
     async def _flush_on_timer(self) -> None:
         interval = self.config.run.flush_interval_s
@@ -116,6 +151,7 @@ class BatchSession:
             await anyio.sleep(interval)
             self.writer.flush()
             self._save_progress()
+            await self.hooks.announce()
 
     def _counts(self) -> dict[str, int]:
         return dict(self.counts)
@@ -148,7 +184,8 @@ def run_locally(parts: Components) -> Executor:
     async def execute(session: BatchSession) -> None:
         async def worker() -> None:
             for item in session.pending:
-                session.finish(await run_prompt(parts, item, session.number))
+                await session.start(item)
+                await session.finish(await run_prompt(parts, item, session.number))
 
         width = min(parts.config.run.max_concurrent_prompts, max(session.pending_count, 1))
         async with anyio.create_task_group() as pool:

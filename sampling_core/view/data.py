@@ -103,6 +103,7 @@ def run_data(path: str | Path, *, whole_texts: bool = False) -> dict[str, Any]:
         "budgets": _budgets(report),
         "model": _model(report.config),
         "pass_at_k": [p.as_dict() for p in report.pass_at_k],
+        "pass_hat_k": [p.as_dict() for p in report.pass_hat_k],
         "notes": notes,
         "prompts": prompts,
     }

@@ -1,0 +1,125 @@
+"""The run hooks of one session: ``run_start``, ``prompt_start``, ``prompt_end``, ``run_end``.
+
+A batch run fires them in the process that writes the run directory (the driver, under
+Ray), through the hook table of the plugins the run names, with the same delivery as every
+other hook (:class:`~sampling_core.hooks.channel.HookChannel`: no payload when nothing
+implements or monitors a hook, faults isolated and logged, ``@background`` observers queued).
+
+``prompt_end`` is fired once a prompt's record is in ``records.jsonl``: the records the
+writer keeps in memory (``run.flush_every`` > 1) are announced when they are flushed, in
+the order they were written, so a plugin that reads the file finds the line there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hook_specs.names import HookName
+from sampling_core.errors import exception_text
+from sampling_core.hooks.channel import HookChannel
+from sampling_core.hooks.table import HookTable
+from sampling_core.runs.dataset import PromptItem
+from sampling_core.runs.report import build_report
+
+__all__ = ["RunHooks"]
+
+H = HookName
+
+
+class RunHooks:
+    """Fires one session's run hooks through ``table`` (``None``: no plugin, nothing fires)."""
+
+    def __init__(self, table: HookTable | None, run_dir: Path, session: int) -> None:
+        self.channel = HookChannel(table) if table is not None else None
+        self.run_dir = str(run_dir)
+        self.session = session
+        self.started: float | None = None  # when run_start fired
+        self._written: list[dict[str, Any]] = []  # records written, not yet announced
+        self._announcing = anyio.Lock()
+
+    def fires(self, hook: HookName) -> bool:
+        """Whether ``hook`` does anything when fired (some plugin implements or monitors it)."""
+        return self.channel is not None and getattr(self.channel.firing, hook.value)
+
+    def _fields(self, **fields: Any) -> dict[str, Any]:
+        return {"run_dir": self.run_dir, "session": self.session, **fields}
+
+    async def run_start(
+        self,
+        *,
+        resumed: bool,
+        executor: str,
+        total: int,
+        done: int,
+        settings: Mapping[str, Any],
+        config: Mapping[str, Any],
+    ) -> None:
+        """Fire ``run_start``; from now on :meth:`run_end` fires on every way out."""
+        self.started = time.perf_counter()
+        if self.channel is not None and self.fires(H.RUN_START):
+            fields = self._fields(
+                resumed=resumed,
+                executor=executor,
+                total=total,
+                done=done,
+                settings=dict(settings),
+                config=dict(config),
+            )
+            await self.channel.fire(H.RUN_START, fields)
+
+    async def prompt_start(self, item: PromptItem) -> None:
+        """Fire ``prompt_start`` for a prompt about to be sampled."""
+        if self.channel is not None and self.fires(H.PROMPT_START):
+            fields = self._fields(key=item.key, row=dict(item.row or {}))
+            await self.channel.fire(H.PROMPT_START, fields)
+
+    def written(self, record: dict[str, Any]) -> None:
+        """Note a record handed to the writer (as written); :meth:`announce` it once it is
+        in the file."""
+        if self.fires(H.PROMPT_END):
+            self._written.append(record)
+
+    async def announce(self) -> None:
+        """Fire ``prompt_end`` for every noted record (they are in the file now), in order.
+
+        Shielded: a record taken off the list is announced even if the session is being
+        cancelled meanwhile (each prompt gets its ``prompt_end`` exactly once)."""
+        if not self._written or self.channel is None:
+            return
+        with anyio.CancelScope(shield=True):
+            async with self._announcing:  # one batch at a time: in the order written
+                ready, self._written = self._written, []
+                for record in ready:
+                    fields = self._fields(key=str(record.get("key")), record=record)
+                    await self.channel.fire(H.PROMPT_END, fields)
+
+    async def run_end(self, error: BaseException | None) -> None:
+        """Fire ``run_end`` (when :meth:`run_start` fired): the run's report as it stands,
+        ``interrupted`` when ``error`` ended the session."""
+        if self.started is None or self.channel is None or not self.fires(H.RUN_END):
+            return
+        report = build_report(self.run_dir).as_dict()
+        fields = self._fields(
+            totals=report["totals"],
+            pass_at_k=report["pass_at_k"],
+            pass_hat_k=report["pass_hat_k"],
+            interrupted=error is not None,
+            error=_fatal_text(error),
+            elapsed_s=round(time.perf_counter() - self.started, 3),
+        )
+        await self.channel.fire(H.RUN_END, fields)
+
+
+def _fatal_text(error: BaseException | None) -> str | None:
+    """What a fault that ended the session says (``None`` for Ctrl-C, SIGTERM or a
+    cancellation, which are not faults); a group of one is told by its one error."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if not isinstance(error, Exception):
+        return None
+    return f"{type(error).__name__}: {exception_text(error)}"
