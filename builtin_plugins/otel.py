@@ -15,7 +15,9 @@ tasks, and context variables do not cross tasks. Per-attempt state is keyed by
 ``(sampling_id, subsample_index, attempt)``. Attempts still in flight when the loop ends
 never get their ``sampling_iteration`` event; their spans are ended at loop end, marked
 ``samplehooks.cancelled=true`` with an error status and ``error.type="cancelled"``.
-Backend failures set ``error.type`` to the exception's class name.
+Backend failures set ``error.type`` to the exception's class name. Inside a batch run the
+call's span carries ``samplehooks.prompt_key``, the dataset prompt's key. Each attempt's span
+gets one ``gen_ai.evaluation.result`` event per requirement verdict (:data:`EVALUATION_EVENT`).
 
 The call's span follows the conventions' *invoke workflow* span: ``gen_ai.operation.name``
 ``invoke_workflow``, ``gen_ai.workflow.name`` ``samplehooks``, named
@@ -46,23 +48,30 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from builtin_plugins.otel_metrics import GenAIMetrics
 from hook_specs import (
+    CallPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
-    HookPayload,
     Message,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
     SamplingRepairPayload,
+    ValidationResult,
     hookimpl,
 )
 from sampling_core.errors import exception_text
 
-__all__ = ["CANCELLED", "OtelPlugin"]
+__all__ = ["CANCELLED", "EVALUATION_EVENT", "OtelPlugin"]
 
 CANCELLED = "cancelled"
 """The ``error.type`` of an attempt (or backend call) cut short because the loop ended."""
+
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+"""The GenAI semantic conventions' event for one evaluation: one per requirement verdict, on
+the attempt's span (attributes ``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.label``
+``pass`` / ``fail``, ``gen_ai.evaluation.score.value`` when the check gave a score, and
+``gen_ai.evaluation.explanation`` with ``capture_content``)."""
 
 _SCOPE = "samplehooks"
 
@@ -127,21 +136,22 @@ class OtelPlugin:
 
     # -- state ----------------------------------------------------------------------------
 
-    def _new_loop(self, payload: HookPayload) -> _Loop:
+    def _new_loop(self, payload: CallPayload) -> _Loop:
         """A span for the call, a child of the caller's current span."""
+        attributes = {
+            "gen_ai.operation.name": "invoke_workflow",
+            "gen_ai.workflow.name": "samplehooks",
+            "samplehooks.sampling_id": payload.sampling_id,
+            "samplehooks.strategy_name": payload.strategy_name,
+        }
+        if payload.prompt_key is not None:  # inside a batch run: the dataset prompt's key
+            attributes["samplehooks.prompt_key"] = payload.prompt_key
         span = self.tracer.start_span(
-            "invoke_workflow samplehooks",
-            kind=SpanKind.INTERNAL,
-            attributes={
-                "gen_ai.operation.name": "invoke_workflow",
-                "gen_ai.workflow.name": "samplehooks",
-                "samplehooks.sampling_id": payload.sampling_id,
-                "samplehooks.strategy_name": payload.strategy_name,
-            },
+            "invoke_workflow samplehooks", kind=SpanKind.INTERNAL, attributes=attributes
         )
         return _Loop(span, trace.set_span_in_context(span))
 
-    def _loop(self, payload: HookPayload) -> _Loop:
+    def _loop(self, payload: CallPayload) -> _Loop:
         loop = self._loops.get(payload.sampling_id)
         if loop is None:
             loop = self._new_loop(payload)
@@ -149,7 +159,7 @@ class OtelPlugin:
                 self._loops[payload.sampling_id] = loop
         return loop
 
-    def _provider(self, payload: HookPayload) -> str:
+    def _provider(self, payload: CallPayload) -> str:
         loop = self._loops.get(payload.sampling_id)
         backend_says = loop.provider_name if loop is not None else None
         return self.provider_name or backend_says or "unknown"
@@ -295,11 +305,14 @@ class OtelPlugin:
 
     @hookimpl
     def sampling_iteration(self, payload: SamplingIterationPayload) -> None:
-        """End the attempt's span with its verdict."""
+        """End the attempt's span with its verdict, one ``gen_ai.evaluation.result`` event
+        per requirement."""
         state = self._attempt(payload)
         self._end_attempt(payload)
         span = state.span
         if span.is_recording():
+            for index, verdict in enumerate(payload.validations):
+                span.add_event(EVALUATION_EVENT, self._evaluation(index, verdict))
             span.set_attribute("samplehooks.sequence", payload.sequence or 0)
             span.set_attribute("samplehooks.passed", payload.passed)
             span.set_attribute("samplehooks.valid_count", payload.valid_count)
@@ -374,6 +387,20 @@ class OtelPlugin:
             _record_exception(span, payload.exception)
             span.set_status(Status(StatusCode.ERROR, exception_text(payload.exception)))
         span.end()
+
+    def _evaluation(self, index: int, verdict: ValidationResult) -> dict[str, Any]:
+        """A requirement's verdict as the attributes of a ``gen_ai.evaluation.result`` event
+        (the explanation, the check's reason, only with ``capture_content``)."""
+        attributes: dict[str, Any] = {
+            "gen_ai.evaluation.name": verdict.requirement or f"requirement {index + 1}",
+            "gen_ai.evaluation.score.label": "pass" if verdict.passed else "fail",
+        }
+        score = verdict.score
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            attributes["gen_ai.evaluation.score.value"] = float(score)
+        if self.capture_content and verdict.reason:
+            attributes["gen_ai.evaluation.explanation"] = verdict.reason
+        return attributes
 
     def open_spans(self) -> int:
         """How many call spans are open now (calls started and not yet ended)."""

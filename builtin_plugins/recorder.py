@@ -12,7 +12,8 @@ recorder only notes the event (its hook, the wall clock time, and the payload, w
 the four hooks that may write is turned into JSON data right then, as plugins left it;
 the payloads of observe-only hooks are read-only snapshots); the worker thread the
 ``Sampler`` owns encodes the noted events and appends them to the file after each
-``sampling_iteration`` and ``sampling_loop_end``, so the JSON encoding and the blocking
+``sampling_iteration``, ``sampling_loop_end``, ``prompt_end`` and ``run_end``, so the JSON
+encoding and the blocking
 writes are done off the event loop and a slow disk never holds up sampling. Events are
 written in the order the hooks fired, one call's and several calls' (and threads') alike.
 Every event is in the file when ``sample_sync``, ``Sampler.aclose()`` (the end of
@@ -40,6 +41,10 @@ from hook_specs import (
     GenerationPostCallPayload,
     GenerationPreCallPayload,
     HookPayload,
+    PromptEndPayload,
+    PromptStartPayload,
+    RunEndPayload,
+    RunStartPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
@@ -98,6 +103,8 @@ _CONTENT: dict[str, Any] = {
     },
     "generation_pre_call": {"messages": True},
     "generation_post_call": {"generation": {"raw", "text"}},
+    "prompt_start": {"row": True},  # the dataset line holds the prompt
+    "prompt_end": {"record": True},  # the record, text included, is in records.jsonl
 }
 
 
@@ -291,7 +298,30 @@ class RecorderPlugin:
         """Note a backend call that raised."""
         self.output.note("generation_error", payload)
 
-    # -- the writing, off the event loop: after each completed attempt and each call's end
+    # -- a batch run's hooks (fired where the run directory is written)
+
+    @hookimpl
+    def run_start(self, payload: RunStartPayload) -> None:
+        """Note a session of a batch run starting."""
+        self.output.note("run_start", payload)
+
+    @hookimpl
+    def prompt_start(self, payload: PromptStartPayload) -> None:
+        """Note a prompt about to be sampled."""
+        self.output.note("prompt_start", payload)
+
+    @hookimpl
+    def prompt_end(self, payload: PromptEndPayload) -> None:
+        """Note a prompt whose record is written."""
+        self.output.note("prompt_end", payload)
+
+    @hookimpl
+    def run_end(self, payload: RunEndPayload) -> None:
+        """Note the session's end."""
+        self.output.note("run_end", payload)
+
+    # -- the writing, off the event loop: after each completed attempt, each call's end,
+    # each prompt's end and the session's end
 
     @hookimpl(specname="sampling_iteration")
     @background
@@ -303,4 +333,16 @@ class RecorderPlugin:
     @background
     def write_after_loop_end(self, payload: SamplingLoopEndPayload) -> None:
         """Encode and append the events noted so far, the call's end included."""
+        self.output.write_noted()
+
+    @hookimpl(specname="prompt_end")
+    @background
+    def write_after_prompt_end(self, payload: PromptEndPayload) -> None:
+        """Encode and append the events noted so far, the prompt's end included."""
+        self.output.write_noted()
+
+    @hookimpl(specname="run_end")
+    @background
+    def write_after_run_end(self, payload: RunEndPayload) -> None:
+        """Encode and append the events noted so far, the session's end included."""
         self.output.write_noted()

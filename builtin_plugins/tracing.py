@@ -29,9 +29,14 @@ import structlog
 
 from hook_specs import (
     AttemptPayload,
+    CallPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
+    PromptEndPayload,
+    PromptStartPayload,
+    RunEndPayload,
+    RunStartPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
@@ -57,6 +62,10 @@ EVENT_NAMES = {
     "generation_pre_call": "generation.pre_call",
     "generation_post_call": "generation.post_call",
     "generation_error": "generation.error",
+    "run_start": "run.start",
+    "prompt_start": "prompt.start",
+    "prompt_end": "prompt.end",
+    "run_end": "run.end",
 }
 """The event name emitted for each hook."""
 
@@ -141,8 +150,7 @@ class TracingPlugin:
         extra = {"messages": payload.messages} if self.capture_content else {}
         self.logger.info(
             "sampling.loop.start",
-            sampling_id=payload.sampling_id,
-            strategy_name=payload.strategy_name,
+            **_call_fields(payload),
             loop_budget=payload.loop_budget,
             concurrency_budget=payload.concurrency_budget,
             selection=payload.selection,
@@ -266,8 +274,7 @@ class TracingPlugin:
             extra["error_type"] = type(payload.exception).__name__
         self.logger.info(
             "sampling.loop.end",
-            sampling_id=payload.sampling_id,
-            strategy_name=payload.strategy_name,
+            **_call_fields(payload),
             success=payload.success,
             stop_reason=payload.stop_reason,
             iterations_used=payload.iterations_used,
@@ -284,11 +291,78 @@ class TracingPlugin:
         )
 
 
+    # -- a batch run's hooks
+
+    @hookimpl
+    def run_start(self, payload: RunStartPayload) -> None:
+        """Emit ``run.start``: a session of a batch run begins."""
+        self.logger.info(
+            "run.start",
+            run_dir=payload.run_dir,
+            session=payload.session,
+            resumed=payload.resumed,
+            executor=payload.executor,
+            total=payload.total,
+            done=payload.done,
+        )
+
+    @hookimpl
+    def prompt_start(self, payload: PromptStartPayload) -> None:
+        """Emit ``prompt.start``: a dataset prompt is about to be sampled."""
+        extra = {"row": payload.row} if self.capture_content else {}
+        self.logger.info("prompt.start", prompt_key=payload.key, session=payload.session, **extra)
+
+    @hookimpl
+    def prompt_end(self, payload: PromptEndPayload) -> None:
+        """Emit ``prompt.end``: the prompt's record is written."""
+        record = payload.record
+        attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
+        extra = {"reason": record.get("reason")} if self.capture_content else {}
+        self.logger.info(
+            "prompt.end",
+            prompt_key=payload.key,
+            session=payload.session,
+            status=record.get("status"),
+            sampling_id=record.get("sampling_id"),
+            attempts=attempts.get("used"),
+            **extra,
+        )
+
+    @hookimpl
+    def run_end(self, payload: RunEndPayload) -> None:
+        """Emit ``run.end``: the session is over (a warning when it was interrupted)."""
+        totals = payload.totals
+        log = self.logger.warning if payload.interrupted else self.logger.info
+        log(
+            "run.end",
+            run_dir=payload.run_dir,
+            session=payload.session,
+            interrupted=payload.interrupted,
+            error=payload.error,
+            elapsed_s=payload.elapsed_s,
+            done=totals.get("done"),
+            ok=totals.get("ok"),
+            failed=totals.get("failed"),
+            errored=totals.get("error"),  # prompts whose record is an error
+            success_rate=totals.get("success_rate"),
+        )
+
+
+def _call_fields(payload: CallPayload) -> dict[str, Any]:
+    """The fields every event of a call carries (``prompt_key`` inside a batch run)."""
+    fields: dict[str, Any] = {
+        "sampling_id": payload.sampling_id,
+        "strategy_name": payload.strategy_name,
+    }
+    if payload.prompt_key is not None:
+        fields["prompt_key"] = payload.prompt_key
+    return fields
+
+
 def _attempt_fields(payload: AttemptPayload) -> dict[str, Any]:
     """The fields every per-attempt event carries."""
     return {
-        "sampling_id": payload.sampling_id,
-        "strategy_name": payload.strategy_name,
+        **_call_fields(payload),
         "iteration": payload.iteration,
         "subsample_index": payload.subsample_index,
         "attempt": payload.attempt,

@@ -10,6 +10,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from builtin_plugins.tracing import EVENT_NAMES, TracingPlugin
+from hook_specs import HookName
 from sampling_core import GenerationRequest, RetryPolicy, Sampler, TransientBackendError
 
 
@@ -22,7 +23,7 @@ def strict_plugins() -> bool:
 PROMPT = "SECRET-PROMPT tell me"
 ANSWER = "SECRET-ANSWER good"
 
-ALL_EVENTS = set(EVENT_NAMES.values())
+ALL_EVENTS = {EVENT_NAMES[hook.value] for hook in HookName.per_call()}  # a call's events
 PER_ATTEMPT = ALL_EVENTS - {"sampling.loop.start", "sampling.loop.end"}
 
 

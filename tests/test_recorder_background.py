@@ -44,7 +44,7 @@ def written(path: Path) -> list[tuple[str, str, Any, Any]]:
     return [
         (
             e["hook"],
-            e["payload"]["sampling_id"],
+            e["payload"].get("sampling_id"),  # none for a run hook
             e["payload"].get("subsample_index"),
             e["payload"].get("attempt"),
         )
@@ -168,7 +168,9 @@ async def test_complete_and_in_hook_order_when_a_batch_run_returns(tmp_path: Pat
     seen = HookRecorder()
     out = tmp_path / "run"
     await run_batch(config, out, plugins=[seen])
-    assert len(seen) == 12 * (2 + 4 * 4 + 2)  # start, end; pre/post/validate/iteration; repairs
+    # per prompt: its start and end, the call's start and end, 4 x pre/post/validate/iteration,
+    # 2 repairs; and the session's run_start and run_end
+    assert len(seen) == 12 * (2 + 2 + 4 * 4 + 2) + 2
     assert written(out / "events.jsonl") == fired(seen)
 
 

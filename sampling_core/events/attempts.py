@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hook_specs.names import HookName
 from sampling_core.errors import exception_text
 from sampling_core.events.reading import NO_CALL, EventFileError, numbered_events
 
@@ -130,6 +131,8 @@ def _bad(error: EventFileError, on_bad: OnBad | None) -> None:
     on_bad(error)
 
 
+_RUN_HOOKS = frozenset(hook.value for hook in HookName.run())
+
 _ATTEMPT_HOOKS = frozenset(
     {
         "generation_pre_call",
@@ -144,6 +147,8 @@ _ATTEMPT_HOOKS = frozenset(
 def _add(calls: dict[str, RecordedCall], event: dict[str, Any]) -> None:
     """Apply one event (every field it has is checked before anything changes)."""
     hook, payload = event["hook"], event["payload"]
+    if hook in _RUN_HOOKS:  # a batch run's own events: around the calls, of none of them
+        return
     sampling_id = _typed(payload, "sampling_id", str)
     sampling_id = NO_CALL if sampling_id is None else sampling_id
     when = _typed(event, "time", float)
