@@ -290,7 +290,6 @@ class TracingPlugin:
             **extra,
         )
 
-
     # -- a batch run's hooks
 
     @hookimpl

@@ -152,6 +152,82 @@ EXAMPLES: dict[HookName, str] = {
                         for v in payload.results
                     ] or [ValidationResult(False, "the model refused", None, "no refusal")]
     ''',
+    HookName.RUN_START: '''
+        from hook_specs import RunStartPayload, hookimpl
+
+
+        class RunBanner:
+            """Say what each session of a batch run is about to do."""
+
+            def __init__(self) -> None:
+                self.lines: list[str] = []
+
+            @hookimpl
+            def run_start(self, payload: RunStartPayload) -> None:
+                verb = "resuming" if payload.resumed else "starting"
+                left = payload.total - payload.done
+                self.lines.append(
+                    f"{verb} {payload.run_dir} (session {payload.session}): "
+                    f"{left} of {payload.total} prompts to run ({payload.executor})"
+                )
+    ''',
+    HookName.PROMPT_START: '''
+        from collections import Counter
+
+        from hook_specs import PromptStartPayload, hookimpl
+
+
+        class TopicCounter:
+            """Count the prompts this session samples by their dataset line's `topic`."""
+
+            def __init__(self) -> None:
+                self.topics: Counter[str] = Counter()
+
+            @hookimpl
+            def prompt_start(self, payload: PromptStartPayload) -> None:
+                self.topics[str(payload.row.get("topic", "none"))] += 1
+    ''',
+    HookName.PROMPT_END: '''
+        import json
+
+        from hook_specs import PromptEndPayload, background, hookimpl
+
+
+        class FailureLog:
+            """Append each prompt that did not pass to a JSONL file, off the event loop."""
+
+            def __init__(self, path: str = "failures.jsonl") -> None:
+                self.path = path
+
+            @hookimpl
+            @background  # the file is written by a worker thread: sampling never waits
+            def prompt_end(self, payload: PromptEndPayload) -> None:
+                record = payload.record
+                if record["status"] != "ok":
+                    line = {"key": payload.key, "status": record["status"]}
+                    with open(self.path, "a", encoding="utf-8") as out:
+                        out.write(json.dumps({**line, "reason": record["reason"]}) + "\\n")
+    ''',
+    HookName.RUN_END: '''
+        from hook_specs import RunEndPayload, hookimpl
+
+
+        class Scoreboard:
+            """One line per session: how the whole run stands, with pass^k when measured."""
+
+            def __init__(self) -> None:
+                self.lines: list[str] = []
+
+            @hookimpl
+            def run_end(self, payload: RunEndPayload) -> None:
+                t = payload.totals
+                line = f"{t['ok']} ok, {t['failed']} failed, {t['error']} errors of {t['total']}"
+                for p in payload.pass_hat_k or []:
+                    line += f"; pass^{p['k']} {p['value']:.0%}"
+                if payload.interrupted:
+                    line += " (interrupted)"
+                self.lines.append(line)
+    ''',
 }
 
 # What to know when writing a field, beyond its description.
@@ -210,6 +286,21 @@ sampling_loop_start                          once per call
   ...
 sampling_loop_end                            once per call, on every path
 ```
+
+A batch run (`samplehooks run`, `run_batch`) also fires four **run hooks** around its calls,
+in the process that writes the run directory, for the plugins the run names:
+
+```text
+run_start                                    once per session (a resume is a new session)
+  prompt_start                               each prompt this session samples
+    sampling_loop_start ... sampling_loop_end    its call (payloads carry prompt_key)
+  prompt_end                                 its record is in records.jsonl
+  ...
+run_end                                      last; also after Ctrl-C or a fatal error
+```
+
+Run hooks are observe-only; a fault in one is isolated and logged as `plugin.error` (the run
+goes on). See [Writing an exporter](writing-an-exporter.md) for a plugin built on them.
 """
 
 
@@ -237,7 +328,7 @@ def _unwrap(paragraph: str) -> str:
 
 def summary_table() -> str:
     rows = ["| hook | fires | a plugin may change | a fault |", "|---|---|---|---|"]
-    for hook in HookName.per_call():
+    for hook in HookName.fired():
         payload = PAYLOAD_TYPES[hook]
         fires, _ = first_paragraph(getattr(specs, hook.value).__doc__ or "")
         change = ", ".join(f"`{f}`" for f in sorted(payload.writable)) or "nothing"
@@ -247,6 +338,8 @@ def summary_table() -> str:
 
 
 def stop_sampling_note(hook: HookName) -> str:
+    if hook.is_run:
+        return "is a fault like any other: a run hook ends no call."
     if hook is HookName.SAMPLING_LOOP_START:
         return 'ends the call before any generation (`stop_reason="stopped_by_plugin"`).'
     if hook is HookName.SAMPLING_LOOP_END:
@@ -285,12 +378,15 @@ def hook_section(hook: HookName) -> str:
         change += "".join(WRITABLE_NOTES[name] for name in sorted(payload.writable))
     else:
         change = "Nothing: this hook is observe-only; every field is read-only."
-    fault = (
-        "the engine fails closed: `sample()` raises `PluginError`."
-        if may_write(hook)
-        else "the fault is isolated and recorded in `result.plugin_errors` "
-        "(strict samplers raise `PluginError`)."
-    )
+    if may_write(hook):
+        fault = "the engine fails closed: `sample()` raises `PluginError`."
+    elif hook.is_run:
+        fault = "the fault is isolated and logged as `plugin.error`; the run goes on."
+    else:
+        fault = (
+            "the fault is isolated and recorded in `result.plugin_errors` "
+            "(strict samplers raise `PluginError`)."
+        )
     example = textwrap.dedent(EXAMPLES[hook]).strip()
     parts = [
         f"## `{hook.value}` {{#{hook.value}}}",
@@ -338,7 +434,7 @@ def render() -> str:
         "Plain dataclasses (import them from `hook_specs`). A `Message` is a "
         '`dict[str, Any]` such as `{"role": "user", "content": "..."}`.\n\n' + records
     )
-    sections = [INTRO, summary_table(), *(hook_section(h) for h in HookName.per_call()), values]
+    sections = [INTRO, summary_table(), *(hook_section(h) for h in HookName.fired()), values]
     return "\n\n".join(s.strip() for s in sections) + "\n"
 
 

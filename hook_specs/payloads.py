@@ -389,7 +389,7 @@ class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
 class RunPayload(ObserveOnlyPayload):
     """Fields every run hook's payload carries."""
 
-    run_dir: str = Field(description="The run directory, as given to the run.")
+    run_dir: str = Field(description="The run directory, as an absolute path.")
     session: int = Field(
         description="The session of the run: 1 for the first, one more for each resume."
     )

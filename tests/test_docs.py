@@ -61,7 +61,7 @@ def hook_sections() -> dict[HookName, str]:
     found = {}
     for heading, body in sections((DOCS / "hooks.md").read_text()).items():
         match = re.fullmatch(r"`(\w+)`(?: \{#\w+\})?", heading)
-        if match and match.group(1) in {h.value for h in HookName.per_call()}:
+        if match and match.group(1) in {h.value for h in HookName.fired()}:
             found[HookName(match.group(1))] = body
     return found
 
@@ -79,7 +79,7 @@ def test_the_committed_hook_reference_is_what_gen_hooks_writes() -> None:
 def test_every_hook_and_every_payload_field_is_documented(
     hook_sections: dict[HookName, str],
 ) -> None:
-    missing = [hook.value for hook in HookName.per_call() if hook not in hook_sections]
+    missing = [hook.value for hook in HookName.fired() if hook not in hook_sections]
     assert not missing, f"hooks without a section in docs/hooks.md: {missing}"
     for hook, body in hook_sections.items():
         assert callable(getattr(specs, hook.value)) and getattr(specs, hook.value).__doc__
@@ -96,13 +96,7 @@ def test_every_hook_and_every_payload_field_is_documented(
 
 
 def test_the_hook_examples_are_plugins_that_run(hook_sections: dict[HookName, str]) -> None:
-    plugins = []
-    for hook, body in hook_sections.items():
-        namespace: dict[str, Any] = {"__name__": f"hooks_md_{hook.value}"}
-        exec(compile(example_blocks(body)[0], f"hooks.md:{hook.value}", "exec"), namespace)
-        (cls,) = [v for v in namespace.values() if isinstance(v, type) and hasattr(v, hook.value)]
-        assert hasattr(getattr(cls, hook.value), "samplehooks_impl"), f"{cls} is no hookimpl"
-        plugins.append(cls())
+    plugins = [example_plugin(hook, hook_sections[hook]) for hook in HookName.per_call()]
 
     def reply(request: Any) -> str:
         return "yes" if request.iteration.attempt == 2 else "no"
@@ -130,6 +124,55 @@ def test_the_hook_examples_are_plugins_that_run(hook_sections: dict[HookName, st
     assert result.concurrency_budget == 4  # CapConcurrency
     summary, errors = plugins[3], plugins[6]
     assert summary.lines and errors.errors == {"TransientBackendError (retried)": 1}
+
+
+def example_plugin(hook: HookName, section: str) -> Any:
+    """The plugin of a hook section's example, made."""
+    namespace: dict[str, Any] = {"__name__": f"hooks_md_{hook.value}"}
+    exec(compile(example_blocks(section)[0], f"hooks.md:{hook.value}", "exec"), namespace)
+    (cls,) = [v for v in namespace.values() if isinstance(v, type) and hasattr(v, hook.value)]
+    assert hasattr(getattr(cls, hook.value), "samplehooks_impl"), f"{cls} is no hookimpl"
+    return cls()
+
+
+def test_the_run_hook_examples_are_plugins_that_run(
+    hook_sections: dict[HookName, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from runs_helpers import write_config
+
+    from sampling_core import ScriptedBackend
+    from sampling_core.runs import run_batch_sync
+
+    monkeypatch.chdir(tmp_path)  # FailureLog writes failures.jsonl here
+    banner, topics, failures, scores = (
+        example_plugin(hook, hook_sections[hook]) for hook in HookName.run()
+    )
+    dataset = tmp_path / "data.jsonl"
+    lines = [{"id": "a", "topic": "sea"}, {"id": "b"}, {"id": "c", "topic": "sea"}]
+    dataset.write_text("".join(json.dumps({**x, "prompt": x["id"]}) + "\n" for x in lines))
+    passes = {"a": (True, True), "b": (False, False), "c": (True, False)}  # by subsample
+
+    def reply(request: Any) -> str:
+        ok = passes[request.messages[0]["content"]][request.iteration.subsample_index]
+        return "short" if ok else "far too many words"
+
+    config = write_config(
+        tmp_path / "run.yaml",
+        dataset,
+        requirements=[{"max_words": 2}],
+        budgets={"loop_budget": 1, "concurrency_budget": 2, "early_exit": False},
+    )
+    plugins = [banner, topics, failures, scores]
+    run_batch_sync(config, tmp_path / "run", backend=ScriptedBackend(reply), plugins=plugins)
+    run_dir = str(tmp_path / "run")
+    assert banner.lines == [f"starting {run_dir} (session 1): 3 of 3 prompts to run (local)"]
+    assert topics.topics == {"sea": 2, "none": 1}
+    logged = [json.loads(line) for line in (tmp_path / "failures.jsonl").read_text().splitlines()]
+    assert [(x["key"], x["status"]) for x in logged] == [("b", "failed")]
+    # pass^1 = mean(2/2, 0/2, 1/2); pass^2 = mean(1, 0, 0)
+    assert scores.lines == ["2 ok, 1 failed, 0 errors of 3; pass^1 50%; pass^2 33%"]
 
 
 # -- the other pages --------------------------------------------------------------------

@@ -12,6 +12,7 @@ the order they were written, so a plugin that reads the file finds the line ther
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,7 +37,7 @@ class RunHooks:
 
     def __init__(self, table: HookTable | None, run_dir: Path, session: int) -> None:
         self.channel = HookChannel(table) if table is not None else None
-        self.run_dir = str(run_dir)
+        self.run_dir = os.path.abspath(run_dir)
         self.session = session
         self.started: float | None = None  # when run_start fired
         self._written: list[dict[str, Any]] = []  # records written, not yet announced
