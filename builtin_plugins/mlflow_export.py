@@ -1,0 +1,239 @@
+"""The ``mlflow`` plugin: each batch run as one MLflow run, with its settings, totals and report.
+
+Needs the ``mlflow`` extra (``pip install 'samplehooks[mlflow]'``: MLflow's tracking client,
+``mlflow-skinny``, and what its SQLite store needs). Name it in a run's config
+(``plugins: [{name: mlflow, options: {tracking_uri: "sqlite:///mlflow.db"}}]``) or on the
+command line (``--plugin mlflow:tracking_uri=sqlite:///mlflow.db``).
+
+It uses the run hooks only, so it works the same on the local and the Ray executor (the
+process that writes the run directory fires them):
+
+* ``run_start``: finds the MLflow run tagged ``samplehooks.run_dir`` with this run's absolute
+  directory in the experiment (a resume continues it), or starts one named after the run
+  directory, and logs the run's result settings as params;
+* ``run_end``: logs the metrics ``success_rate``, ``ok``, ``failed``, ``error``,
+  ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``pass_at_<k>`` and
+  ``pass_hat_<k>`` (when measured) at step ``session``, and the artifacts
+  ``samplehooks/report.json`` (as ``samplehooks report --json`` gives it),
+  ``samplehooks/report.txt`` and ``samplehooks/prompts.csv`` (one row per prompt); then
+  ends the MLflow run (``KILLED`` when the session was interrupted, ``FAILED`` after a fatal
+  error).
+
+Both are ``@background``: the tracking store is written by the background worker, so a slow
+store never holds up sampling. A tracking store that cannot be reached or is locked is a
+warning (``mlflow.unavailable`` on the ``samplehooks.mlflow`` logger, kept in
+:attr:`MlflowExporter.problems`), never a failed run: results are not lost to an exporter.
+The plugin writes nothing into the run directory (``affects_results = False``: it may be
+added, removed or reconfigured on ``--resume``).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from hook_specs import RunEndPayload, RunStartPayload, background, hookimpl
+from sampling_core.errors import exception_text
+from sampling_core.runs.report import build_report
+
+__all__ = ["RUN_DIR_TAG", "MlflowExporter"]
+
+RUN_DIR_TAG = "samplehooks.run_dir"
+"""The tag that ties an MLflow run to its samplehooks run: the absolute run directory."""
+
+logger = structlog.get_logger("samplehooks.mlflow")
+
+_PARAM_VALUE_MAX = 6000  # MLflow's limit on a param's value
+_BATCH = 100  # params per log_batch call (MLflow's limit)
+
+
+class MlflowExporter:
+    """Exports each batch run to MLflow: one MLflow run per samplehooks run.
+
+    ``tracking_uri``: where runs go (default: MLflow's own, e.g. ``MLFLOW_TRACKING_URI``);
+    ``experiment``: the experiment's name (made when missing); ``run_name``: the MLflow run's
+    name (default: the run directory's name).
+    """
+
+    affects_results = False  # writes nothing into the run directory
+
+    def __init__(
+        self,
+        tracking_uri: str | None = None,
+        experiment: str = "samplehooks",
+        run_name: str | None = None,
+    ) -> None:
+        if importlib.util.find_spec("mlflow") is None:
+            raise ImportError("the mlflow plugin needs MLflow: pip install 'samplehooks[mlflow]'")
+        if not isinstance(experiment, str) or not experiment.strip():
+            raise ValueError(f"experiment must be a name, not {experiment!r}")
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.run_name = run_name
+        self.run_id: str | None = None
+        """The MLflow run of this session (``None`` before ``run_start``, or when the
+        tracking store could not be used)."""
+        self.problems: list[str] = []
+        """What went wrong with the tracking store (each also logged as a warning)."""
+
+    # -- the hooks ----------------------------------------------------------------------------
+
+    @hookimpl
+    @background
+    def run_start(self, payload: RunStartPayload) -> None:
+        """Find or start the MLflow run, and log the result settings as params."""
+        self.run_id = None
+        try:
+            client = self._client()
+            run = self._find_or_start(client, payload)
+            self.run_id = run.info.run_id
+            self._log_params(client, run, payload.settings)
+        except Exception as exc:
+            self._problem("run_start", exc)
+
+    @hookimpl
+    @background
+    def run_end(self, payload: RunEndPayload) -> None:
+        """Log the metrics and the report, then end the MLflow run."""
+        if self.run_id is None:
+            return
+        run_id, self.run_id = self.run_id, None
+        try:
+            client = self._client()
+            self._log_metrics(client, run_id, payload)
+            self._log_report(client, run_id, payload.run_dir)
+            status = "FAILED" if payload.error else "KILLED" if payload.interrupted else "FINISHED"
+            client.set_terminated(run_id, status=status)
+        except Exception as exc:
+            self._problem("run_end", exc)
+
+    # -- MLflow ---------------------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.tracking_uri)
+
+    def _find_or_start(self, client: Any, payload: RunStartPayload) -> Any:
+        """The MLflow run of ``payload.run_dir`` in the experiment (made running again), or
+        a new one."""
+        found = client.get_experiment_by_name(self.experiment)
+        experiment_id = (
+            found.experiment_id if found is not None else client.create_experiment(self.experiment)
+        )
+        for run in _runs_tagged(client, experiment_id, payload.run_dir):
+            client.update_run(run.info.run_id, status="RUNNING")
+            return run
+        name = self.run_name or Path(payload.run_dir).name
+        return client.create_run(experiment_id, run_name=name, tags={RUN_DIR_TAG: payload.run_dir})
+
+    def _log_params(self, client: Any, run: Any, settings: dict[str, Any]) -> None:
+        """Log each result setting not logged yet (a resume keeps them: they must match)."""
+        from mlflow.entities import Param
+
+        logged = run.data.params
+        params = []
+        for path, value in settings.items():
+            key, text = _param_key(path), _param_value(value)
+            if key in logged:
+                continue
+            params.append(Param(key, text))
+        for start in range(0, len(params), _BATCH):
+            client.log_batch(run.info.run_id, params=params[start : start + _BATCH])
+
+    def _log_metrics(self, client: Any, run_id: str, payload: RunEndPayload) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        values = metrics_of(payload)
+        metrics = [Metric(key, value, now, payload.session) for key, value in values.items()]
+        client.log_batch(run_id, metrics=metrics)
+
+    def _log_report(self, client: Any, run_id: str, run_dir: str) -> None:
+        """The report (JSON and text) and the per-prompt table, as artifacts."""
+        report = build_report(run_dir, rows=True)
+        data = report.as_dict()
+        with tempfile.TemporaryDirectory(prefix="samplehooks-mlflow-") as folder:
+            out = Path(folder)
+            (out / "report.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+            (out / "report.txt").write_text(report.render() + "\n", encoding="utf-8")
+            write_table(out / "prompts.csv", data["prompts"])
+            client.log_artifacts(run_id, folder, artifact_path="samplehooks")
+
+    def _problem(self, hook: str, exc: Exception) -> None:
+        text = f"{type(exc).__name__}: {exception_text(exc)}"
+        self.problems.append(f"{hook}: {text}")
+        logger.warning(
+            "mlflow.unavailable",
+            hook=hook,
+            tracking_uri=self.tracking_uri,
+            error=text,
+            note="the run goes on; its results are in the run directory",
+        )
+
+
+def metrics_of(payload: RunEndPayload) -> dict[str, float]:
+    """The metrics ``run_end`` logs, by name."""
+    totals = payload.totals
+    metrics: dict[str, float] = {}
+    for name in ("success_rate", "ok", "failed", "error", "input_tokens", "output_tokens"):
+        value = totals.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            metrics[name] = float(value)
+    cost = totals.get("cost_usd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        metrics["cost_usd"] = float(cost)
+    for prefix, table in (("pass_at", payload.pass_at_k), ("pass_hat", payload.pass_hat_k)):
+        for entry in table or []:
+            metrics[f"{prefix}_{entry['k']}"] = float(entry["value"])
+    return metrics
+
+
+def write_table(path: Path, rows: list[dict[str, Any]]) -> None:
+    """One CSV row per prompt (lists joined with ``; ``)."""
+    with path.open("w", encoding="utf-8", newline="") as out:
+        if not rows:
+            return
+        table = csv.DictWriter(out, fieldnames=list(rows[0]))
+        table.writeheader()
+        for row in rows:
+            table.writerow(
+                {k: "; ".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()}
+            )
+
+
+def _runs_tagged(client: Any, experiment_id: str, run_dir: str) -> list[Any]:
+    """The experiment's runs tagged with ``run_dir``, the latest first."""
+    if "'" not in run_dir:
+        quoted = f"'{run_dir}'"
+    elif '"' not in run_dir:
+        quoted = f'"{run_dir}"'
+    else:  # no quoting holds it: compare the tags here
+        runs = client.search_runs([experiment_id], order_by=["attributes.start_time DESC"])
+        return [r for r in runs if r.data.tags.get(RUN_DIR_TAG) == run_dir]
+    return list(
+        client.search_runs(
+            [experiment_id],
+            filter_string=f"tags.`{RUN_DIR_TAG}` = {quoted}",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+    )
+
+
+def _param_key(path: str) -> str:
+    """A setting's path as an MLflow param name (letters, digits, ``_ - . /`` and spaces)."""
+    return re.sub(r"[^\w.\-/ ]+", "_", path).strip("/ ") or "_"
+
+
+def _param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
+    return text[:_PARAM_VALUE_MAX]
