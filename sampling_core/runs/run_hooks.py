@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,8 @@ class RunHooks:
         self.run_dir = os.path.abspath(run_dir)
         self.session = session
         self.started: float | None = None  # when run_start fired
-        self._written: list[dict[str, Any]] = []  # records written, not yet announced
+        self._written: list[dict[str, Any]] = []  # records handed to the writer
+        self._ready: deque[list[dict[str, Any]]] = deque()  # ...and in the file since
         self._announcing = anyio.Lock()
 
     def fires(self, hook: HookName) -> bool:
@@ -86,18 +88,23 @@ class RunHooks:
             self._written.append(record)
 
     async def announce(self) -> None:
-        """Fire ``prompt_end`` for every noted record (they are in the file now), in order.
+        """Fire ``prompt_end`` for every noted record, in the order written. Call it right
+        after the writer flushed (nothing awaited in between): the records noted so far
+        are in the file then.
 
         Shielded: a record taken off the list is announced even if the session is being
         cancelled meanwhile (each prompt gets its ``prompt_end`` exactly once)."""
-        if not self._written or self.channel is None:
+        if self._written:  # in the file now (records noted later may not be)
+            self._ready.append(self._written)
+            self._written = []
+        if not self._ready or self.channel is None:
             return
         with anyio.CancelScope(shield=True):
-            async with self._announcing:  # one batch at a time: in the order written
-                ready, self._written = self._written, []
-                for record in ready:
-                    fields = self._fields(key=str(record.get("key")), record=record)
-                    await self.channel.fire(H.PROMPT_END, fields)
+            async with self._announcing:  # whoever holds it announces every ready batch
+                while self._ready:
+                    for record in self._ready.popleft():
+                        fields = self._fields(key=str(record.get("key")), record=record)
+                        await self.channel.fire(H.PROMPT_END, fields)
 
     async def run_end(self, error: BaseException | None) -> None:
         """Fire ``run_end`` (when :meth:`run_start` fired): the run's report as it stands,

@@ -1,0 +1,273 @@
+"""The run hooks (``run_start``, ``prompt_start``, ``prompt_end``, ``run_end``) on the local
+executor: order, exactly once, what they carry, resume, interruption, faulty plugins."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runs_helpers import records, write_config, write_dataset
+
+from hook_specs import HookName, StopSampling, background, hookimpl
+from sampling_core.runs import run_batch
+from sampling_core.runs.record_writer import RecordWriter
+from sampling_core.runs.report import build_report
+from sampling_core.testing import HookRecorder
+
+pytestmark = pytest.mark.anyio
+
+H = HookName
+RUN = {H.RUN_START, H.PROMPT_START, H.PROMPT_END, H.RUN_END}
+
+
+def check_order(seen: HookRecorder, keys: set[str]) -> dict[str, list[int]]:
+    """Assert the run hooks' order and counts; each key's event positions."""
+    events = seen.events
+    assert events[0].hook is H.RUN_START and events[-1].hook is H.RUN_END
+    assert [e.hook for e in events].count(H.RUN_START) == 1
+    assert [e.hook for e in events].count(H.RUN_END) == 1
+    starts = [e.fields["key"] for e in events if e.hook is H.PROMPT_START]
+    ends = [e.fields["key"] for e in events if e.hook is H.PROMPT_END]
+    assert sorted(starts) == sorted(ends) == sorted(keys)  # exactly once each
+    at: dict[str, list[int]] = {key: [] for key in keys}
+    for index, event in enumerate(events):
+        key = event.fields.get("key") if event.hook in RUN else event.fields["prompt_key"]
+        if key is not None:
+            at[key].append(index)
+    for key, positions in at.items():
+        start, *calls, end = positions
+        assert events[start].hook is H.PROMPT_START and events[end].hook is H.PROMPT_END, key
+        assert calls and all(events[i].hook not in RUN for i in calls), key
+    return at
+
+
+async def test_each_prompt_is_announced_once_around_its_call(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "data.jsonl", 9, zebra_every=3)
+    config = write_config(
+        tmp_path / "run.yaml",
+        dataset,
+        backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.002},
+        budgets={"loop_budget": 2, "concurrency_budget": 2},
+        run={"max_concurrent_prompts": 3},
+    )
+    seen = HookRecorder()
+    out = tmp_path / "run"
+    await run_batch(config, out, plugins=[seen])
+    keys = {f"p{i}" for i in range(9)}
+    check_order(seen, keys)
+    [start] = seen.payloads(H.RUN_START)
+    meta = json.loads((out / "meta.json").read_text())
+    assert (start.run_dir, start.session, start.resumed, start.executor) == (
+        str(out),
+        1,
+        False,
+        "local",
+    )
+    assert (start.total, start.done) == (9, 0)
+    assert start.settings == meta["settings"]["values"]
+    assert start.config["requirements"] == [{"max_words": 5}]
+    assert start.config["budgets"]["loop_budget"] == 2
+    # each prompt's line and record, as read and as written
+    rows = {p.key: p.row for p in seen.payloads(H.PROMPT_START)}
+    assert rows["p3"] == {
+        "id": "p3",
+        "prompt": "Question number 3?",
+        "require": [{"contains": "zebra"}],
+    }
+    written = {r["key"]: r for r in records(out)}
+    assert {p.key: p.record for p in seen.payloads(H.PROMPT_END)} == written
+    # the calls know their prompt
+    for payload in seen.payloads(H.SAMPLING_LOOP_END):
+        assert written[payload.prompt_key]["sampling_id"] == payload.sampling_id
+    [end] = seen.payloads(H.RUN_END)
+    report = build_report(out).as_dict()
+    assert end.totals == report["totals"] and end.totals["failed"] == 3
+    assert (end.interrupted, end.error, end.pass_at_k, end.pass_hat_k) == (False, None, None, None)
+    assert end.elapsed_s > 0
+
+
+async def test_prompt_end_comes_once_the_record_is_in_the_file(tmp_path: Path) -> None:
+    """With records kept in memory (``flush_every``), a prompt is announced when its record
+    is flushed, and its line is in records.jsonl then."""
+    out = tmp_path / "run"
+    found: list[tuple[str, bool]] = []
+
+    class ReadsTheFile:
+        @hookimpl
+        def prompt_end(self, payload: Any) -> None:
+            keys = {json.loads(line)["key"] for line in (out / "records.jsonl").open()}
+            found.append((payload.key, payload.key in keys))
+
+    dataset = write_dataset(tmp_path / "data.jsonl", 7)
+    config = write_config(
+        tmp_path / "run.yaml",
+        dataset,
+        run={"max_concurrent_prompts": 2, "flush_every": 3, "flush_interval_s": 600},
+    )
+    seen = HookRecorder()
+    await run_batch(config, out, plugins=[ReadsTheFile(), seen])
+    assert sorted(found) == [(f"p{i}", True) for i in range(7)]
+    check_order(seen, {f"p{i}" for i in range(7)})
+
+
+async def test_a_resume_announces_only_what_it_runs_and_says_what_was_done(
+    tmp_path: Path,
+) -> None:
+    dataset = write_dataset(tmp_path / "data.jsonl", 8)
+    config = write_config(tmp_path / "run.yaml", dataset, run={"max_concurrent_prompts": 1})
+    out = tmp_path / "run"
+    await run_batch(config, out)
+    kept = (out / "records.jsonl").read_text().splitlines(keepends=True)[:3]
+    (out / "records.jsonl").write_text("".join(kept))  # as if killed after 3 records
+    done = {json.loads(line)["key"] for line in kept}
+    seen = HookRecorder()
+    await run_batch(config, out, resume=True, plugins=[seen])
+    check_order(seen, {f"p{i}" for i in range(8)} - done)
+    [start], [end] = seen.payloads(H.RUN_START), seen.payloads(H.RUN_END)
+    assert (start.session, start.resumed, start.total, start.done) == (2, True, 8, 3)
+    assert {p.session for p in seen.payloads(H.PROMPT_END)} == {2}
+    assert end.totals["done"] == 8 and end.totals["sessions"] == 2
+    seen.clear()  # nothing left: a session that runs no prompt still starts and ends
+    await run_batch(config, out, resume=True, plugins=[seen])
+    assert [e.hook for e in seen] == [H.RUN_START, H.RUN_END]
+    assert (seen.events[0]["done"], seen.events[0]["session"]) == (8, 3)
+
+
+async def test_a_fatal_error_still_ends_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = RecordWriter.append
+    appended: list[str] = []
+
+    def failing(self: RecordWriter, record: dict[str, Any]) -> dict[str, Any]:
+        if len(appended) == 3:
+            raise OSError(28, "No space left on device")
+        appended.append(record["key"])
+        return real(self, record)
+
+    monkeypatch.setattr(RecordWriter, "append", failing)
+    dataset = write_dataset(tmp_path / "data.jsonl", 6)
+    config = write_config(tmp_path / "run.yaml", dataset, run={"max_concurrent_prompts": 1})
+    seen = HookRecorder()
+    out = tmp_path / "run"
+    with pytest.raises(ExceptionGroup) as caught:  # from the task group it happened in
+        await run_batch(config, out, plugins=[seen])
+    assert caught.group_contains(OSError, match="No space left")
+    [end] = seen.payloads(H.RUN_END)
+    assert end.interrupted and "OSError" in end.error and "No space left" in end.error
+    assert seen.events[-1].hook is H.RUN_END
+    assert [p.key for p in seen.payloads(H.PROMPT_END)] == appended == ["p0", "p1", "p2"]
+    assert [r["key"] for r in records(out)] == appended
+    assert end.totals["done"] == 3
+
+
+def test_ctrl_c_ends_the_run_as_interrupted_with_its_records_intact(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) during a run: ``run_end`` says ``interrupted``, and every prompt
+    with a record (and only those) had its ``prompt_end``."""
+    import anyio
+
+    class CtrlC:
+        def __init__(self) -> None:
+            self.ended = 0
+
+        @hookimpl
+        def prompt_end(self, payload: Any) -> None:
+            self.ended += 1
+            if self.ended == 4:
+                signal.raise_signal(signal.SIGINT)
+
+    dataset = write_dataset(tmp_path / "data.jsonl", 20)
+    config = write_config(
+        tmp_path / "run.yaml",
+        dataset,
+        backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.01},
+        run={"max_concurrent_prompts": 3},
+    )
+    seen = HookRecorder()
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        anyio.run(lambda: run_batch(config, out, plugins=[CtrlC(), seen]))
+    [end] = seen.payloads(H.RUN_END)
+    assert end.interrupted and end.error is None
+    assert seen.events[-1].hook is H.RUN_END
+    written = [r["key"] for r in records(out)]
+    assert 4 <= len(written) < 20 and len(set(written)) == len(written)
+    assert sorted(p.key for p in seen.payloads(H.PROMPT_END)) == sorted(written)
+    started = [p.key for p in seen.payloads(H.PROMPT_START)]
+    assert set(written) <= set(started) and len(set(started)) == len(started)
+    assert end.totals["done"] == len(written)
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["state"] == "interrupted"
+
+
+class Faulty:
+    """Raises in every run hook (StopSampling too), inline."""
+
+    @hookimpl
+    def run_start(self, payload: Any) -> None:
+        raise RuntimeError("run_start broke")
+
+    @hookimpl
+    def prompt_start(self, payload: Any) -> None:
+        raise StopSampling("a run hook cannot stop a call")
+
+    @hookimpl
+    def prompt_end(self, payload: Any) -> None:
+        raise ValueError("prompt_end broke")
+
+    @hookimpl
+    def run_end(self, payload: Any) -> None:
+        raise RuntimeError("run_end broke")
+
+
+class SlowAndFaultyInTheBackground:
+    """A ``@background`` observer of every run hook that is slow, and raises on odd prompts."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None]] = []
+
+    def _note(self, payload: Any) -> None:
+        import time
+
+        time.sleep(0.01)  # slow: the run must not wait for it (nor lose anything to it)
+        self.seen.append((payload.hook.value, getattr(payload, "key", None)))
+
+    @hookimpl
+    @background
+    def run_start(self, payload: Any) -> None:
+        self._note(payload)
+        raise RuntimeError("background run_start broke")
+
+    @hookimpl
+    @background
+    def prompt_start(self, payload: Any) -> None:
+        self._note(payload)
+
+    @hookimpl
+    @background
+    def prompt_end(self, payload: Any) -> None:
+        self._note(payload)
+        if int(payload.key[1:]) % 2:
+            raise ValueError(f"background prompt_end broke on {payload.key}")
+
+    @hookimpl
+    @background
+    def run_end(self, payload: Any) -> None:
+        self._note(payload)
+
+
+async def test_raising_and_slow_run_hook_plugins_lose_no_record(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "data.jsonl", 10, zebra_every=5)
+    config = write_config(tmp_path / "run.yaml", dataset, run={"max_concurrent_prompts": 4})
+    slow = SlowAndFaultyInTheBackground()
+    seen = HookRecorder()
+    out = tmp_path / "run"
+    summary = await run_batch(config, out, plugins=[Faulty(), slow, seen])
+    assert summary.complete and (summary.ok, summary.failed) == (8, 2)
+    assert sorted(r["key"] for r in records(out)) == sorted(f"p{i}" for i in range(10))
+    check_order(seen, {f"p{i}" for i in range(10)})  # StopSampling stopped no call
+    # every background event was delivered before run_batch returned, in firing order
+    assert slow.seen == [(e.name, e.fields.get("key")) for e in seen if e.hook in RUN]
