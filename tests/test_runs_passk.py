@@ -9,7 +9,13 @@ import pytest
 
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.requirements.checks import max_words
-from sampling_core.runs.passk import ks_for, pass_at_k, pass_at_k_table
+from sampling_core.runs.passk import (
+    ks_for,
+    pass_at_k,
+    pass_at_k_table,
+    pass_hat_k,
+    pass_hat_k_table,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -64,6 +70,50 @@ def test_each_k_uses_the_prompts_with_enough_samples() -> None:
 def test_one_prompt_has_a_zero_width_interval() -> None:
     (p,) = pass_at_k_table([(1, 1)])
     assert (p.value, p.low, p.high) == (1.0, 1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    [
+        (5, 3, 2, 3 / 10),  # C(3,2)/C(5,2): 3 of the 10 pairs both pass
+        (8, 6, 4, 15 / 70),  # C(6,4)/C(8,4)
+        (10, 5, 1, 1 / 2),  # k=1: the share that passed
+        (4, 4, 4, 1.0),  # every sample passed
+        (4, 2, 3, 0.0),  # fewer passes than k: never all k
+        (6, 0, 1, 0.0),
+    ],
+)
+def test_pass_hat_k_of_one_prompt_is_the_hand_computed_value(
+    n: int, c: int, k: int, expected: float
+) -> None:
+    assert pass_hat_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+
+
+def test_pass_hat_k_equals_the_binomial_form_and_never_exceeds_pass_at_k() -> None:
+    for n in range(1, 13):
+        for c, k in itertools.product(range(n + 1), range(1, n + 1)):
+            exact = comb(c, k) / comb(n, k)
+            assert pass_hat_k(n, c, k) == pytest.approx(exact, abs=1e-12), (n, c, k)
+            assert pass_hat_k(n, c, k) <= pass_at_k(n, c, k) + 1e-12
+    with pytest.raises(ValueError, match="pass\\^k needs"):
+        pass_hat_k(4, 5, 1)
+
+
+def test_pass_hat_k_table_means_over_prompts_with_pass_at_ks_intervals() -> None:
+    counts = [(4, 4), (4, 2), (4, 0)]
+    table = pass_hat_k_table(counts)
+    # pass^1 = (1 + 1/2 + 0)/3; pass^2 = (1 + C(2,2)/C(4,2) + 0)/3 = (1 + 1/6)/3; pass^4 = 1/3
+    assert [(p.k, round(p.value, 6), p.prompts) for p in table] == [
+        (1, 0.5, 3),
+        (2, round(7 / 18, 6), 3),
+        (4, round(1 / 3, 6), 3),
+    ]
+    for p in table:
+        assert 0.0 <= p.low <= p.value <= p.high <= 1.0
+    # k = 1: pass^1 and pass@1 are the same numbers, so the same resamples give the same interval
+    assert table[0] == pass_at_k_table(counts)[0]
+    values = [p.value for p in table]
+    assert values == sorted(values, reverse=True)  # pass^k never rises as k grows
 
 
 async def test_early_exit_false_runs_every_subsample() -> None:

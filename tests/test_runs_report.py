@@ -9,6 +9,7 @@ import pytest
 from reliability_helpers import invoke
 from runs_helpers import records, write_config, write_dataset
 
+from sampling_core import ScriptedBackend
 from sampling_core.runs import run_batch_sync
 from sampling_core.runs.passk import pass_at_k
 from sampling_core.runs.report import build_report
@@ -77,6 +78,38 @@ def test_report_json_has_totals_rows_and_pass_at_k(tmp_path: Path) -> None:
     assert invoke("report", out, "--json").stdout == result.stdout  # reproducible
 
 
+def test_report_json_has_pass_hat_k_of_hand_computed_values(tmp_path: Path) -> None:
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text("".join(json.dumps({"id": k, "prompt": k}) + "\n" for k in "abc"))
+    passing = {"a": 4, "b": 2, "c": 1}  # subsamples below this number pass
+
+    def reply(request) -> str:
+        passes = request.iteration.subsample_index < passing[request.messages[0]["content"]]
+        return "short" if passes else "far too many words"
+
+    config = write_config(
+        tmp_path / "run.yaml",
+        dataset,
+        requirements=[{"max_words": 2}],
+        budgets={"loop_budget": 1, "concurrency_budget": 4, "early_exit": False},
+    )
+    run_batch_sync(config, tmp_path / "out", backend=ScriptedBackend(reply))
+    data = json.loads(invoke("report", tmp_path / "out", "--json").stdout)
+    # (n, c) = (4, 4), (4, 2), (4, 1): pass^k = C(c,k)/C(4,k), averaged over the 3 prompts
+    hat = {p["k"]: p["value"] for p in data["pass_hat_k"]}
+    assert hat == {
+        1: round((4 / 4 + 2 / 4 + 1 / 4) / 3, 6),
+        2: round((6 / 6 + 1 / 6 + 0) / 3, 6),
+        4: round((1 + 0 + 0) / 3, 6),
+    }
+    assert [p["k"] for p in data["pass_hat_k"]] == [p["k"] for p in data["pass_at_k"]]
+    assert all(
+        p["prompts"] == 3 and p["low"] <= p["value"] <= p["high"] for p in data["pass_hat_k"]
+    )
+    text = invoke("report", tmp_path / "out").stdout
+    assert "pass^2 " in text and "58.3%" in text  # pass^1 = 7/12
+
+
 def test_terminal_report_lists_failed_prompts_and_pass_at_k(tmp_path: Path) -> None:
     out = passk_run(tmp_path)
     text = invoke("report", out, "--top", "1").stdout
@@ -91,8 +124,8 @@ def test_early_exit_runs_report_no_pass_at_k(tmp_path: Path) -> None:
     config = write_config(tmp_path / "run.yaml", dataset, budgets={"concurrency_budget": 4})
     run_batch_sync(config, tmp_path / "out")
     report = build_report(tmp_path / "out")
-    assert report.early_exit and report.pass_at_k == []
-    assert report.as_dict()["pass_at_k"] is None
+    assert report.early_exit and report.pass_at_k == [] and report.pass_hat_k == []
+    assert report.as_dict()["pass_at_k"] is None and report.as_dict()["pass_hat_k"] is None
     assert "pass@" not in report.render()
 
 

@@ -31,6 +31,8 @@ def test_the_page_embeds_every_prompt_with_its_lanes(tmp_path: Path) -> None:
     data = run_data(out)
     assert data["complete"] and data["budgets"]["early_exit"] is False
     assert [p["k"] for p in data["pass_at_k"]] == [1, 2, 4]
+    assert [p["k"] for p in data["pass_hat_k"]] == [1, 2, 4]
+    assert data["pass_hat_k"][0]["value"] == data["pass_at_k"][0]["value"]  # both c/n at k=1
     by_key = {r["key"]: r for r in records(out)}
     assert {p["key"] for p in data["prompts"]} == set(by_key)
     for prompt in data["prompts"]:

@@ -92,8 +92,10 @@ def test_a_run_page_draws_its_charts_filters_sorts_and_shows_a_timeline(
     for chart in ("outcomes", "budget", "passk", "latency", "tokens"):
         assert page.locator(f"#chart-{chart} svg").count() == 1, chart
     assert page.locator("#chart-outcomes rect.bar").count() == 4
-    assert page.locator("#chart-passk circle.point").count() == 3  # k = 1, 2, 4
-    assert page.locator("#chart-passk line.interval").count() == 3
+    # k = 1, 2, 4 of pass@k (solid) and of pass^k (dashed)
+    assert page.locator("#chart-passk circle.point").count() == 6
+    assert page.locator("#chart-passk line.interval").count() == 6
+    assert page.locator("#chart-passk polyline.dashed").count() == 1
     assert "Cost unknown" in page.inner_text("#chart-cost")
 
     by_key = {r["key"]: r for r in records(run)}
