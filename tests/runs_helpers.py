@@ -101,3 +101,29 @@ def openai_run_config(
         )
     )
     return config
+
+
+def check_order(seen: Any, keys: set[str], *, calls: bool = True) -> None:
+    """Assert the run hooks a ``HookRecorder`` saw came in order, each exactly once: one
+    ``run_start`` first, one ``run_end`` last, and for each of ``keys`` one ``prompt_start``
+    then (with ``calls``: its call's hooks, which carry its ``prompt_key``) one ``prompt_end``."""
+    from hook_specs import HookName as H
+
+    run = set(H.run())
+    events = seen.events
+    assert events[0].hook is H.RUN_START and events[-1].hook is H.RUN_END
+    assert [e.hook for e in events].count(H.RUN_START) == 1
+    assert [e.hook for e in events].count(H.RUN_END) == 1
+    starts = [e.fields["key"] for e in events if e.hook is H.PROMPT_START]
+    ends = [e.fields["key"] for e in events if e.hook is H.PROMPT_END]
+    assert sorted(starts) == sorted(ends) == sorted(keys)  # exactly once each
+    at: dict[str, list[int]] = {key: [] for key in keys}
+    for index, event in enumerate(events):
+        key = event.fields.get("key") if event.hook in run else event.fields["prompt_key"]
+        if key is not None:
+            at[key].append(index)
+    for key, positions in at.items():
+        start, *between, end = positions
+        assert events[start].hook is H.PROMPT_START and events[end].hook is H.PROMPT_END, key
+        assert all(events[i].hook not in run for i in between), key
+        assert bool(between) == calls, key

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runs_helpers import records, write_config, write_dataset
+from runs_helpers import check_order, records, write_config, write_dataset
 
 from hook_specs import HookName, StopSampling, background, hookimpl
 from sampling_core.runs import run_batch
@@ -20,28 +20,7 @@ from sampling_core.testing import HookRecorder
 pytestmark = pytest.mark.anyio
 
 H = HookName
-RUN = {H.RUN_START, H.PROMPT_START, H.PROMPT_END, H.RUN_END}
-
-
-def check_order(seen: HookRecorder, keys: set[str]) -> dict[str, list[int]]:
-    """Assert the run hooks' order and counts; each key's event positions."""
-    events = seen.events
-    assert events[0].hook is H.RUN_START and events[-1].hook is H.RUN_END
-    assert [e.hook for e in events].count(H.RUN_START) == 1
-    assert [e.hook for e in events].count(H.RUN_END) == 1
-    starts = [e.fields["key"] for e in events if e.hook is H.PROMPT_START]
-    ends = [e.fields["key"] for e in events if e.hook is H.PROMPT_END]
-    assert sorted(starts) == sorted(ends) == sorted(keys)  # exactly once each
-    at: dict[str, list[int]] = {key: [] for key in keys}
-    for index, event in enumerate(events):
-        key = event.fields.get("key") if event.hook in RUN else event.fields["prompt_key"]
-        if key is not None:
-            at[key].append(index)
-    for key, positions in at.items():
-        start, *calls, end = positions
-        assert events[start].hook is H.PROMPT_START and events[end].hook is H.PROMPT_END, key
-        assert calls and all(events[i].hook not in RUN for i in calls), key
-    return at
+RUN = set(HookName.run())
 
 
 async def test_each_prompt_is_announced_once_around_its_call(tmp_path: Path) -> None:

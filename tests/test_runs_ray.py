@@ -11,10 +11,13 @@ from typing import Any
 
 import pytest
 from ray_test_plugins import ExitAlways, ExitOnce, RefusedOnWorker
-from runs_helpers import records, snapshot, write_config, write_dataset
+from runs_helpers import check_order, records, snapshot, write_config, write_dataset
 
+from builtin_plugins.mlflow_export import RUN_DIR_TAG, MlflowExporter
+from hook_specs import HookName
 from sampling_core.backends import ResponseCache
 from sampling_core.runs import ConfigError, run_batch, run_batch_sync
+from sampling_core.testing import HookRecorder
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is part of the test extra")
 pytestmark = pytest.mark.ray
@@ -68,7 +71,10 @@ async def test_ray_gives_the_records_of_the_same_local_run(
     local = write_config(tmp_path / "local.yaml", dataset, **same)
     remote = write_config(tmp_path / "ray.yaml", dataset, **same, run=on_ray())
     await run_batch(local, tmp_path / "local")
-    await run_batch(remote, tmp_path / "ray")
+    seen = HookRecorder()  # the driver's: it sees the run hooks (the workers' copies, the calls)
+    await run_batch(remote, tmp_path / "ray", plugins=[seen])
+    check_order(seen, {f"p{i}" for i in range(60)}, calls=False)
+    assert seen.events[0]["executor"] == "ray"
     expected = comparable(tmp_path / "local")
     assert len(expected) == 60
     assert {r["status"] for r in expected.values()} == {"ok", "failed"}
@@ -82,6 +88,12 @@ async def test_ray_gives_the_records_of_the_same_local_run(
     ends = [json.loads(line) for line in (tmp_path / "ray" / "events.jsonl").open()]
     ids = {e["payload"]["sampling_id"] for e in ends if e["hook"] == "sampling_loop_end"}
     assert {r["sampling_id"] for r in records(tmp_path / "ray")} == ids
+    # the workers' calls carry their prompt's key; the driver's recorder wrote the run hooks
+    keys = {r["sampling_id"]: r["key"] for r in records(tmp_path / "ray")}
+    for event in ends:
+        if event["hook"] == "sampling_loop_end":
+            assert event["payload"]["prompt_key"] == keys[event["payload"]["sampling_id"]]
+    assert hooks.count("prompt_end") == 60 and hooks.count("run_end") == 1
     assert sorted(set(hooks)) == sorted(
         {json.loads(line)["hook"] for line in (tmp_path / "local" / "events.jsonl").open()}
     )
@@ -99,8 +111,11 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(
     )
     reference = write_config(tmp_path / "local.yaml", dataset)
     # a plugin object: copied to each worker, as an installed plugin would be loaded there
-    run_batch_sync(config, tmp_path / "ray", plugins=[ExitOnce()])
+    seen = HookRecorder()
+    run_batch_sync(config, tmp_path / "ray", plugins=[ExitOnce(), seen])
     assert ray_cluster.exists(), "no worker ended itself: the test proved nothing"
+    # the prompts the dead worker held were announced once, and ended once
+    check_order(seen, {f"p{i}" for i in range(60)}, calls=False)
     run_batch_sync(reference, tmp_path / "local")
     got = comparable(tmp_path / "ray")  # fails on a duplicate
     assert got == comparable(tmp_path / "local")
@@ -117,25 +132,46 @@ def test_a_prompt_whose_workers_keep_dying_ends_in_one_error_record(
         dataset,
         run=on_ray(workers=1),
     )
-    summary = run_batch_sync(config, tmp_path / "ray", plugins=[ExitAlways()])
+    seen = HookRecorder()
+    summary = run_batch_sync(config, tmp_path / "ray", plugins=[ExitAlways(), seen])
     [record] = records(tmp_path / "ray")
+    [ended] = seen.payloads(HookName.PROMPT_END)
+    assert ended.record == record and len(seen.payloads(HookName.PROMPT_START)) == 1
     assert summary.error == 1 and record["status"] == "error"
     assert "worker running it died 3 times" in record["reason"]
 
 
-def test_resume_local_then_ray_then_local(ray_cluster: Path, tmp_path: Path) -> None:
+@pytest.mark.slow  # and a real MLflow store
+def test_resume_local_then_ray_then_local(
+    ray_cluster: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow.tracking
+
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     dataset = write_dataset(tmp_path / "prompts.jsonl", 40, zebra_every=3)
     local = write_config(tmp_path / "local.yaml", dataset)
     remote = write_config(tmp_path / "ray.yaml", dataset, run=on_ray(workers=2, calls=3))
     run_batch_sync(local, tmp_path / "whole")
     out = tmp_path / "out"
-    run_batch_sync(local, out)
+    run_batch_sync(local, out, plugins=[MlflowExporter(tracking_uri=uri)])
     keep_first(out, 10)  # as if killed after 10 records
-    run_batch_sync(remote, out, resume=True)
-    assert len(records(out)) == 40
+    exporter = MlflowExporter(tracking_uri=uri)  # on Ray, the driver exports
+    run_batch_sync(remote, out, resume=True, plugins=[exporter])
+    assert len(records(out)) == 40 and exporter.problems == []
     keep_first(out, 25)  # killed again, with records of both executors kept
-    run_batch_sync(local, out, resume=True)
+    run_batch_sync(local, out, resume=True, plugins=[MlflowExporter(tracking_uri=uri)])
     assert comparable(out) == comparable(tmp_path / "whole")
+    # one MLflow run over the three sessions, the Ray one included
+    client = mlflow.tracking.MlflowClient(tracking_uri=uri)
+    [run] = client.search_runs(
+        [client.get_experiment_by_name("samplehooks").experiment_id],
+        filter_string=f"tags.`{RUN_DIR_TAG}` = '{out}'",
+    )
+    assert run.info.status == "FINISHED"
+    done = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "ok")]
+    ok = float(sum(r["status"] == "ok" for r in records(out)))
+    assert done == [(1, ok), (2, ok), (3, ok)]
     assert [r["session"] for r in records(out)][::12] == [1, 2, 2, 3]
     lineage = (out / "effective_config.yaml").read_text().split("# lineage:")[1]
     assert 'run.executor: "local" -> "ray"' in lineage
