@@ -29,7 +29,13 @@ from sampling_core.requirements.checks import contains
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-EXECUTED_PAGES = ["index.md", "quickstart.md", "concepts.md", "writing-plugins.md"]
+EXECUTED_PAGES = [
+    "index.md",
+    "quickstart.md",
+    "concepts.md",
+    "writing-plugins.md",
+    "writing-an-exporter.md",
+]
 
 
 def load(path: Path, name: str) -> ModuleType:
