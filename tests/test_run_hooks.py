@@ -250,3 +250,18 @@ async def test_raising_and_slow_run_hook_plugins_lose_no_record(tmp_path: Path) 
     check_order(seen, {f"p{i}" for i in range(10)})  # StopSampling stopped no call
     # every background event was delivered before run_batch returned, in firing order
     assert slow.seen == [(e.name, e.fields.get("key")) for e in seen if e.hook in RUN]
+
+
+async def test_hook_tracing_shows_the_run_hooks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SAMPLEHOOKS_TRACE_HOOKS", "1")
+    dataset = write_dataset(tmp_path / "data.jsonl", 2)
+    config = write_config(tmp_path / "run.yaml", dataset, run={"max_concurrent_prompts": 1})
+    await run_batch(config, tmp_path / "run", plugins=[HookRecorder()])
+    lines = capsys.readouterr().err.splitlines()
+    run_dir = tmp_path / "run"
+    assert f"samplehooks: run_start -> HookRecorder (run_dir={run_dir} session=1)" in lines
+    assert f"samplehooks: prompt_end -> HookRecorder (run_dir={run_dir} session=1 key=p1)" in lines
+    starts = [line for line in lines if "sampling_loop_start -> HookRecorder" in line]
+    assert [line.split("prompt_key=")[1] for line in starts] == ["p0)", "p1)"]
