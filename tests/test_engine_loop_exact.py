@@ -52,6 +52,7 @@ async def test_loop_start_shows_the_calls_settings_exactly():
         {
             "sampling_id": result.sampling_id,
             "strategy_name": "RejectionSampling",
+            "prompt_key": None,  # outside a batch run
             "loop_budget": 2,
             "concurrency_budget": 3,
             "messages": messages,
@@ -189,6 +190,7 @@ async def test_a_transient_failure_is_retried_with_the_retry_number_and_the_wait
     assert error == {
         "sampling_id": result.sampling_id,
         "strategy_name": "RejectionSampling",
+        "prompt_key": None,
         "subsample_index": 0,
         "attempt": 1,
         "iteration": 1,
