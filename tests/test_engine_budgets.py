@@ -196,5 +196,5 @@ def test_sample_and_sample_sync_take_exactly_the_sampler_s_arguments_plus_a_back
         assert set(parameters) == set(method) - internal
         for name, parameter in parameters.items():
             assert parameter.default == method[name].default, name
-    # what only a batch run passes (the dataset line) is all the functions leave out
-    assert internal <= {"row"}
+    # what only a batch run passes (the dataset line and its key) is all they leave out
+    assert internal <= {"row", "prompt_key"}
