@@ -265,3 +265,27 @@ async def test_hook_tracing_shows_the_run_hooks(
     assert f"samplehooks: prompt_end -> HookRecorder (run_dir={run_dir} session=1 key=p1)" in lines
     starts = [line for line in lines if "sampling_loop_start -> HookRecorder" in line]
     assert [line.split("prompt_key=")[1] for line in starts] == ["p0)", "p1)"]
+
+
+async def test_run_end_fires_when_the_report_cannot_be_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from structlog.testing import capture_logs
+
+    import sampling_core.runs.run_hooks as run_hooks
+
+    def unreadable(path: Any) -> Any:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(run_hooks, "build_report", unreadable)
+    dataset = write_dataset(tmp_path / "data.jsonl", 2)
+    seen = HookRecorder()
+    with capture_logs() as logs:
+        summary = await run_batch(
+            write_config(tmp_path / "run.yaml", dataset), tmp_path / "run", plugins=[seen]
+        )
+    assert summary.complete and len(records(tmp_path / "run")) == 2
+    [end] = seen.payloads(H.RUN_END)
+    assert (end.totals, end.pass_at_k, end.interrupted) == ({}, None, False)
+    [warning] = [e for e in logs if e["event"] == "run.report_unreadable"]
+    assert "Input/output error" in warning["error"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import structlog
 
 from hook_specs.names import HookName
 from sampling_core.errors import exception_text
@@ -31,6 +32,7 @@ from sampling_core.runs.report import build_report
 __all__ = ["RunHooks"]
 
 H = HookName
+logger = structlog.get_logger("samplehooks.runs")
 
 
 class RunHooks:
@@ -107,11 +109,16 @@ class RunHooks:
                         await self.channel.fire(H.PROMPT_END, fields)
 
     async def run_end(self, error: BaseException | None) -> None:
-        """Fire ``run_end`` (when :meth:`run_start` fired): the run's report as it stands,
+        """Fire ``run_end`` (when :meth:`run_start` fired): the run's report as it stands
+        (empty totals, and a warning, when the run directory cannot be read),
         ``interrupted`` when ``error`` ended the session."""
         if self.started is None or self.channel is None or not self.fires(H.RUN_END):
             return
-        report = build_report(self.run_dir).as_dict()
+        try:
+            report = build_report(self.run_dir).as_dict()
+        except Exception as exc:  # the session's own way out must not be lost to this
+            logger.warning("run.report_unreadable", run_dir=self.run_dir, error=_text(exc))
+            report = {"totals": {}, "pass_at_k": None, "pass_hat_k": None}
         fields = self._fields(
             totals=report["totals"],
             pass_at_k=report["pass_at_k"],
@@ -130,4 +137,8 @@ def _fatal_text(error: BaseException | None) -> str | None:
         error = error.exceptions[0]
     if not isinstance(error, Exception):
         return None
+    return _text(error)
+
+
+def _text(error: BaseException) -> str:
     return f"{type(error).__name__}: {exception_text(error)}"
