@@ -44,7 +44,7 @@ from hook_specs import RunEndPayload, RunStartPayload, background, hookimpl
 from sampling_core.errors import exception_text
 from sampling_core.runs.report import build_report
 
-__all__ = ["RUN_DIR_TAG", "MlflowExporter"]
+__all__ = ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"]
 
 RUN_DIR_TAG = "samplehooks.run_dir"
 """The tag that ties an MLflow run to its samplehooks run: the absolute run directory."""
@@ -110,8 +110,7 @@ class MlflowExporter:
             client = self._client()
             self._log_metrics(client, run_id, payload)
             self._log_report(client, run_id, payload.run_dir)
-            status = "FAILED" if payload.error else "KILLED" if payload.interrupted else "FINISHED"
-            client.set_terminated(run_id, status=status)
+            client.set_terminated(run_id, status=status_of(payload))
         except Exception as exc:
             self._problem("run_end", exc)
 
@@ -195,6 +194,14 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
         for entry in table or []:
             metrics[f"{prefix}_{entry['k']}"] = float(entry["value"])
     return metrics
+
+
+def status_of(payload: RunEndPayload) -> str:
+    """How the MLflow run ends: ``FAILED`` after a fatal error, ``KILLED`` when the session
+    was interrupted (Ctrl-C, SIGTERM), else ``FINISHED``."""
+    if payload.error:
+        return "FAILED"
+    return "KILLED" if payload.interrupted else "FINISHED"
 
 
 def write_table(path: Path, rows: list[dict[str, Any]]) -> None:

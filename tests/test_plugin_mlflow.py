@@ -20,12 +20,13 @@ import mlflow.tracking as mlflow_tracking  # the mlflow extra is part of the tes
 import pytest
 from runs_helpers import records, write_config
 
-from builtin_plugins.mlflow_export import RUN_DIR_TAG, MlflowExporter
+from builtin_plugins.mlflow_export import RUN_DIR_TAG, MlflowExporter, metrics_of, status_of
+from hook_specs import RunEndPayload
 from sampling_core import ScriptedBackend
 from sampling_core.runs import run_batch_sync
 from sampling_core.runs.report import build_report
 
-pytestmark = pytest.mark.slow  # a real tracking store: MLflow's import and migrations take seconds
+SLOW = pytest.mark.slow  # a real tracking store: MLflow's migrations take seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -58,6 +59,36 @@ def test_the_entry_point_and_the_extra() -> None:
     assert MlflowExporter.affects_results is False
 
 
+def end(**fields: Any) -> RunEndPayload:
+    base = {"run_dir": "/r", "session": 2, "pass_at_k": None, "pass_hat_k": None}
+    return RunEndPayload(**{**base, "interrupted": False, "elapsed_s": 1.0, **fields})
+
+
+def test_the_metrics_and_the_final_status_of_a_session() -> None:
+    totals = {"success_rate": 0.5, "ok": 1, "failed": 1, "error": 0, "input_tokens": 7}
+    priced = {**totals, "output_tokens": 9, "cost_usd": 0.25, "done": 2}
+    passk = [{"k": 1, "value": 0.5, "low": 0.0, "high": 1.0, "prompts": 2}]
+    hat = [{"k": 1, "value": 0.5}, {"k": 2, "value": 0.25}]
+    assert metrics_of(end(totals=priced, pass_at_k=passk, pass_hat_k=hat)) == {
+        "success_rate": 0.5,
+        "ok": 1.0,
+        "failed": 1.0,
+        "error": 0.0,
+        "input_tokens": 7.0,
+        "output_tokens": 9.0,
+        "cost_usd": 0.25,
+        "pass_at_1": 0.5,
+        "pass_hat_1": 0.5,
+        "pass_hat_2": 0.25,
+    }
+    unknown = metrics_of(end(totals={**totals, "cost_usd": None}))
+    assert "cost_usd" not in unknown and "pass_at_1" not in unknown  # unknown is not 0
+    assert status_of(end(totals={})) == "FINISHED"
+    assert status_of(end(totals={}, interrupted=True)) == "KILLED"
+    assert status_of(end(totals={}, interrupted=True, error="OSError: disk full")) == "FAILED"
+
+
+@SLOW
 def test_a_run_and_its_resume_are_one_mlflow_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,6 +160,7 @@ def test_a_run_and_its_resume_are_one_mlflow_run(
     ]
 
 
+@SLOW
 @pytest.mark.parametrize("trouble", ["unreachable", "locked"])
 def test_an_unusable_tracking_store_is_a_warning_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trouble: str
@@ -171,6 +203,7 @@ def checkout_site(folder: Path) -> Path:
     return folder
 
 
+@SLOW
 def test_ctrl_c_then_resume_from_the_command_line(tmp_path: Path) -> None:
     uri = store(tmp_path)
     dataset = tmp_path / "data.jsonl"
