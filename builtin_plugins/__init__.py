@@ -13,6 +13,8 @@ only when named (``plugins=["tracing"]``, ``SAMPLEHOOKS_PLUGINS=tracing``), and 
 * ``progress`` — :class:`builtin_plugins.progress.ProgressPlugin`: rich progress bars.
 * ``recorder`` — :class:`builtin_plugins.recorder.RecorderPlugin`: every hook event as a
   JSON line.
+* ``mlflow`` — :class:`builtin_plugins.mlflow_export.MlflowExporter`: each batch run as an
+  MLflow run (the ``mlflow`` extra; MLflow is imported when a run starts).
 * ``kinds`` — :mod:`builtin_plugins.kinds`: the built-in requirement, backend and strategy
   kinds, through the provider hooks.
 * ``llm`` — :mod:`builtin_plugins.llm_bridge`: backend kind ``llm`` (the ``llm`` extra).
@@ -28,6 +30,7 @@ __all__ = [
     "budget_guard",
     "kinds",
     "llm_bridge",
+    "mlflow_export",
     "ordering",
     "progress",
     "recorder",

@@ -52,16 +52,18 @@ EXPECTED: dict[str, list[str]] = {
     "sampling_core.view": ["build_page", "render_page", "run_data"],
     "hook_specs": [
         "OBSERVE_ONLY_HOOKS", "PAYLOAD_TYPES", "WRITABLE_HOOKS", "PROJECT_NAME", "Attempt",
-        "AttemptPayload", "CachedGeneration", "Generation", "GenerationErrorPayload",
-        "GenerationPostCallPayload", "GenerationPreCallPayload", "HookName", "HookPayload",
-        "IterationInfo", "Message",
-        "ReadOnlyFieldError", "SamplingIterationPayload", "SamplingValidatePayload",
+        "AttemptPayload", "CachedGeneration", "CallPayload", "Generation",
+        "GenerationErrorPayload", "GenerationPostCallPayload", "GenerationPreCallPayload",
+        "HookName", "HookPayload", "IterationInfo", "Message", "ObserveOnlyPayload",
+        "PromptEndPayload", "PromptStartPayload", "ReadOnlyFieldError", "RunEndPayload",
+        "RunPayload", "RunStartPayload", "SamplingIterationPayload", "SamplingValidatePayload",
         "SamplingLoopEndPayload", "SamplingLoopStartPayload", "SamplingRepairPayload",
         "StopReason", "StopSampling", "Usage", "ValidationResult", "background", "hookimpl",
         "hookspec", "may_write", "specs",
     ],
     "builtin_plugins": [
-        "budget_guard", "kinds", "llm_bridge", "ordering", "progress", "recorder", "tracing",
+        "budget_guard", "kinds", "llm_bridge", "mlflow_export", "ordering", "progress",
+        "recorder", "tracing",
     ],
     "builtin_plugins.tracing": ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"],
     "builtin_plugins.ordering": [
@@ -71,7 +73,8 @@ EXPECTED: dict[str, list[str]] = {
     "builtin_plugins.budget_guard": ["ENV_VAR", "PROCESS_TOTALS", "BudgetGuard", "Totals"],
     "builtin_plugins.progress": ["ProgressPlugin"],
     "builtin_plugins.recorder": ["DEFAULT_PATH", "EventFileError", "RecorderPlugin", "read_events"],
-    "builtin_plugins.otel": ["CANCELLED", "OtelPlugin"],
+    "builtin_plugins.otel": ["CANCELLED", "EVALUATION_EVENT", "OtelPlugin"],
+    "builtin_plugins.mlflow_export": ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"],
     "builtin_plugins.kinds": ["register_backends", "register_requirements", "register_strategies"],
     "builtin_plugins.llm_bridge": ["LLMBackend", "register_backends"],
 }  # fmt: skip
