@@ -98,7 +98,7 @@ async def test_a_resume_announces_only_what_it_runs_and_says_what_was_done(
     dataset = write_dataset(tmp_path / "data.jsonl", 8)
     config = write_config(tmp_path / "run.yaml", dataset, run={"max_concurrent_prompts": 1})
     out = tmp_path / "run"
-    await run_batch(config, out)
+    await run_batch(config, out, plugins=[HookRecorder()])  # a run's plugins are kept on resume
     kept = (out / "records.jsonl").read_text().splitlines(keepends=True)[:3]
     (out / "records.jsonl").write_text("".join(kept))  # as if killed after 3 records
     done = {json.loads(line)["key"] for line in kept}
