@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from runs_helpers import snapshot, write_config, write_dataset
 
@@ -148,7 +149,7 @@ class Session:
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
 
-    def finish(self, record: dict[str, Any]) -> None:
+    async def finish(self, record: dict[str, Any]) -> None:
         self.records.append(record)
 
 
@@ -167,7 +168,8 @@ def test_a_prompt_goes_to_at_most_max_tries_workers_then_ends_in_one_error(
         prompt, tries = again.popleft()
         sent += 1
         chunk = _Chunk(0, workers.handles[0], [(prompt, tries)])
-        workers._lost(chunk, fake.exceptions.RayActorError("died"), again, session)  # type: ignore[arg-type]
+        died = fake.exceptions.RayActorError("died")
+        anyio.run(workers._lost, chunk, died, again, session)
     assert sent == MAX_TRIES == fake.spawned
     [record] = session.records
     assert record["status"] == "error" and f"died {MAX_TRIES} times" in record["reason"]
