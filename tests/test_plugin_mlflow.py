@@ -157,6 +157,7 @@ def test_a_run_and_its_resume_are_one_mlflow_run(
         "meta.json",
         "progress.json",
         "records.jsonl",
+        "texts.jsonl",
     ]
 
 
