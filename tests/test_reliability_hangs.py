@@ -17,6 +17,7 @@ from sampling_core.kinds import collect_kinds
 from sampling_core.requirements.checks import matches
 from sampling_core.runs import run_batch_sync
 from sampling_core.runs.caps import MAX_LIST_ITEMS, MAX_TEXT_CHARS, cap_record
+from sampling_core.runs.index import RunIndex
 from sampling_core.runs.session import BatchSession
 
 EVIL = "(a+)+$"  # catastrophic backtracking for Python's re on "aaaa...b"
@@ -200,29 +201,28 @@ def test_counting_finished_prompts_does_not_walk_every_record(tmp_path: Path) ->
     data = write_dataset(tmp_path / "d.jsonl", 50)
     config = write_config(tmp_path / "c.yaml", data)
     run_batch_sync(config, tmp_path / "out")
-    walked = []
+    scans: list[str] = []  # queries over many rows of the session's index, once it started
+    sessions: list[BatchSession] = []
+    original_init, original_query = BatchSession.__init__, RunIndex.query
 
-    class Counting(dict):
-        def values(self):  # type: ignore[override]
-            walked.append(1)
-            return super().values()
+    def spy_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        original_init(self, *args, **kwargs)
+        sessions.append(self)
 
-        def items(self):  # type: ignore[override]
-            walked.append(1)
-            return super().items()
+    def spy_query(self, sql, params=()):  # type: ignore[no-untyped-def]
+        if sessions and self is sessions[0]._index:
+            scans.append(sql)
+        return original_query(self, sql, params)
 
-    original = BatchSession.__init__
-
-    def spy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        original(self, *args, **kwargs)
-        self.status = Counting(self.status)
-
-    BatchSession.__init__ = spy  # type: ignore[method-assign]
+    BatchSession.__init__ = spy_init  # type: ignore[method-assign]
+    RunIndex.query = spy_query  # type: ignore[method-assign]
     try:
         run_batch_sync(config, tmp_path / "out", resume=True, retry_failed=True)
     finally:
-        BatchSession.__init__ = original  # type: ignore[method-assign]
-    assert walked == []  # counts are kept up to date, never recounted
+        BatchSession.__init__ = original_init  # type: ignore[method-assign]
+        RunIndex.query = original_query  # type: ignore[method-assign]
+    assert len(sessions) == 1 and sessions[0].counts["ok"] == 50
+    assert scans == []  # counts are kept up to date, never recounted
 
 
 def test_scripted_backend_keeps_a_bounded_history() -> None:

@@ -1,4 +1,4 @@
-"""meta.json read a chunk at a time: the same content as json.loads, the hashes as digests."""
+"""meta.json read a chunk at a time: the same content as json.loads, the hashes handed on."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from sampling_core.runs import meta_hashes
 from sampling_core.runs.errors import RunDirError
-from sampling_core.runs.meta_hashes import RunHashes, read_meta_compact, read_run_meta
+from sampling_core.runs.meta_hashes import read_meta_compact, read_run_meta
 from sampling_core.runs.store import RunDirectory, _write_meta
 
 PAIRS = [(f"line:{i}", f"sha256:{i:032x}") for i in range(1, 300)] + [
@@ -38,19 +38,14 @@ def _meta(tmp_path, *, streamed: bool = True):
 @pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 16])
 def test_same_content_as_json_loads_at_any_chunk_size(tmp_path, monkeypatch, chunk):
     monkeypatch.setattr(meta_hashes, "_CHUNK", chunk)
-    monkeypatch.setattr(meta_hashes, "_SORTED_RUN", 10)  # several sorted runs merged
     path = _meta(tmp_path)
     whole = json.loads(path.read_text(encoding="utf-8"))
-    data, hashes = read_meta_compact(path)
+    pairs: list[tuple[str, str]] = []
+    data, found = read_meta_compact(path, lambda key, value: pairs.append((key, value)))
     assert whole["dataset"].pop("hashes") == dict(PAIRS)
     assert data["dataset"].pop("hashes") == {}
     assert data == whole
-    assert hashes is not None and len(hashes) == len(PAIRS)
-    for key, value in PAIRS:
-        assert key in hashes and hashes.matches(key, value)
-        assert not hashes.matches(key, value + "0")
-    assert "line:0" not in hashes and not hashes.matches("line:0", "sha256:0")
-    assert list(hashes._keys.values) == sorted(hashes._keys.values)
+    assert found and pairs == PAIRS  # every pair, in the file's order
 
 
 def test_a_plain_json_dump_reads_too(tmp_path):
@@ -60,9 +55,10 @@ def test_a_plain_json_dump_reads_too(tmp_path):
         "dataset": {"count": 2, "fingerprint": "f", "hashes": {"a": "1", "b": "2"}},
     }
     path.write_text(json.dumps(meta), encoding="utf-8")
-    data, hashes = read_meta_compact(path)
+    pairs: list[tuple[str, str]] = []
+    data, found = read_meta_compact(path, lambda key, value: pairs.append((key, value)))
     assert data["dataset"] == {"count": 2, "fingerprint": "f", "hashes": {}}
-    assert hashes is not None and hashes.matches("a", "1") and not hashes.matches("a", "2")
+    assert found and pairs == [("a", "1"), ("b", "2")]
 
 
 @pytest.mark.parametrize(
@@ -79,9 +75,4 @@ def test_a_plain_json_dump_reads_too(tmp_path):
 def test_damaged_meta_is_refused(tmp_path, text):
     (tmp_path / "meta.json").write_text(text, encoding="utf-8")
     with pytest.raises(RunDirError):
-        read_run_meta(RunDirectory(tmp_path))
-
-
-def test_run_hashes_of_pairs():
-    hashes = RunHashes.of(iter(PAIRS))
-    assert all(hashes.matches(k, v) for k, v in PAIRS) and 1 not in hashes
+        read_run_meta(RunDirectory(tmp_path), lambda key, value: None)

@@ -3,7 +3,9 @@ dataset drift (changed, removed, added, reordered prompts)."""
 
 from __future__ import annotations
 
+import shutil
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,8 +14,10 @@ from pydantic import BaseModel, Field
 from runs_helpers import run_under_ascii_locale
 
 from sampling_core.kinds import LOCATION, THROUGHPUT, Kind, KindRegistry
+from sampling_core.runs import resume
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import RunDirError
+from sampling_core.runs.index import RunIndex
 from sampling_core.runs.resume import (
     LINEAGE_MARK,
     Difference,
@@ -26,7 +30,7 @@ from sampling_core.runs.resume import (
     refuse,
     render_effective_config,
 )
-from sampling_core.runs.store import RecordsScan, RunDirectory
+from sampling_core.runs.store import RunDirectory
 
 RUN = Path("/runs/r1")
 
@@ -120,30 +124,54 @@ class Data:
         self.fingerprint = fingerprint
         self._hashes = hashes
 
-    def hashes(self) -> dict[str, str]:
-        return dict(self._hashes)
+    def hashes(self) -> Iterator[tuple[str, str]]:
+        return iter(self._hashes.items())
 
 
-def drift(meta: dict[str, Any], data: Data, records: list[dict[str, Any]] | None = None):
-    return check_dataset(meta, data, RecordsScan(records or [], 0))  # type: ignore[arg-type]
+def drift(
+    tmp_path: Path, hashes: dict[str, str], data: Data, fingerprint: str = "F1"
+) -> tuple[list[Difference], int]:
+    """``check_dataset`` of a run whose meta.json holds ``hashes`` under ``fingerprint``."""
+    run_dir = RunDirectory(tmp_path / "run")
+    shutil.rmtree(run_dir.path, ignore_errors=True)
+    meta = {"format": 1, "dataset": {"count": 0, "fingerprint": fingerprint, "hashes": hashes}}
+    run_dir.create("x: 1\n", meta)
+    with RunIndex.build(run_dir) as index:
+        return check_dataset(index, data)  # type: ignore[arg-type]
 
 
-def test_dataset_drift_names_each_changed_removed_or_added_prompt() -> None:
-    meta = {"dataset": {"fingerprint": "F1", "hashes": {"a": "ha", "b": "hb", "c": "hc"}}}
-    assert drift(meta, Data("F1", {"a": "other"})) == []  # same fingerprint: no drift
-    assert drift(meta, Data("F2", {"a": "ha", "b": "HB", "d": "hd"})) == [
-        Difference("dataset[b]", "result", "hb", "HB"),
-        Difference("dataset[d]", "result", None, "hd"),
-        Difference("dataset[c]", "result", "hc", None),
-    ]
+def test_dataset_drift_names_each_changed_removed_or_added_prompt(tmp_path: Path) -> None:
+    meta = {"a": "ha", "b": "hb", "c": "hc"}
+    assert drift(tmp_path, meta, Data("F1", {"a": "other"})) == ([], 0)  # same fingerprint
+    assert drift(tmp_path, meta, Data("F2", {"a": "ha", "b": "HB", "d": "hd"})) == (
+        [
+            Difference("dataset[b]", "result", "hb", "HB"),
+            Difference("dataset[d]", "result", None, "hd"),
+            Difference("dataset[c]", "result", "hc", None),
+        ],
+        0,
+    )
     reordered = Data("F2", {"c": "hc", "b": "hb", "a": "ha"})
-    assert drift(meta, reordered) == [Difference("dataset (order)", "result", "F1", "F2")]
-    # a finished prompt's own recorded hash is the authority over meta.json's
-    finished = [{"key": "a", "content_hash": "HA"}, {"key": "b"}]
-    assert drift(meta, Data("F2", {"a": "HA", "b": "hb", "c": "hc"}), finished) == [
-        Difference("dataset (order)", "result", "F1", "F2")
-    ]
-    assert drift({}, Data("F2", {"a": "ha"})) == [Difference("dataset[a]", "result", None, "ha")]
+    assert drift(tmp_path, meta, reordered) == (
+        [Difference("dataset (order)", "result", "F1", "F2")],
+        0,
+    )
+    assert drift(tmp_path, {}, Data("F2", {"a": "ha"})) == (
+        [Difference("dataset[a]", "result", None, "ha")],
+        0,
+    )
+
+
+def test_dataset_drift_keeps_the_first_differences_and_counts_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(resume, "DRIFT_KEPT", 3)
+    new = {f"k{i}": f"new{i}" for i in range(10)}
+    kept, more = drift(tmp_path, {"gone": "h"}, Data("F2", new))
+    assert [d.path for d in kept] == ["dataset[k0]", "dataset[k1]", "dataset[k2]"]
+    assert more == 8  # 7 more added, and "gone" removed
+    message = str(resume.refuse(tmp_path, kept, drift=True, more=more))
+    assert "... and 8 more" in message
 
 
 class JudgeOptions(BaseModel):

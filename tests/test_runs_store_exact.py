@@ -202,9 +202,11 @@ def test_a_last_record_without_its_newline_is_kept_whole(tmp_path: Path) -> None
     run_dir = RunDirectory(tmp_path)
     data = b'{"key": "a", "status": "ok"}\n{"key": "b", "status": "ok"}'
     run_dir.records_file.write_bytes(data)
-    scan = run_dir.scan_records()
-    assert [r["key"] for r in scan.records] == ["a", "b"]
-    assert (scan.good_size, scan.torn, scan.unterminated) == (len(data), b"", True)
+    seen: list[tuple[int, int, str]] = []
+    scan = run_dir.scan_records(lambda line, at, record: seen.append((line, at, record["key"])))
+    assert seen == [(1, 0, "a"), (2, 29, "b")]
+    assert (scan.count, scan.good_size, scan.torn, scan.unterminated) == (2, len(data), b"", True)
+    assert run_dir.read_record_at(29) == {"key": "b", "status": "ok"}
     run_dir.drop_torn_tail(scan)
     assert run_dir.records_file.read_bytes() == data + b"\n"
 

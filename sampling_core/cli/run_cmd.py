@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from datetime import UTC, datetime
@@ -17,7 +16,7 @@ from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.errors import exception_text
 from sampling_core.runs import RunError, run_batch_sync
-from sampling_core.runs.report import build_report
+from sampling_core.runs.report import build_report, write_report_json
 from sampling_core.runs.runner import default_log
 
 __all__ = ["report_command", "run_command"]
@@ -160,13 +159,13 @@ def report_command(
     """Print the report of a run (finished or not): success, attempts, tokens, cost, pass@k,
     and the prompts that failed with their reasons."""
     try:
-        report = build_report(run_dir, rows=as_json, top=top)
+        if as_json:  # every prompt's row, written as it is read
+            write_report_json(run_dir, sys.stdout)
+            return
+        report = build_report(run_dir, top=top)
     except RunError as exc:
         fail(exception_text(exc))
-    if as_json:
-        typer.echo(json.dumps(report.as_dict(), indent=2))
-    else:
-        typer.echo(report.render(top=top))
+    typer.echo(report.render(top=top))
 
 
 def _argv(

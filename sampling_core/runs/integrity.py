@@ -25,9 +25,9 @@ from typing import Any
 from sampling_core.kinds import KindRegistry
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import RunDirError
+from sampling_core.runs.index import RunIndex
 from sampling_core.runs.labelled import labelled_settings
-from sampling_core.runs.meta_hashes import RunHashes
-from sampling_core.runs.store import RecordsScan, RunDirectory
+from sampling_core.runs.store import RunDirectory
 
 __all__ = [
     "check_settings",
@@ -41,36 +41,33 @@ __all__ = [
 SETTINGS_KEY = "settings"
 
 
-def foreign_records(
-    records: RecordsScan | Iterable[dict[str, Any]], hashes: Mapping[str, str] | RunHashes
-) -> list[tuple[int, str]]:
-    """``(line, why)`` of each record that is not one of this run's prompts as it was
-    (``records``: a scan, or the records as they are read; ``hashes``: key -> content hash,
-    or the compact :class:`~sampling_core.runs.meta_hashes.RunHashes`)."""
-    out = []
-    rows = records.records if isinstance(records, RecordsScan) else records
-    for line, record in enumerate(rows, start=1):
-        key = record["key"]
-        if key not in hashes:
-            out.append((line, f"key {key!r} is not in the run's dataset"))
-        elif not _same_hash(hashes, key, record.get("content_hash")):
-            out.append((line, f"key {key!r} has another prompt's content hash"))
-    return out
+def foreign_records(index: RunIndex, limit: int = 3) -> tuple[list[tuple[int, str]], int]:
+    """``(line, why)`` of the first ``limit`` records that are not one of this run's prompts
+    as it was, and how many there are in all."""
+    total = int(index.value("SELECT COUNT(*) FROM rec WHERE own != 1"))
+    shown = [
+        (line, _why(key, own))
+        for line, key, own in index.query(
+            "SELECT line, key, own FROM rec WHERE own != 1 ORDER BY line LIMIT ?", (limit,)
+        )
+    ]
+    return shown, total
 
 
-def _same_hash(hashes: Mapping[str, str] | RunHashes, key: str, value: Any) -> bool:
-    if isinstance(hashes, RunHashes):
-        return hashes.matches(key, value)
-    return hashes.get(key) == value
+def _why(key: str, own: int) -> str:
+    if own == 0:
+        return f"key {key!r} is not in the run's dataset"
+    return f"key {key!r} has another prompt's content hash"
 
 
-def refuse_foreign(run_dir: RunDirectory, foreign: list[tuple[int, str]]) -> RunDirError:
-    """The refusal of a resume over records that are not the run's."""
-    shown = "; ".join(f"line {line}: {why}" for line, why in foreign[:3])
-    more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
+def refuse_foreign(run_dir: RunDirectory, shown: list[tuple[int, str]], total: int) -> RunDirError:
+    """The refusal of a resume over records that are not the run's (``shown``: the first
+    few of them, ``total``: how many)."""
+    listed = "; ".join(f"line {line}: {why}" for line, why in shown)
+    more = f" (and {total - len(shown)} more)" if total > len(shown) else ""
     return RunDirError(
-        f"{run_dir.records_file} holds {len(foreign)} record(s) that are not of this run "
-        f"({shown}{more}); remove those lines and resume, or start a new run "
+        f"{run_dir.records_file} holds {total} record(s) that are not of this run "
+        f"({listed}{more}); remove those lines and resume, or start a new run "
         f"(nothing was written)"
     )
 

@@ -1,22 +1,16 @@
-"""``meta.json`` read without holding its per-prompt hashes: a few bytes a prompt, never the text.
+"""``meta.json`` read without holding its per-prompt hashes: they are handed on as they are read.
 
 A run's ``meta.json`` keeps the content hash of every prompt (``dataset.hashes``, one
 ``"key": "sha256:..."`` pair a prompt). Loaded as JSON, a 1,000,000-prompt run's hashes take
 about 180 MB (two strings and a dict slot a prompt). :func:`read_meta_compact` reads the file
-a chunk at a time instead, parses everything else as usual, and keeps the hashes as
-:class:`RunHashes`: sorted 64-bit digests of each key and of each ``(key, hash)`` pair,
-16 bytes a prompt. That answers what the summary and the integrity checks ask: is this key
-one of the run's, and is this its content hash.
+a chunk at a time instead, parses everything else as usual, and hands each ``(key, hash)``
+pair to a callback (the run index stores them on disk: :mod:`sampling_core.runs.index`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import heapq
 import json
-from array import array
-from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,87 +18,13 @@ from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.shapes import is_dataset_meta
 from sampling_core.runs.store import FORMAT, RunDirectory
 
-__all__ = ["RunHashes", "read_meta_compact", "read_run_meta"]
+__all__ = ["AddHash", "read_meta_compact", "read_run_meta"]
 
 _CHUNK = 1 << 16
-_SORTED_RUN = 1 << 16  # digests sorted a run at a time, then merged: no list of them all
 _WHITE = " \t\n\r"
 
-
-def _digest(*parts: str) -> int:
-    data = "\u0000".join(parts).encode("utf-8", "surrogatepass")
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest())
-
-
-class _SortedDigests:
-    """A set of 64-bit digests: sorted arrays merged at the end (8 bytes each)."""
-
-    def __init__(self) -> None:
-        self._runs: list[array[int]] = []
-        self._open: array[int] = array("Q")
-        self.values: array[int] = array("Q")
-
-    def add(self, digest: int) -> None:
-        self._open.append(digest)
-        if len(self._open) >= _SORTED_RUN:
-            self._close_run()
-
-    def _close_run(self) -> None:
-        if self._open:
-            self._runs.append(array("Q", sorted(self._open)))
-            self._open = array("Q")
-
-    def seal(self) -> None:
-        self._close_run()
-        self.values = array("Q", heapq.merge(*self._runs))
-        self._runs = []
-
-    def __contains__(self, digest: int) -> bool:
-        index = bisect_left(self.values, digest)
-        return index < len(self.values) and self.values[index] == digest
-
-
-class RunHashes:
-    """The run's prompts, as digests: which keys are the run's, and each one's content hash.
-
-    Two different keys (or pairs) share a 64-bit digest with odds of about one in 10^7 for
-    a 1,000,000-prompt run; such a collision could only make a foreign record count.
-    """
-
-    def __init__(self) -> None:
-        self._keys = _SortedDigests()
-        self._pairs = _SortedDigests()
-        self.count = 0
-
-    def add(self, key: str, content_hash: str) -> None:
-        """Note one prompt (while reading ``meta.json``)."""
-        self._keys.add(_digest(key))
-        self._pairs.add(_digest(key, content_hash))
-        self.count += 1
-
-    def seal(self) -> RunHashes:
-        """Done adding: sort for look-ups."""
-        self._keys.seal()
-        self._pairs.seal()
-        return self
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and _digest(key) in self._keys
-
-    def __len__(self) -> int:
-        return self.count
-
-    def matches(self, key: str, content_hash: Any) -> bool:
-        """Whether ``content_hash`` is the run's hash of the prompt ``key``."""
-        return isinstance(content_hash, str) and _digest(key, content_hash) in self._pairs
-
-    @classmethod
-    def of(cls, pairs: Iterator[tuple[str, str]]) -> RunHashes:
-        """From ``(key, hash)`` pairs."""
-        hashes = cls()
-        for key, value in pairs:
-            hashes.add(key, value)
-        return hashes.seal()
+AddHash = Callable[[str, str], None]
+"""Called with each prompt's key and content hash, in the file's order."""
 
 
 class _Reader:
@@ -176,9 +96,9 @@ class _Reader:
             return
 
 
-def read_meta_compact(path: Path) -> tuple[Any, RunHashes | None]:
-    """``meta.json``'s content with ``dataset.hashes`` replaced by ``{}``, and the hashes
-    as :class:`RunHashes` (``None`` when the file has no ``dataset.hashes`` object).
+def read_meta_compact(path: Path, add_hash: AddHash) -> tuple[Any, bool]:
+    """``meta.json``'s content with ``dataset.hashes`` replaced by ``{}``, each of whose
+    pairs went to ``add_hash``; and whether the file had a ``dataset.hashes`` object.
 
     Raises ``OSError``, ``ValueError`` (not JSON, or hashes that are not strings) or
     ``RecursionError`` as ``json.loads`` would.
@@ -187,36 +107,36 @@ def read_meta_compact(path: Path) -> tuple[Any, RunHashes | None]:
         reader = _Reader(handle)
         if reader.peek() != "{":
             data = reader.value()
-            hashes = None
+            found = False
         else:
-            data, hashes = _top(reader)
+            data, found = _top(reader, add_hash)
         if reader.peek() != "":
             raise ValueError("extra data after the JSON value")
-    return data, hashes
+    return data, found
 
 
-def read_run_meta(run_dir: RunDirectory) -> tuple[dict[str, Any], RunHashes]:
+def read_run_meta(run_dir: RunDirectory, add_hash: AddHash) -> dict[str, Any]:
     """What :meth:`RunDirectory.read_meta` returns (``dataset.hashes`` left empty), checked
-    the same way, with the hashes as :class:`RunHashes`."""
+    the same way, each hash handed to ``add_hash``."""
     path = run_dir.meta_file
     try:
-        meta, hashes = read_meta_compact(path)
+        meta, found = read_meta_compact(path, add_hash)
     except (OSError, ValueError, RecursionError) as exc:
         detail = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise RunDirError(f"{path} is damaged: {detail}") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise RunDirError(f"{path}: unknown run directory format")
-    if hashes is None or not is_dataset_meta(meta.get("dataset")):
+    if not found or not is_dataset_meta(meta.get("dataset")):
         raise RunDirError(
             f"{path} is damaged: its dataset entry (count, fingerprint, "
             "hashes) is missing or malformed"
         )
-    return meta, hashes
+    return meta
 
 
-def _top(reader: _Reader) -> tuple[dict[str, Any], RunHashes | None]:
+def _top(reader: _Reader, add_hash: AddHash) -> tuple[dict[str, Any], bool]:
     data: dict[str, Any] = {}
-    hashes: RunHashes | None = None
+    found = False
     for key in reader.members():
         if key != "dataset" or reader.peek() != "{":
             data[key] = reader.value()
@@ -226,13 +146,12 @@ def _top(reader: _Reader) -> tuple[dict[str, Any], RunHashes | None]:
             if name != "hashes" or reader.peek() != "{":
                 dataset[name] = reader.value()
                 continue
-            hashes = RunHashes()
+            found = True
             for prompt in reader.members():
                 value = reader.value()
                 if not isinstance(value, str):
                     raise ValueError(f"the hash of {prompt!r} is not a string")
-                hashes.add(prompt, value)
-            hashes.seal()
+                add_hash(prompt, value)
             dataset[name] = {}
         data[key] = dataset
-    return data, hashes
+    return data, found

@@ -12,16 +12,21 @@ answered, k times in a row) is::
     pass^k = C(c, k) / C(n, k) = prod_{i = 0}^{k - 1} (c - i) / (n - i)
 
 The product forms never build the large binomials. A run's value is the mean over its
-prompts; its 95% interval is the 2.5th and 97.5th percentile of that mean over bootstrap
-resamples of the prompts (drawn with a fixed seed, so a report is the same every time).
+prompts; its 95% interval is the 2.5th and 97.5th percentile of that mean over 1,000
+bootstrap resamples of all the prompts (drawn with a fixed seed, so a report is the same
+every time). A prompt's value depends only on its ``(n, c)``, so the run is kept as the
+number of prompts with each ``(n, c)``: a few numbers, whatever the number of prompts.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from math import fsum
+
+from sampling_core.runs.bootstrap import bootstrap_means
 
 __all__ = [
     "PassAtK",
@@ -90,20 +95,26 @@ class PassAtK:
         }
 
 
+Counts = Mapping[tuple[int, int], int] | Iterable[tuple[int, int]]
+"""Each prompt's ``(n, c)``: a mapping from ``(n, c)`` to the number of prompts that have it,
+or the pairs themselves."""
+
+
 def pass_at_k_table(
-    counts: Sequence[tuple[int, int]], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
+    counts: Counts, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
 ) -> list[PassAtK]:
     """pass@k for k = 1, 2, 4, ... from each prompt's ``(n, c)``.
 
     k goes up to the largest ``n``; each k is estimated over the prompts with at least
     ``k`` samples (a prompt whose backend calls failed may have fewer), and says how many
-    those are. Empty when no prompt has a sample.
+    those are. Empty when no prompt has a sample. Every prompt is resampled, whatever
+    their number (:func:`~sampling_core.runs.bootstrap.bootstrap_means`).
     """
     return _table(pass_at_k, counts, samples, seed)
 
 
 def pass_hat_k_table(
-    counts: Sequence[tuple[int, int]], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
+    counts: Counts, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
 ) -> list[PassAtK]:
     """pass^k for k = 1, 2, 4, ... from each prompt's ``(n, c)``: as :func:`pass_at_k_table`
     (the same prompts for each k, the same bootstrap resamples)."""
@@ -111,19 +122,20 @@ def pass_hat_k_table(
 
 
 def _table(
-    estimate: Callable[[int, int, int], float],
-    counts: Sequence[tuple[int, int]],
-    samples: int,
-    seed: int,
+    estimate: Callable[[int, int, int], float], counts: Counts, samples: int, seed: int
 ) -> list[PassAtK]:
+    tally = Counter(dict(counts)) if isinstance(counts, Mapping) else Counter(counts)
     table = []
-    for k in ks_for(max((n for n, _ in counts), default=0)):
-        usable = [(n, c) for n, c in counts if n >= k]
-        size = len(usable)
+    for k in ks_for(max((n for n, _ in tally), default=0)):
+        weights: Counter[float] = Counter()
+        for (n, c), prompts in tally.items():
+            if n >= k:
+                weights[estimate(n, c, k)] += prompts
+        size = sum(weights.values())
         rng = random.Random(seed)  # the same resamples for every k and every report
-        per_prompt = [estimate(n, c, k) for n, c in usable]
-        means = sorted(fsum(rng.choices(per_prompt, k=size)) / size for _ in range(samples))
+        means = bootstrap_means(weights, samples, rng)
         low = means[int(0.025 * (samples - 1))]
         high = means[round(0.975 * (samples - 1))]
-        table.append(PassAtK(k, sum(per_prompt) / size, low, high, size))
+        value = fsum(v * m for v, m in weights.items()) / size
+        table.append(PassAtK(k, value, low, high, size))
     return table

@@ -19,6 +19,7 @@ from sampling_core.errors import exception_text
 from sampling_core.runs.components import Components, build_requirements, prompt_seed
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.outcome import attempt_entries, usage_entry
+from sampling_core.runs.rows import count_samples
 from sampling_core.runs.store import utc_now
 
 __all__ = ["error_outcome", "error_record", "outcome_fields", "run_prompt"]
@@ -113,6 +114,8 @@ def outcome_fields(result: SamplingResult) -> dict[str, Any]:
         reason = "; ".join(reasons) or f"stopped: {result.stop_reason}"
         if result.stop_reason == "stopped_by_plugin":
             reason = f"stopped by a plugin; {reason}"
+    each = attempt_entries(result)
+    ran, passed = count_samples(each)
     return {
         "sampling_id": result.sampling_id,
         "status": status,
@@ -126,7 +129,8 @@ def outcome_fields(result: SamplingResult) -> dict[str, Any]:
             "stop_reason": result.stop_reason,
             "loop_budget": result.loop_budget,
             "concurrency_budget": result.concurrency_budget,
-            "each": attempt_entries(result),
+            "samples": {"ran": ran, "passed": passed},
+            "each": each,
         },
         "usage": usage_entry(result),
     }

@@ -3,127 +3,73 @@
 
 Read from the run directory only, so it works on a run still in progress (the prompts
 without a record are counted as pending) and on run directories written by earlier
-versions (fields a record lacks are shown as unknown).
+versions (fields a record lacks are shown as unknown). Read through the run's index
+(:mod:`sampling_core.runs.index`): memory holds the totals and the rows shown, never the
+run; ``report --json`` writes its rows as they are read (:func:`write_report_json`).
+
+pass@k and pass^k count each prompt's first record that holds samples: a prompt that
+``--retry-failed`` sampled again (because it failed) keeps its first samples there, and what
+the retries made of those prompts is reported apart (:class:`Retries`), so retrying never
+inflates either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from math import isfinite
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
+from sampling_core.runs.index import RunIndex
 from sampling_core.runs.passk import PassAtK, pass_at_k_table, pass_hat_k_table
+from sampling_core.runs.rows import PromptRow
 from sampling_core.runs.store import RunDirectory
-from sampling_core.runs.summary import RunSummary, summarize
+from sampling_core.runs.summary import RunSummary, summary_of
 
-__all__ = ["PromptRow", "RunReport", "build_report", "prompt_row", "sample_counts"]
+__all__ = [
+    "Retries",
+    "RunReport",
+    "build_report",
+    "iter_rows",
+    "report_of",
+    "row_columns",
+    "row_from",
+    "write_report_json",
+]
 
 
 @dataclass(slots=True)
-class PromptRow:
-    """One prompt's outcome: what ``report --json`` lists under ``prompts``."""
+class Retries:
+    """What ``--retry-failed`` added: the prompts sampled again, apart from pass@k."""
 
-    key: str
-    sampling_id: str | None
-    status: str
-    attempts: int
-    passes: int
-    cancelled: int
-    unmet: list[str]
-    reason: str | None
-    input_tokens: int | None
-    output_tokens: int | None
-    """``None``: the backend did not report them (unknown, never 0)."""
-    cost_usd: float | None
-    latency_s: float | None
-    elapsed_s: float | None
-    samples: tuple[int, int] | None = None
-    """``(n, c)``: subsamples that ran to their end, and those of them that passed."""
+    prompts: int
+    """Prompts with more than one record (sampled again after they failed or errored)."""
+    records: int
+    """Records beyond each prompt's first."""
+    now_ok: int
+    """Of those prompts, the ones whose latest record is ok."""
+    pass_at_k: list[PassAtK] = field(default_factory=list)
+    """pass@k of those prompts over their latest record's samples (when the run measures
+    pass@k): how the retries did, on prompts chosen because they had failed."""
 
     def as_dict(self) -> dict[str, Any]:
         """As JSON-ready data."""
         return {
-            "key": self.key,
-            "sampling_id": self.sampling_id,
-            "status": self.status,
-            "attempts": self.attempts,
-            "passes": self.passes,
-            "cancelled": self.cancelled,
-            "unmet_requirements": self.unmet,
-            "reason": self.reason,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost_usd": self.cost_usd,
-            "latency_s": self.latency_s,
-            "elapsed_s": self.elapsed_s,
+            "prompts": self.prompts,
+            "records": self.records,
+            "now_ok": self.now_ok,
+            "pass_at_k": [p.as_dict() for p in self.pass_at_k] if self.pass_at_k else None,
         }
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and isfinite(value):
-        return float(value)
-    return None
-
-
-def sample_counts(record: dict[str, Any]) -> tuple[int, int]:
-    """``(n, c)`` for pass@k: subsamples that ended by passing or by spending their budget
-    (not by a backend error), and how many of them passed."""
-    attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
-    each = [e for e in attempts.get("each") or [] if isinstance(e, dict)]
-    passed: set[int] = set()
-    errored: set[int] = set()
-    seen: set[int] = set()
-    for entry in each:
-        index = entry.get("subsample")
-        if not isinstance(index, int):
-            continue
-        seen.add(index)
-        if entry.get("error"):
-            errored.add(index)
-        elif entry.get("passed"):
-            passed.add(index)
-    ran = seen - (errored - passed)
-    return len(ran), len(passed & ran)
-
-
-def prompt_row(record: dict[str, Any]) -> PromptRow:
-    """The row of one record (old records lack some fields: they come out as ``None``)."""
-    attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
-    usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
-    timings = record.get("timings") if isinstance(record.get("timings"), dict) else {}
-    each = [e for e in attempts.get("each") or [] if isinstance(e, dict)]
-    unmet = list(record.get("failed_requirements") or [])
-    if record.get("status") == "error" and not unmet:
-        unmet = ["(error)"]
-    passes = attempts.get("passing")
-    return PromptRow(
-        key=str(record.get("key")),
-        sampling_id=record.get("sampling_id"),
-        status=str(record.get("status")),
-        attempts=int(attempts.get("used") or 0),
-        passes=int(passes) if isinstance(passes, int) else sum(bool(e.get("passed")) for e in each),
-        cancelled=int(attempts.get("cancelled") or 0),
-        unmet=unmet,
-        reason=record.get("reason"),
-        input_tokens=_tokens(usage, "input_tokens"),
-        output_tokens=_tokens(usage, "output_tokens"),
-        cost_usd=_number(usage.get("cost_usd")),
-        latency_s=_number(usage.get("latency_s"))
-        if "latency_s" in usage
-        else (sum(_number(e.get("latency_s")) or 0.0 for e in each) if each else None),
-        elapsed_s=_number(timings.get("elapsed_s")),
-        samples=sample_counts(record),
-    )
 
 
 @dataclass(slots=True)
 class RunReport:
-    """The summary of a run, its cost, pass@k and pass^k when the run measured them, the
-    first prompts not ok, and each prompt's row when asked for (``build_report(rows=True)``)."""
+    """The summary of a run, its cost, pass@k when the run measured it, what
+    ``--retry-failed`` added, the first prompts not ok, and each prompt's row when asked
+    for (``build_report(rows=True)``)."""
 
     summary: RunSummary
     rows: list[PromptRow]
@@ -140,6 +86,11 @@ class RunReport:
     """The first prompts not ok (errors first, then by key), as many as asked for."""
     failed_count: int = 0
     """Prompts not ok in all."""
+    retries: Retries | None = None
+    """What ``--retry-failed`` added (``None`` when no prompt was sampled twice)."""
+    partial_samples: int = 0
+    """Prompts whose pass@k samples were counted from a cut attempt list (records written
+    before records kept their sample counts, with over 1,000 attempts): their ``n`` is low."""
 
     @property
     def early_exit(self) -> bool:
@@ -161,28 +112,10 @@ class RunReport:
         """The first prompts not ok that the report kept, errors first, then by key."""
         return list(self.failed)
 
-    def add(self, row: PromptRow, *, keep_row: bool, top: int) -> None:
-        """Count one prompt's row (what :func:`build_report` does for each latest record)."""
-        self.prompts += 1
-        if row.cost_usd is not None:
-            self.priced += 1
-            self.priced_cost += row.cost_usd
-        if row.status != "ok":
-            self.failed_count += 1
-            if top > 0:
-                self.failed.append(row)
-                if len(self.failed) >= 2 * top:  # bounded: keep the first `top` only
-                    self._trim(top)
-        if keep_row:
-            self.rows.append(row)
-
-    def _trim(self, top: int) -> None:
-        self.failed.sort(key=lambda r: (r.status != "error", r.key))
-        del self.failed[top:]
-
     def as_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data: ``totals``, ``pass_at_k`` and ``pass_hat_k`` (or
-        ``None``), ``prompts`` (the rows the report was built with: none unless asked for)."""
+        ``None``), ``retries`` (or ``None``), ``prompts`` (the rows the report was built with: none
+        unless asked for)."""
         totals = self.summary.as_dict()
         totals["cost_usd"] = self.cost_usd
         totals["unpriced_prompts"] = self.unpriced
@@ -192,12 +125,14 @@ class RunReport:
             "totals": totals,
             "pass_at_k": [p.as_dict() for p in self.pass_at_k] if self.pass_at_k else None,
             "pass_hat_k": [p.as_dict() for p in self.pass_hat_k] if self.pass_hat_k else None,
+            "pass_at_k_partial_prompts": self.partial_samples,
+            "retries": self.retries.as_dict() if self.retries is not None else None,
             "prompts": [r.as_dict() for r in self.rows],
         }
 
     def render(self, *, top: int = 10) -> str:
-        """The summary, the cost, pass@k, pass^k and the first ``top`` prompts not ok, as text
-        (at most as many as :func:`build_report` kept)."""
+        """The summary, the cost, pass@k, the retries and the first ``top`` prompts not ok,
+        as text (at most as many as :func:`build_report` kept)."""
         lines = [self.summary.render()]
         if self.cost_usd is not None:
             note = f" ({self.unpriced} prompts unpriced)" if self.unpriced else ""
@@ -205,19 +140,31 @@ class RunReport:
         elif self.prompts:
             lines.append("Cost: unknown (no price for this model; see docs/looking-at-runs.md)")
         if self.pass_at_k:
-            lines.append("pass@k (unbiased estimator, 95% bootstrap interval over prompts):")
-            lines += [
-                f"  pass@{p.k:<3} {100 * p.value:5.1f}%  [{100 * p.low:5.1f}, {100 * p.high:5.1f}]"
-                f"  over {p.prompts} prompts"
-                for p in self.pass_at_k
-            ]
-        if self.pass_hat_k:
-            lines.append("pass^k (every one of k samples passes; same estimator and intervals):")
-            lines += [
-                f"  pass^{p.k:<3} {100 * p.value:5.1f}%  [{100 * p.low:5.1f}, {100 * p.high:5.1f}]"
-                f"  over {p.prompts} prompts"
-                for p in self.pass_hat_k
-            ]
+            first = "; each prompt's first samples" if self.retries is not None else ""
+            lines.append(
+                f"pass@k (unbiased estimator, 95% bootstrap interval over prompts{first}):"
+            )
+            lines += _passk_lines(self.pass_at_k)
+            if self.pass_hat_k:
+                lines.append(
+                    "pass^k (every one of k samples passes; same estimator and intervals):"
+                )
+                lines += _passk_lines(self.pass_hat_k, "^")
+            if self.partial_samples:
+                lines.append(
+                    f"  note: {self.partial_samples} prompts' samples were counted from the "
+                    "first 1,000 attempts their record kept (written by an older version): "
+                    "their n is too low"
+                )
+        if self.retries is not None:
+            r = self.retries
+            lines.append(
+                f"Retried (--retry-failed): {r.prompts} prompts sampled again ({r.records} more "
+                f"records); {r.now_ok} of them are ok now (counted above; pass@k is not)"
+            )
+            if r.pass_at_k:
+                lines.append("  pass@k of those prompts over their latest samples:")
+                lines += ["  " + line for line in _passk_lines(r.pass_at_k)]
         shown = self.failed[:top]
         if self.failed_count:
             lines.append(f"Prompts not ok ({self.failed_count}; the first {len(shown)}):")
@@ -225,6 +172,14 @@ class RunReport:
                 why = ", ".join(row.unmet) if row.status == "failed" and row.unmet else row.reason
                 lines.append(f"  {row.status:<7}{row.key}: {str(why or '')[:120]}")
         return "\n".join(lines)
+
+
+def _passk_lines(table: list[PassAtK], mark: str = "@") -> list[str]:
+    return [
+        f"  pass{mark}{p.k:<3} {100 * p.value:5.1f}%  [{100 * p.low:5.1f}, {100 * p.high:5.1f}]"
+        f"  over {p.prompts} prompts"
+        for p in table
+    ]
 
 
 def _read_config(run_dir: RunDirectory) -> dict[str, Any]:
@@ -235,45 +190,113 @@ def _read_config(run_dir: RunDirectory) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def build_report(
-    path: str | Path,
-    *,
-    rows: bool = False,
-    top: int = 10,
-    visit: Callable[[dict[str, Any]], None] | None = None,
-) -> RunReport:
+def build_report(path: str | Path, *, rows: bool = False, top: int = 10) -> RunReport:
     """The report of the run in ``path`` (raises ``RunDirError`` when it is not a run).
 
-    One streaming pass over the records (with the summary's): memory holds the totals, the
-    first ``top`` prompts not ok and, for a run that measured pass@k, two small numbers a
-    prompt; each prompt's :class:`PromptRow` only with ``rows`` (``report --json``, the view).
-    ``visit`` is also called with each record the report counts (the latest of each of the
-    run's prompts), in the same pass.
+    Memory holds the totals, the first ``top`` prompts not ok and, only with ``rows``, each
+    prompt's :class:`PromptRow` (``report --json`` writes those as it reads them instead:
+    :func:`write_report_json`).
     """
-    run_dir = RunDirectory(Path(path))
-    report = RunReport(RunSummary(run_dir.path, total=0), [], _read_config(run_dir))
-    counts: list[tuple[int, int]] = []
-    shared: dict[tuple[int, int], tuple[int, int]] = {}  # one tuple per distinct (n, c)
-    measure = not report.early_exit
+    with RunIndex.open(path) as index:
+        return report_of(index, rows=rows, top=top)
 
-    def count(record: dict[str, Any]) -> None:
-        row = prompt_row(record)
-        report.add(row, keep_row=rows, top=top)
-        if measure and row.samples is not None:
-            counts.append(shared.setdefault(row.samples, row.samples))
-        if visit is not None:
-            visit(record)
 
-    report.summary = summarize(path, count)
-    report._trim(top)
-    if measure:
-        report.pass_at_k = pass_at_k_table(counts)
-        report.pass_hat_k = pass_hat_k_table(counts)
+def write_report_json(path: str | Path, out: TextIO) -> None:
+    """``report --json``: the report of the run in ``path`` as JSON, its ``prompts`` written
+    to ``out`` one at a time, in the order of the records (the same text as
+    ``json.dumps(build_report(path, rows=True).as_dict(), indent=2)``)."""
+    with RunIndex.open(path) as index:
+        report = report_of(index, top=0)
+        marker = "\u0000prompts\u0000"
+        text = json.dumps({**report.as_dict(), "prompts": marker}, indent=2)
+        head, tail = text.split(json.dumps(marker))
+        out.write(head + "[")
+        count = 0
+        for count, row in enumerate(iter_rows(index), start=1):
+            item = json.dumps(row.as_dict(), indent=2).replace("\n", "\n    ")
+            out.write(f"{',' if count > 1 else ''}\n    {item}")
+        out.write(("\n  ]" if count else "]") + tail + "\n")
+
+
+def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunReport:
+    """The report of an indexed run (see :func:`build_report`)."""
+    report = RunReport(summary_of(index), [], _read_config(index.run_dir))
+    latest = "FROM latest JOIN rec USING (line)"
+    report.prompts, report.priced, report.priced_cost, report.failed_count = next(
+        index.query(
+            f"SELECT COUNT(*), COUNT(cost_usd), TOTAL(cost_usd), "
+            f"COUNT(*) FILTER (WHERE status != 'ok') {latest}"
+        )
+    )
+    report.failed = [
+        row_from(values)
+        for values in index.query(
+            f"SELECT {row_columns('rec')} {latest} WHERE status != 'ok' "
+            "ORDER BY rec.status != 'error', rec.key LIMIT ?",
+            (max(top, 0),),
+        )
+    ]
+    if rows:
+        report.rows = list(iter_rows(index))
+    if not report.early_exit:
+        first = {(n, c): m for n, c, m in index.query(_FIRST_SAMPLES)}
+        report.pass_at_k = pass_at_k_table(first)
+        report.pass_hat_k = pass_hat_k_table(first)
+        report.partial_samples = int(
+            index.value("SELECT COUNT(*) FROM first JOIN rec USING (line) WHERE partial = 1")
+        )
+    report.retries = _retries(index, measure=not report.early_exit)
     return report
 
 
-def _tokens(usage: dict[str, Any], name: str) -> int | None:
-    """A record's token count; ``None`` when it says unknown (a record without the field,
-    written before counts could be unknown, counts 0)."""
-    value = usage.get(name, 0)
-    return None if value is None else int(value)
+_FIRST_SAMPLES = "SELECT n, c, COUNT(*) FROM first JOIN rec USING (line) GROUP BY n, c"
+_RETRIED = (
+    "SELECT latest.line FROM latest WHERE EXISTS (SELECT 1 FROM rec e "
+    "WHERE e.key = latest.key AND e.own = 1 AND e.line < latest.line)"
+)
+
+
+def _retries(index: RunIndex, *, measure: bool) -> Retries | None:
+    prompts = int(index.value(f"SELECT COUNT(*) FROM ({_RETRIED})"))
+    if not prompts:
+        return None
+    records = int(index.value("SELECT COUNT(*) FROM rec WHERE own = 1")) - int(
+        index.value("SELECT COUNT(*) FROM latest")
+    )
+    now_ok = int(
+        index.value(f"SELECT COUNT(*) FROM rec WHERE line IN ({_RETRIED}) AND status = 'ok'")
+    )
+    retries = Retries(prompts, records, now_ok)
+    if measure:
+        counts = index.query(
+            f"SELECT n, c, COUNT(*) FROM rec WHERE line IN ({_RETRIED}) AND n > 0 GROUP BY n, c"
+        )
+        retries.pass_at_k = pass_at_k_table({(n, c): m for n, c, m in counts})
+    return retries
+
+
+_ROW_FIELDS = (
+    "key, sampling_id, status, attempts, passes, cancelled, unmet, reason, input_tokens, "
+    "output_tokens, cost_usd, latency_s, elapsed_s"
+)
+
+
+def row_columns(table: str) -> str:
+    """The columns of ``table`` (``rec`` or an alias of it) that :func:`row_from` reads."""
+    return ", ".join(f"{table}.{name.strip()}" for name in _ROW_FIELDS.split(","))
+
+
+def row_from(values: Iterable[Any]) -> PromptRow:
+    """A :class:`PromptRow` from the columns :func:`row_columns` names, in that order."""
+    (key, sampling_id, status, attempts, passes, cancelled, unmet, reason, *numbers) = values
+    return PromptRow(
+        key, sampling_id, status, attempts, passes, cancelled, json.loads(unmet), reason, *numbers
+    )
+
+
+def iter_rows(index: RunIndex) -> Iterator[PromptRow]:
+    """Each prompt's row (its latest record), in the order of the records file."""
+    for values in index.query(
+        f"SELECT {row_columns('rec')} FROM latest JOIN rec USING (line) ORDER BY line"
+    ):
+        yield row_from(values)

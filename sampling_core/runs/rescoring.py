@@ -100,7 +100,7 @@ async def rescore(
     source.lock()  # no session may append to it meanwhile
     try:
         _, old = read_effective_config(source)
-        meta, _ = read_run_meta(source)
+        meta = read_run_meta(source, lambda key, value: None)  # its hashes are not needed
         new = _new_config(old, config, requirements, kinds)
         _refuse_unfinished(source)
         dataset = read_dataset(new.dataset, kinds)

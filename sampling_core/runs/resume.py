@@ -26,9 +26,10 @@ from sampling_core.kinds import KindRegistry
 from sampling_core.runs.config import STRICTNESS, Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
+from sampling_core.runs.index import RunIndex
 from sampling_core.runs.labelled import labelled_settings
 from sampling_core.runs.loading import describe_errors, describe_yaml_error, load_yaml
-from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
+from sampling_core.runs.store import RunDirectory, utc_now
 
 __all__ = [
     "Difference",
@@ -177,38 +178,58 @@ def compare_configs(
     return differences
 
 
-def check_dataset(meta: dict[str, Any], dataset: Dataset, scan: RecordsScan) -> list[Difference]:
-    """Dataset drift: prompts whose content changed, and prompts added or removed."""
-    recorded = meta.get("dataset", {})
+DRIFT_KEPT = 1_000
+"""Dataset differences :func:`check_dataset` returns at most (the refusal shows 20)."""
+
+
+def check_dataset(index: RunIndex, dataset: Dataset) -> tuple[list[Difference], int]:
+    """Dataset drift: prompts whose content changed, and prompts added or removed (the
+    first :data:`DRIFT_KEPT` of them, in dataset order, then the removed in the run's
+    order), and how many more there are.
+
+    The run's hashes are ``meta.json``'s (a record whose hash is not its prompt's was
+    refused before this is asked: :func:`~sampling_core.runs.integrity.foreign_records`).
+    """
+    recorded = index.meta.get("dataset", {})
     if recorded.get("fingerprint") == dataset.fingerprint:
-        return []
-    old_hashes: dict[str, str] = dict(recorded.get("hashes", {}))
-    for record in scan.records:  # a finished prompt's own hash is the authority
-        old_hashes[record["key"]] = record.get("content_hash", old_hashes.get(record["key"]))
-    new_hashes = dict(dataset.hashes())
-    drift = []
-    for key, new_hash in new_hashes.items():
-        old_hash = old_hashes.get(key)
-        if old_hash != new_hash:
-            drift.append(Difference(f"dataset[{key}]", "result", old_hash, new_hash))
-    drift.extend(
-        Difference(f"dataset[{key}]", "result", old_hashes[key], None)
-        for key in old_hashes
-        if key not in new_hashes
+        return [], 0
+    index.load_pairs("dataset", dataset.hashes())
+    changed = (
+        "SELECT 0 AS part, d.pos AS pos, d.key, p.hash, d.hash FROM dataset d "
+        "LEFT JOIN prompt p ON p.key = d.key WHERE p.hash IS NULL OR p.hash != d.hash"
     )
+    removed = (
+        "SELECT 1, p.pos, p.key, p.hash, NULL FROM prompt p "
+        "WHERE NOT EXISTS (SELECT 1 FROM dataset d WHERE d.key = p.key)"
+    )
+    both = f"{changed} UNION ALL {removed}"
+    total = int(index.value(f"SELECT COUNT(*) FROM ({both})"))
+    drift = [
+        Difference(f"dataset[{key}]", "result", old, new)
+        for _, _, key, old, new in index.query(
+            f"SELECT * FROM ({both}) ORDER BY part, pos LIMIT ?", (DRIFT_KEPT,)
+        )
+    ]
     if not drift:  # the same prompts in another order
         drift.append(
             Difference(
                 "dataset (order)", "result", recorded.get("fingerprint"), dataset.fingerprint
             )
         )
-    return drift
+        total = 1
+    return drift, total - len(drift)
 
 
 def refuse(
-    run_dir: Path, differences: Sequence[Difference], *, drift: bool, recorded: bool = False
+    run_dir: Path,
+    differences: Sequence[Difference],
+    *,
+    drift: bool,
+    recorded: bool = False,
+    more: int = 0,
 ) -> ResumeRefused:
-    """The error that refuses a resume: each difference, then the ways out.
+    """The error that refuses a resume: each difference, then the ways out (``more``:
+    differences found beyond those given).
 
     ``recorded``: the differences are from the settings ``meta.json`` recorded when the run
     started (the resolved server, a hand-edited effective config), not from the config file.
@@ -228,8 +249,8 @@ def refuse(
             "those recorded in its meta.json when it started (old -> new):"
         )
     lines += [f"  {d}" + (f" ({d.note})" if d.note else "") for d in shown]
-    if len(differences) > len(shown):
-        lines.append(f"  ... and {len(differences) - len(shown)} more")
+    if len(differences) + more > len(shown):
+        lines.append(f"  ... and {len(differences) + more - len(shown)} more")
     lines.append("Ways out:")
     if drift:
         lines.append("  - restore the dataset the run started with, then resume; or")

@@ -34,6 +34,7 @@ from sampling_core.runs.components import (
 from sampling_core.runs.config import PluginEntry, RunConfig
 from sampling_core.runs.dataset import Dataset, read_dataset
 from sampling_core.runs.errors import ConfigError, RunDirError
+from sampling_core.runs.index import RunIndex
 from sampling_core.runs.integrity import (
     SETTINGS_KEY,
     check_settings,
@@ -45,6 +46,7 @@ from sampling_core.runs.integrity import (
 )
 from sampling_core.runs.kept_texts import repair_texts
 from sampling_core.runs.loading import describe_errors, load_config
+from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.ray_executor import RayWorkers, with_executor
 from sampling_core.runs.resume import (
     Difference,
@@ -59,7 +61,7 @@ from sampling_core.runs.resume import (
 )
 from sampling_core.runs.run_cache import open_run_cache, with_cache
 from sampling_core.runs.session import BatchSession, run_locally
-from sampling_core.runs.store import FORMAT, RecordsScan, RunDirectory, utc_now
+from sampling_core.runs.store import FORMAT, RunDirectory, utc_now
 from sampling_core.runs.summary import RunSummary, summarize
 
 __all__ = ["run_batch", "run_batch_sync"]
@@ -154,18 +156,18 @@ async def run_batch(
         raise
     parts = None
     driver = None  # under Ray: the run's plugins in this process, for their run hooks
+    index = None
     try:
         if resume:
-            scan, latest = _prepare_resume(
+            index = _prepare_resume(
                 run_dir, config, dataset, argv, retry_failed, say, resolved, kinds, extra_plugins
             )
         else:
             _create(run_dir, config, dataset, argv, source, resolved, kinds, extra_plugins)
-            scan, latest = RecordsScan([], 0), {}
             say(f"started run {run_dir.path}: {dataset.count} prompts")
-        batch = BatchSession(config, dataset, run_dir, scan, retry_failed, argv, latest)
-        del scan, latest  # the session keeps what it needs (statuses, the last seq)
-        settings = recorded_settings(run_dir.read_meta())
+        batch = BatchSession(config, dataset, run_dir, index, retry_failed, argv)
+        meta = index.meta if index is not None else read_run_meta(run_dir, _no_hashes)
+        settings = recorded_settings(meta)
         if cluster is not None:
             # the workers fire the call hooks; this process, which writes the run directory,
             # fires the run hooks, with plugins made from the same config
@@ -185,6 +187,8 @@ async def run_batch(
             )
             await batch.run(run_locally(parts), parts.sampler.plugins.hooks(), settings)
     finally:
+        if index is not None:
+            index.close()
         for sampler in (parts.sampler if parts is not None else None, driver):
             if sampler is None:
                 continue
@@ -303,19 +307,20 @@ def _prepare_resume(
     resolved: dict[str, Any],
     kinds: KindRegistry,
     objects: Sequence[PluginSpec],
-) -> tuple[RecordsScan, dict[str, dict[str, Any]]]:
+) -> RunIndex:
     """Check the resume (reading only), then drop a torn tail and add the lineage note.
 
-    Returns the scan and the latest record of each of the run's prompts. Telling the run's
-    records from others takes the content hash of every prompt, read from ``meta.json``
-    (the dataset's own are compared with those), never the prompts themselves.
+    Returns the run's index (on disk: which prompts are done, the last ``seq``), which the
+    caller closes. Telling the run's records from others takes the content hash of every
+    prompt, read from ``meta.json`` (the dataset's own are compared with those), never the
+    prompts themselves.
     """
     run_dir.lock()
+    index = None
     try:
         header, old = read_effective_config(run_dir)
-        meta = run_dir.read_meta()
         run_dir.read_progress()  # damaged: refused here, before anything is written
-        scan = run_dir.scan_records()
+        index = RunIndex.build(run_dir)  # meta.json and records.jsonl, checked
         differences = compare_configs(old, config, kinds)
         blocking = [d for d in differences if d.label == "result"]
         if blocking:
@@ -323,20 +328,23 @@ def _prepare_resume(
         recorded = [
             Difference(path, "result", old_value, new_value)
             for path, old_value, new_value in check_settings(
-                meta, config, resolved, kinds, objects=objects
+                index.meta, config, resolved, kinds, objects=objects
             )
         ]
         if recorded:
             raise refuse(run_dir.path, recorded, drift=False, recorded=True)
-        foreign = foreign_records(scan, meta["dataset"]["hashes"])
-        if foreign:
-            raise refuse_foreign(run_dir, foreign)
-        drift = check_dataset(meta, dataset, scan)
+        foreign, count = foreign_records(index)
+        if count:
+            raise refuse_foreign(run_dir, foreign, count)
+        drift, more = check_dataset(index, dataset)
         if drift:
-            raise refuse(run_dir.path, drift, drift=True)
+            raise refuse(run_dir.path, drift, drift=True, more=more)
     except BaseException:
+        if index is not None:
+            index.close()
         run_dir.unlock()
         raise
+    scan = index.scan
     if scan.torn:
         say(
             f"records.jsonl ended in a torn line ({len(scan.torn)} bytes, cut off when the run "
@@ -352,15 +360,23 @@ def _prepare_resume(
     changes = [d for d in differences if d.label == "throughput"]
     note = lineage_note(changes, argv, " (--retry-failed)" if retry_failed else "")
     run_dir.write_config(render_effective_config(config, [*header, note]))
-    latest = scan.latest()  # every record is the run's: foreign ones were refused above
-    again = sum(1 for r in latest.values() if r["status"] != "ok") if retry_failed else 0
-    to_run = dataset.count - len(latest) + again
+    done = int(index.value("SELECT COUNT(*) FROM latest"))
+    again = (
+        int(index.value("SELECT COUNT(*) FROM latest JOIN rec USING (line) WHERE status != 'ok'"))
+        if retry_failed
+        else 0
+    )
+    to_run = dataset.count - done + again
     shown = "; ".join(str(c) for c in changes) if changes else "no throughput change"
     say(
-        f"resuming run {run_dir.path}: {len(latest)} of {dataset.count} prompts done, "
+        f"resuming run {run_dir.path}: {done} of {dataset.count} prompts done, "
         f"{to_run} to run ({shown})"
     )
-    return scan, latest
+    return index
+
+
+def _no_hashes(key: str, content_hash: str) -> None:
+    """``meta.json``'s per-prompt hashes are not needed here (they are not read into memory)."""
 
 
 def default_log(message: str) -> None:

@@ -21,10 +21,11 @@ from sampling_core.hooks.table import HookTable
 from sampling_core.runs.components import Components
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, PromptItem
+from sampling_core.runs.index import RunIndex
 from sampling_core.runs.progress import ProgressDisplay
 from sampling_core.runs.prompt_run import run_prompt
 from sampling_core.runs.run_hooks import RunHooks
-from sampling_core.runs.store import RecordsScan, RunDirectory, utc_now
+from sampling_core.runs.store import RunDirectory, utc_now
 
 __all__ = ["BatchSession", "Executor", "run_locally"]
 
@@ -33,9 +34,10 @@ class BatchSession:
     """One session of a run: the prompts still to do, the records writer, the counts.
 
     The dataset is read as the prompts are taken, and the counts are kept as the records
-    come in: memory holds the keys already finished (on a resume), never the dataset.
-    ``latest`` is the latest record of each of the run's prompts that has one (a resume
-    over records that are not the run's is refused before: see
+    come in: on a resume, which prompts are done is asked of the run's index (on disk:
+    :class:`~sampling_core.runs.index.RunIndex`), so memory holds neither the dataset nor
+    the records. The index counts the latest record of each of the run's prompts that has
+    one (a resume over records that are not the run's is refused before: see
     :func:`~sampling_core.runs.integrity.foreign_records`).
     """
 
@@ -44,21 +46,25 @@ class BatchSession:
         config: RunConfig,
         dataset: Dataset,
         run_dir: RunDirectory,
-        scan: RecordsScan,
+        index: RunIndex | None,
         retry_failed: bool,
         argv: Sequence[str],
-        latest: Mapping[str, dict[str, Any]],
     ) -> None:
         self.config = config
         self.run_dir = run_dir
         self.total = dataset.count
-        self.status = {key: r["status"] for key, r in latest.items()}
+        self._index = index
         self.counts: Counter[str] = Counter({"ok": 0, "failed": 0, "error": 0})
-        self.counts.update(self.status.values())
-        finished = {k for k, s in self.status.items() if s == "ok" or not retry_failed}
-        self.pending_count = self.total - len(finished)
-        self.pending: Iterator[PromptItem] = (i for i in dataset if i.key not in finished)
-        self.seq = scan.last_seq
+        if index is not None:
+            self.counts.update(dict(index.query(_STATUS_COUNTS)))
+        finished = self.counts["ok"] if retry_failed else sum(self.counts.values())
+        self.pending_count = self.total - finished
+        self.pending: Iterator[PromptItem] = (
+            (i for i in dataset if not self._finished(i.key, retry_failed))
+            if self.pending_count > 0
+            else iter(())
+        )
+        self.seq = index.scan.last_seq if index is not None else 0
         progress = run_dir.read_progress()
         self.sessions: list[dict[str, Any]] = list(progress.get("sessions", []))
         self.session = {
@@ -134,16 +140,25 @@ class BatchSession:
         record["seq"] = self.seq
         record["session"] = self.number
         self.hooks.written(self.writer.append(record))
-        key, status = record["key"], record["status"]
-        previous = self.status.get(key)
+        previous = self._status(record["key"])
         if previous is not None:  # a prompt run again (--retry-failed)
             self.counts[previous] -= 1
-            self.status[key] = status
-        self.counts[status] += 1
+        self.counts[record["status"]] += 1
         self.session["records"] += 1
         self.display.advance(self._counts())
         if not self.writer.waiting:
             await self.hooks.announce()
+
+    def _status(self, key: str) -> str | None:
+        """The status of ``key``'s latest record before this session (``None``: none)."""
+        if self._index is None:
+            return None
+        status = self._index.value(_STATUS_OF, (key,))
+        return status if isinstance(status, str) else None
+
+    def _finished(self, key: str, retry_failed: bool) -> bool:
+        status = self._status(key)
+        return status == "ok" or (status is not None and not retry_failed)
 
     async def _flush_on_timer(self) -> None:
         interval = self.config.run.flush_interval_s
@@ -173,6 +188,9 @@ class BatchSession:
             }
         )
 
+
+_STATUS_COUNTS = "SELECT status, COUNT(*) FROM latest JOIN rec USING (line) GROUP BY status"
+_STATUS_OF = "SELECT status FROM latest JOIN rec USING (line) WHERE latest.key = ?"
 
 Executor = Callable[[BatchSession], Awaitable[None]]
 """What samples a session's pending prompts, handing each record to ``session.finish``."""

@@ -24,7 +24,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +44,7 @@ __all__ = [
     "META_FILE",
     "PROGRESS_FILE",
     "RECORDS_FILE",
+    "RecordVisitor",
     "RecordWriter",
     "RecordsScan",
     "RunDirectory",
@@ -66,25 +67,20 @@ def utc_now() -> str:
 
 @dataclass(slots=True)
 class RecordsScan:
-    """What ``records.jsonl`` holds: its complete records, and a torn tail if any."""
+    """What a pass over ``records.jsonl`` found besides the records (which are handed to a
+    visitor as they are read, never kept): how many, where the good part ends, a torn tail."""
 
-    records: list[dict[str, Any]]
-    good_size: int
+    count: int = 0
+    good_size: int = 0
     torn: bytes = b""
     unterminated: bool = False
     """The last record is whole but lacks its final newline (kept; resume adds it)."""
+    last_seq: int = 0
+    """The highest sequence number written so far (0 for none)."""
 
-    def latest(self) -> dict[str, dict[str, Any]]:
-        """The last record of each key (a retried prompt has several)."""
-        out: dict[str, dict[str, Any]] = {}
-        for record in self.records:
-            out[record["key"]] = record
-        return out
 
-    @property
-    def last_seq(self) -> int:
-        """The highest sequence number written so far (0 for none)."""
-        return max((int(r.get("seq", 0)) for r in self.records), default=0)
+RecordVisitor = Callable[[int, int, dict[str, Any]], None]
+"""Called with each record's line number (1-based), its byte offset, and the record."""
 
 
 @dataclass(slots=True)
@@ -276,35 +272,53 @@ class RunDirectory:
             )
         return data
 
-    def scan_records(self) -> RecordsScan:
-        """Read ``records.jsonl``; a torn last line is returned apart, never parsed as a record.
+    def scan_records(self, visit: RecordVisitor | None = None) -> RecordsScan:
+        """Read ``records.jsonl`` a line at a time, handing each record to ``visit``; a torn
+        last line is returned apart, never parsed as a record.
 
         Records are written as whole lines, newline included, so only what follows the
         last newline can be a write cut short. Any complete line that is not a record
-        raises :class:`RunDirError` naming it.
+        raises :class:`RunDirError` naming it. Memory holds one line at a time.
         """
         try:
-            data = self.records_file.read_bytes()
+            handle = self.records_file.open("rb")
         except OSError as exc:
             raise RunDirError(f"cannot read {self.records_file}: {exception_text(exc)}") from exc
-        end = data.rfind(b"\n") + 1
-        complete, torn = data[:end], data[end:]
-        lines = complete.split(b"\n")[:-1] if complete else []
-        records: list[dict[str, Any]] = []
-        good_size = 0
-        for number, line in enumerate(lines, start=1):
-            record = _parse_record(line)
-            if record is None:
-                raise RunDirError(
-                    f"{self.records_file}:{number} is damaged (not a record); "
-                    "repair or remove that line, or start a new run"
-                )
-            records.append(record)
-            good_size += len(line) + 1
-        if torn and _parse_record(torn) is not None:  # whole, only the newline is missing
-            records.append(_parse_record(torn) or {})
-            return RecordsScan(records, good_size + len(torn), unterminated=True)
-        return RecordsScan(records, good_size, torn)
+        scan = RecordsScan()
+        with handle:
+            for number, line in enumerate(handle, start=1):
+                record = _parse_record(line)
+                if not line.endswith(b"\n"):
+                    if record is None:  # cut off when a run was killed
+                        scan.torn = line
+                        break
+                    scan.unterminated = True  # whole, only the newline is missing
+                elif record is None:
+                    raise RunDirError(
+                        f"{self.records_file}:{number} is damaged (not a record); "
+                        "repair or remove that line, or start a new run"
+                    )
+                if visit is not None:
+                    visit(number, scan.good_size, record)
+                scan.count += 1
+                scan.good_size += len(line)
+                scan.last_seq = max(scan.last_seq, int(record.get("seq", 0)))
+        return scan
+
+    def read_record_at(self, offset: int) -> dict[str, Any]:
+        """The record whose line starts at byte ``offset`` (as :meth:`scan_records` gave it)."""
+        try:
+            with self.records_file.open("rb") as handle:
+                handle.seek(offset)
+                line = handle.readline()
+        except OSError as exc:
+            raise RunDirError(f"cannot read {self.records_file}: {exception_text(exc)}") from exc
+        record = _parse_record(line)
+        if record is None:
+            raise RunDirError(
+                f"{self.records_file} changed while it was read (no record at byte {offset})"
+            )
+        return record
 
     def iter_records(self) -> Iterator[dict[str, Any]]:
         """The complete records of ``records.jsonl``, read a line at a time (a torn last

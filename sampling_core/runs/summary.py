@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sampling_core.runs.integrity import foreign_records
-from sampling_core.runs.meta_hashes import read_run_meta
-from sampling_core.runs.store import RunDirectory
+from sampling_core.runs.index import RunIndex
 
-__all__ = ["RunSummary", "summarize"]
+__all__ = ["RunSummary", "summarize", "summary_of"]
 
 
 @dataclass(slots=True)
@@ -150,105 +145,59 @@ class RunSummary:
         }
 
 
-def latest_records(run_dir: RunDirectory) -> Iterator[dict[str, Any]]:
-    """The last record of each key, reading the records file a line at a time.
-
-    A key has several records only when its prompt ran again. The first pass marks each
-    key's 64-bit digest in a bitmap (16 bits a record): keys that land on a marked bit
-    may repeat. The second pass notes the highest ``seq`` of each of those few keys; the
-    third yields every other record, and theirs only at that ``seq``. Memory stays a few
-    bytes a record, never the records.
-    """
-    size = max(1 << 20, 16 * (run_dir.records_file.stat().st_size // 64 + 1))
-    bitmap = bytearray(size // 8 + 1)
-    maybe: set[int] = set()
-    for record in run_dir.iter_records():
-        digest = _digest(record["key"])
-        index = digest % size
-        if bitmap[index >> 3] & (1 << (index & 7)):
-            maybe.add(digest)
-        bitmap[index >> 3] |= 1 << (index & 7)
-    del bitmap
-    last: dict[tuple[int, str], int] = {}
-    if maybe:
-        for record in run_dir.iter_records():
-            digest = _digest(record["key"])
-            if digest in maybe:
-                last[digest, record["key"]] = int(record.get("seq", 0))
-    for record in run_dir.iter_records():
-        if maybe:
-            digest = _digest(record["key"])
-            if digest in maybe and last[digest, record["key"]] != int(record.get("seq", 0)):
-                continue  # an earlier record of a prompt that ran again
-        yield record
-
-
-def _count(value: Any) -> int:
-    """A count read back from a record (anything else counts 0)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _digest(key: str) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest())
-
-
-def summarize(
-    path: str | Path, visit: Callable[[dict[str, Any]], None] | None = None
-) -> RunSummary:
+def summarize(path: str | Path) -> RunSummary:
     """The summary of the run in ``path`` (raises ``RunDirError`` if it is not a run).
 
-    One streaming pass over the records: memory stays a few bytes a prompt. ``visit`` is
-    called with the latest record of each of the run's prompts as it goes by (a record of
-    another prompt, or of this prompt as it was before a change, is left out and counted
-    in ``foreign_records``).
+    Reads the run through a :class:`~sampling_core.runs.index.RunIndex`: memory stays a
+    few megabytes whatever the number of prompts.
     """
-    run_dir = RunDirectory(Path(path))
-    run_dir.check_is_run(resuming=False)
-    meta, hashes = read_run_meta(run_dir)  # a record of another prompt is left out
-    progress = run_dir.read_progress()
-    summary = RunSummary(run_dir.path, total=int(meta.get("dataset", {}).get("count", 0)))
-    source = meta.get("rescored_from")
+    with RunIndex.open(path) as index:
+        return summary_of(index)
+
+
+def summary_of(index: RunIndex) -> RunSummary:
+    """The summary of an indexed run: its latest own record of each prompt counted, every
+    other record (not one of this run's prompts as it was) counted in ``foreign_records``."""
+    progress = index.run_dir.read_progress()
+    total = int(index.meta.get("dataset", {}).get("count", 0))
+    summary = RunSummary(index.run_dir.path, total=total)
+    for status, count in index.query(
+        "SELECT status, COUNT(*) FROM latest JOIN rec USING (line) GROUP BY status"
+    ):
+        if status == "ok":
+            summary.ok = count
+        elif status == "failed":
+            summary.failed = count
+        else:
+            summary.error += count
+    summary.attempts_histogram = dict(
+        index.query("SELECT attempts, COUNT(*) FROM latest JOIN rec USING (line) GROUP BY attempts")
+    )
+    tokens = index.query(
+        "SELECT TOTAL(input_tokens), TOTAL(output_tokens) FROM latest JOIN rec USING (line)"
+    )
+    summary.input_tokens, summary.output_tokens = (int(t) for t in next(tokens))
+    unknown, cached_calls, cached_tokens, not_run_prompts, not_run = next(
+        index.query(
+            "SELECT COUNT(*) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL), "
+            "TOTAL(cached_calls), TOTAL(cached_tokens), COUNT(*) FILTER (WHERE not_run > 0), "
+            "TOTAL(not_run) FROM latest JOIN rec USING (line)"
+        )
+    )
+    summary.usage_unknown = int(unknown)  # the backend did not say: not counted as 0
+    summary.cached_calls, summary.cached_tokens = int(cached_calls), int(cached_tokens)
+    summary.not_run = (int(not_run_prompts), int(not_run))
+    source = index.meta.get("rescored_from")
     if isinstance(source, dict) and isinstance(source.get("run_dir"), str):
         summary.rescored_from = source["run_dir"]
-    histogram: Counter[int] = Counter()
-    reasons: Counter[str] = Counter()
-    for record in latest_records(run_dir):
-        if not hashes.matches(record["key"], record.get("content_hash")):
-            continue  # not one of this run's prompts as it was (counted below)
-        if visit is not None:
-            visit(record)
-        status = record.get("status")
-        if status == "ok":
-            summary.ok += 1
-        elif status == "failed":
-            summary.failed += 1
-        else:
-            summary.error += 1
-        if status == "failed":
-            for requirement in record.get("failed_requirements") or ["(no requirement named)"]:
-                reasons[requirement] += 1
-        elif status == "error":
-            reasons[f"error: {str(record.get('reason'))[:100]}"] += 1
-        histogram[int(record.get("attempts", {}).get("used", 0))] += 1
-        usage = record.get("usage", {})
-        inputs, outputs = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
-        if inputs is None or outputs is None:  # the backend did not say: not counted as 0
-            summary.usage_unknown += 1
-        summary.input_tokens += int(inputs or 0)
-        summary.output_tokens += int(outputs or 0)
-        rescored = record.get("rescored")
-        missing = _count(rescored.get("not_run")) if isinstance(rescored, dict) else 0
-        if missing:
-            summary.not_run = (summary.not_run[0] + 1, summary.not_run[1] + missing)
-        cached = usage.get("cached")
-        if isinstance(cached, dict):
-            summary.cached_calls += _count(cached.get("calls"))
-            summary.cached_tokens += _count(cached.get("input_tokens"))
-            summary.cached_tokens += _count(cached.get("output_tokens"))
+    summary.top_reasons = list(
+        index.query(
+            "SELECT text, COUNT(*) AS n FROM latest JOIN reason USING (line) "
+            "GROUP BY text ORDER BY n DESC, MIN(reason.rowid) LIMIT 5"
+        )
+    )
+    summary.foreign = int(index.value("SELECT COUNT(*) FROM rec WHERE own != 1"))
     sessions = progress.get("sessions", [])
     summary.sessions = len(sessions)
     summary.wall_time_s = sum(float(s.get("elapsed_s", 0.0)) for s in sessions)
-    summary.attempts_histogram = dict(histogram)
-    summary.top_reasons = reasons.most_common(5)
-    summary.foreign = sum(1 for _ in foreign_records(run_dir.iter_records(), hashes))
     return summary

@@ -8,6 +8,7 @@ so the file opens offline, from a mail attachment or a CI artifact alike.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 from datetime import UTC, datetime
@@ -15,24 +16,39 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sampling_core.view.data import run_data
+from sampling_core.runs.index import RunIndex
+from sampling_core.view.compare import compare_runs
+from sampling_core.view.data import MAX_ROWS, charts, indexed_run_data
 
-__all__ = ["build_page", "render_page"]
+__all__ = ["build_page", "page_data", "render_page"]
 
 
 def _template() -> str:
     return resources.files("sampling_core.view").joinpath("template.html").read_text("utf-8")
 
 
-def render_page(runs: list[dict[str, Any]]) -> str:
-    """The page for ``runs`` (the data of :func:`~sampling_core.view.data.run_data`)."""
-    data = {
-        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": runs,
-    }
+def page_data(paths: list[str | Path], *, whole_texts: bool = False) -> dict[str, Any]:
+    """What the page embeds for the run directories in ``paths`` (one, or two to compare):
+    each run's data, the histograms (the same bins for both), and the comparison; with
+    ``whole_texts`` each embedded attempt's whole text, else its first 400 characters.
+
+    Raises ``RunDirError`` naming the directory when one is not a readable run.
+    """
+    with contextlib.ExitStack() as stack:
+        indexes = [stack.enter_context(RunIndex.open(path)) for path in paths]
+        return {
+            "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "runs": [indexed_run_data(index, whole_texts=whole_texts) for index in indexes],
+            "charts": charts(indexes),
+            "compare": compare_runs(*indexes, limit=MAX_ROWS) if len(indexes) == 2 else None,
+        }
+
+
+def render_page(data: dict[str, Any]) -> str:
+    """The page for ``data`` (as :func:`page_data` makes it)."""
     # JSON inside <script>: no "<" may appear raw, or "</script>" in an answer would end it.
     embedded = json.dumps(data, ensure_ascii=False, allow_nan=False).replace("<", "\\u003c")
-    title = " vs ".join(run["name"] for run in runs)
+    title = " vs ".join(run["name"] for run in data["runs"])
     page = _template()
     safe_title = html.escape(f"samplehooks: {title}").replace("{", "&#123;")
     page = page.replace("{{TITLE}}", safe_title)
@@ -45,4 +61,4 @@ def build_page(paths: list[str | Path], *, whole_texts: bool = False) -> str:
 
     Raises ``RunDirError`` naming the directory when one is not a readable run.
     """
-    return render_page([run_data(path, whole_texts=whole_texts) for path in paths])
+    return render_page(page_data(paths, whole_texts=whole_texts))
