@@ -10,9 +10,12 @@ import typer
 from sampling_core.cli.readable import fail
 from sampling_core.errors import exception_text
 from sampling_core.runs import RunError
+from sampling_core.runs.outputs import check_output, write_output
 from sampling_core.view import build_page
 
 __all__ = ["view_command"]
+
+PAGE_SUFFIXES = (".html", ".htm")
 
 
 def view_command(
@@ -40,21 +43,18 @@ def view_command(
     two directories are compared side by side."""
     if len(run_dirs) > 2:
         fail(f"view takes one run directory, or two to compare (got {len(run_dirs)})")
-    try:
-        page = build_page(list(run_dirs), whole_texts=whole_texts)
-    except RunError as exc:
-        fail(exception_text(exc))
     if output is None:
         first = run_dirs[0]
         if len(run_dirs) == 1:
             output = first / "view.html"
         else:
             output = first.parent / f"compare-{first.name}-vs-{run_dirs[1].name}.html"
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        fail(f"cannot write {output}: {exc.strerror or exc}")
+    try:  # never through a link, never over a run's files, never half-written
+        check_output(output, suffixes=PAGE_SUFFIXES, what="view page")
+        page = build_page(list(run_dirs), whole_texts=whole_texts)
+        write_output(output, page, suffixes=PAGE_SUFFIXES, what="view page")
+    except RunError as exc:
+        fail(exception_text(exc))
     typer.echo(f"wrote {output} ({len(page.encode('utf-8')) // 1024 + 1} KB)")
     if open_page:
         webbrowser.open(output.resolve().as_uri())

@@ -44,6 +44,7 @@ __all__ = [
     "META_FILE",
     "PROGRESS_FILE",
     "RECORDS_FILE",
+    "RUN_FILES",
     "RecordVisitor",
     "RecordWriter",
     "RecordsScan",
@@ -58,6 +59,11 @@ PROGRESS_FILE = "progress.json"
 EVENTS_FILE = "events.jsonl"
 LOCK_FILE = ".lock"
 FORMAT = 1
+_OWN = (CONFIG_FILE, META_FILE, RECORDS_FILE, TEXTS_FILE, PROGRESS_FILE, EVENTS_FILE, LOCK_FILE)
+RUN_FILES = frozenset(_OWN) | frozenset(f".{name}.tmp" for name in _OWN)
+"""The names of a run directory's own files and of their temporary twins: samplehooks
+reads and writes them only as the run's, never through a link, and no other output
+replaces them (:mod:`sampling_core.runs.outputs`)."""
 
 
 def utc_now() -> str:
@@ -213,16 +219,7 @@ class RunDirectory:
 
     def refuse_symlinks(self) -> None:
         """Raise :class:`RunDirError` when a run file (or its temporary twin) is a symlink."""
-        names = (
-            CONFIG_FILE,
-            META_FILE,
-            RECORDS_FILE,
-            TEXTS_FILE,
-            PROGRESS_FILE,
-            EVENTS_FILE,
-            LOCK_FILE,
-        )
-        for name in names:
+        for name in _OWN:
             for path in (self.path / name, self.path / f".{name}.tmp"):
                 if path.is_symlink():
                     raise RunDirError(
