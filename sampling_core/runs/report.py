@@ -27,7 +27,7 @@ from sampling_core.runs.index import RunIndex
 from sampling_core.runs.passk import PassAtK, pass_at_k_table, pass_hat_k_table
 from sampling_core.runs.rows import PromptRow
 from sampling_core.runs.store import RunDirectory
-from sampling_core.runs.summary import RunSummary, summary_of
+from sampling_core.runs.summary import RETRIED, RunSummary, summary_of
 
 __all__ = [
     "Retries",
@@ -245,31 +245,26 @@ def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunRepor
         report.partial_samples = int(
             index.value("SELECT COUNT(*) FROM first JOIN rec USING (line) WHERE partial = 1")
         )
-    report.retries = _retries(index, measure=not report.early_exit)
+    report.retries = _retries(index, report.summary.retried, measure=not report.early_exit)
     return report
 
 
 _FIRST_SAMPLES = "SELECT n, c, COUNT(*) FROM first JOIN rec USING (line) GROUP BY n, c"
-_RETRIED = (
-    "SELECT latest.line FROM latest WHERE EXISTS (SELECT 1 FROM rec e "
-    "WHERE e.key = latest.key AND e.own = 1 AND e.line < latest.line)"
-)
 
 
-def _retries(index: RunIndex, *, measure: bool) -> Retries | None:
-    prompts = int(index.value(f"SELECT COUNT(*) FROM ({_RETRIED})"))
+def _retries(index: RunIndex, prompts: int, *, measure: bool) -> Retries | None:
     if not prompts:
         return None
     records = int(index.value("SELECT COUNT(*) FROM rec WHERE own = 1")) - int(
         index.value("SELECT COUNT(*) FROM latest")
     )
     now_ok = int(
-        index.value(f"SELECT COUNT(*) FROM rec WHERE line IN ({_RETRIED}) AND status = 'ok'")
+        index.value(f"SELECT COUNT(*) FROM rec WHERE line IN ({RETRIED}) AND status = 'ok'")
     )
     retries = Retries(prompts, records, now_ok)
     if measure:
         counts = index.query(
-            f"SELECT n, c, COUNT(*) FROM rec WHERE line IN ({_RETRIED}) AND n > 0 GROUP BY n, c"
+            f"SELECT n, c, COUNT(*) FROM rec WHERE line IN ({RETRIED}) AND n > 0 GROUP BY n, c"
         )
         retries.pass_at_k = pass_at_k_table({(n, c): m for n, c, m in counts})
     return retries

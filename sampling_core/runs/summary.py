@@ -8,7 +8,13 @@ from typing import Any
 
 from sampling_core.runs.index import RunIndex
 
-__all__ = ["RunSummary", "summarize", "summary_of"]
+__all__ = ["RETRIED", "RunSummary", "summarize", "summary_of"]
+
+RETRIED = (
+    "SELECT latest.line FROM latest WHERE EXISTS (SELECT 1 FROM rec e "
+    "WHERE e.key = latest.key AND e.own = 1 AND e.line < latest.line)"
+)
+"""The latest record of each prompt that has an earlier one (a prompt sampled again)."""
 
 
 @dataclass(slots=True)
@@ -43,6 +49,8 @@ class RunSummary:
     not_run: tuple[int, int] = (0, 0)
     """A rescore's prompts, and attempts, that the new checks would have gone on to make but
     the source never ran (it had stopped them early): their outcome is over fewer attempts."""
+    retried: int = 0
+    """Prompts with more than one record (sampled again by ``--retry-failed``)."""
 
     @property
     def done(self) -> int:
@@ -77,6 +85,11 @@ class RunSummary:
             if rate is None
             else f"  success rate: {100 * rate:.1f}% of finished prompts"
         )
+        if self.retried:
+            lines.append(
+                f"  retried {self.retried} prompts (--retry-failed): each prompt is counted "
+                "at its latest record"
+            )
         if self.attempts_histogram:
             lines.append("Attempts per prompt:")
             widest = max(self.attempts_histogram.values())
@@ -142,6 +155,7 @@ class RunSummary:
             "cached_tokens": self.cached_tokens,
             "rescored_from": self.rescored_from,
             "not_run": {"prompts": self.not_run[0], "attempts": self.not_run[1]},
+            "retried_prompts": self.retried,
         }
 
 
@@ -197,6 +211,7 @@ def summary_of(index: RunIndex) -> RunSummary:
         )
     )
     summary.foreign = int(index.value("SELECT COUNT(*) FROM rec WHERE own != 1"))
+    summary.retried = int(index.value(f"SELECT COUNT(*) FROM ({RETRIED})"))
     sessions = progress.get("sessions", [])
     summary.sessions = len(sessions)
     summary.wall_time_s = sum(float(s.get("elapsed_s", 0.0)) for s in sessions)
