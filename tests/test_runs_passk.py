@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import itertools
-from math import comb
+import random
+import statistics
+from collections import Counter
+from math import comb, fsum
 
 import pytest
 
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.requirements.checks import max_words
+from sampling_core.runs import passk
+from sampling_core.runs.bootstrap import binomial, bootstrap_means
 from sampling_core.runs.passk import (
     ks_for,
     pass_at_k,
@@ -154,3 +159,59 @@ async def test_early_exit_must_be_a_bool() -> None:
     sampler = Sampler(ScriptedBackend(["x"]), load_entrypoints=False)
     with pytest.raises(TypeError, match="early_exit must be a bool"):
         await sampler.sample("q", early_exit="no")  # type: ignore[arg-type]
+
+
+def _bootstrap_by_prompt(counts: list[tuple[int, int]], k: int) -> tuple[float, float]:
+    """The interval as resampling prompt by prompt gives it (the textbook bootstrap)."""
+    rng = random.Random(5)
+    values = [pass_at_k(n, c, k) for n, c in counts]
+    means = sorted(fsum(rng.choices(values, k=len(values))) / len(values) for _ in range(1000))
+    return means[24], means[974]
+
+
+def test_the_bootstrap_over_counts_agrees_with_resampling_each_prompt() -> None:
+    rng = random.Random(3)
+    counts = [(8, min(8, int(rng.expovariate(0.4)))) for _ in range(600)] + [(3, 1)] * 40
+    for p in pass_at_k_table(counts):
+        low, high = _bootstrap_by_prompt([(n, c) for n, c in counts if n >= p.k], p.k)
+        assert p.low == pytest.approx(low, abs=0.006), p
+        assert p.high == pytest.approx(high, abs=0.006), p
+        assert p.low < p.value < p.high
+    assert pass_at_k_table(Counter(counts)) == pass_at_k_table(counts)  # counts, or pairs
+
+
+def test_the_bootstrap_draws_as_much_for_a_million_prompts_as_for_a_thousand(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    draws: list[int] = []
+
+    class Counting(random.Random):
+        def random(self) -> float:
+            draws[-1] += 1
+            return super().random()
+
+    monkeypatch.setattr(passk.random, "Random", Counting)
+    tables = []
+    for scale in (100, 100_000):
+        draws.append(0)
+        tables.append(pass_at_k_table({(4, c): scale * (c + 1) for c in range(5)}))
+    small, large = draws
+    assert large < 2 * small  # resampling a category costs the same, whatever its size
+    assert [p.prompts for p in tables[1]] == [1_500_000] * 3  # every prompt, no cap
+    assert tables[1][0].low < tables[1][0].value < tables[1][0].high
+
+
+@pytest.mark.parametrize(("n", "p"), [(7, 0.3), (60, 0.1), (400, 0.35), (10**6, 0.02), (50, 0.9)])
+def test_binomial_draws_have_the_binomial_mean_and_variance(n: int, p: float) -> None:
+    rng = random.Random(11)
+    draws = [binomial(n, p, rng) for _ in range(20_000)]
+    assert all(0 <= x <= n for x in draws)
+    assert statistics.fmean(draws) == pytest.approx(n * p, rel=0.02)
+    assert statistics.pvariance(draws) == pytest.approx(n * p * (1 - p), rel=0.05)
+
+
+def test_binomial_edges() -> None:
+    rng = random.Random(1)
+    assert binomial(0, 0.5, rng) == 0 and binomial(9, 0.0, rng) == 0 and binomial(9, 1.0, rng) == 9
+    assert bootstrap_means({}, 10, rng) == []
+    assert bootstrap_means({0.25: 7}, 3, rng) == [0.25, 0.25, 0.25]

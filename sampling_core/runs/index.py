@@ -48,7 +48,7 @@ from sampling_core.runs.store import RecordsScan, RunDirectory
 
 __all__ = ["RunIndex"]
 
-_BATCH = 2_000
+_BATCH = 256
 _SCHEMA = """
 CREATE TABLE prompt(pos INTEGER PRIMARY KEY, key TEXT NOT NULL, hash TEXT NOT NULL);
 CREATE TABLE rec(
