@@ -1,6 +1,7 @@
 """Reading a run takes memory bounded by what it shows, not by the run's size.
 
-Each reader (resume with nothing left, the summary, ``report``, ``report --json``, the view)
+Each reader (resume with nothing left, the summary, ``report``, ``report --json``, the view,
+``trace show``'s reading of the events)
 reads a small run and a run six times larger; the peak of what Python allocated meanwhile
 (``tracemalloc``) must not grow with the run. Held records would add about 3 KB each (4 MB
 between the two runs), held report rows about 460 bytes each (700 KB). The view is measured
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from runs_helpers import write_config, write_dataset
 
+from sampling_core.events import iter_calls
 from sampling_core.runs import run_batch_sync
 from sampling_core.runs.report import build_report, write_report_json
 from sampling_core.view import data as view_data
@@ -65,6 +67,7 @@ READERS: dict[str, Callable[[Path, Path], object]] = {
     "report (and the summary)": lambda config, run: build_report(run).render(),
     "report --json": lambda config, run: _json_to_nowhere(run),
     "view of two runs": lambda config, run: page_data([run, run]),
+    "trace show's reading": lambda config, run: sum(1 for _ in iter_calls(run / "events.jsonl")),
     "resume, nothing left": lambda config, run: run_batch_sync(
         config, run, resume=True, log=lambda message: None
     ),

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from view_helpers import make_run
 
 from sampling_core.cli import app
+from sampling_core.view import data as view_data
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -174,5 +175,41 @@ def test_a_run_in_progress_without_events_still_opens(browser: Any, tmp_path: Pa
     assert len(opened.rows()) == 2
     page.click("#prompts tbody tr >> nth=0")
     assert "timeline from the record" in page.inner_text("#timeline")
+    opened.clean()
+    page.close()
+
+
+def test_a_run_larger_than_the_table_opens_with_its_charts_counting_every_prompt(
+    browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(view_data, "MAX_ROWS", 10)
+    monkeypatch.setattr(view_data, "MAX_TIMELINES", 3)
+    run = make_run(tmp_path, "big", count=40)
+    statuses = [r["status"] for r in records(run)]
+    opened = Opened(browser, view(run))
+    page = opened.page
+    assert len(opened.rows()) == 10
+    assert "the table lists 10 of 40 prompts" in page.inner_text("#notes")
+    assert "(the table lists 10 of the run's 40" in page.inner_text("#shown")
+    bars = page.eval_on_selector_all(
+        "#chart-outcomes rect.bar title", "t => t.map(x => x.textContent)"
+    )
+    assert bars[:2] == [f"ok: {statuses.count('ok')}", f"failed: {statuses.count('failed')}"]
+    counts = page.eval_on_selector_all(
+        "#chart-tokens rect.bar title", "t => t.map(x => Number(x.textContent.split(': ')[1]))"
+    )
+    assert sum(counts) == 40  # the histogram counts every prompt, not the 10 listed
+    page.click("#prompts tbody tr >> nth=5")
+    assert "No timeline embedded" in page.inner_text("#timeline")
+    # the page's helpers take arrays far past the size that overflows a spread call
+    big = page.evaluate(
+        """() => {
+        const xs = Array.from({ length: 300000 }, (_, i) => i);
+        const body = document.createElement("tbody");
+        appendAll(body, xs.map(() => document.createElement("tr")));
+        return [maxOf(xs, -1), body.children.length];
+    }"""
+    )
+    assert big == [299999, 300000]
     opened.clean()
     page.close()

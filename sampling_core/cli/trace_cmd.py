@@ -1,7 +1,10 @@
 """``samplehooks trace show FILE``: a recorded event file as a per-call timeline.
 
 The file is what the ``recorder`` plugin writes: one JSON line per hook event, read and
-interpreted by :mod:`sampling_core.events.attempts` (as ``samplehooks view`` does). For every
+interpreted by :mod:`sampling_core.events.attempts` (as ``samplehooks view`` does), twice:
+once to check every line (a bad one is refused before anything is printed), once to print
+each call as it ends, so memory holds the calls in flight, not the file (with ``--text``
+the calls are held with their texts, which it prints whole). For every
 ``sample()`` call in it, the command prints the call's settings and outcome and one row
 per attempt, in the order attempts finished: time since the call started, iteration,
 subsample, attempt, sequence, passed, backend latency, tokens, and a note for attempts
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,7 @@ from rich.table import Table
 
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
 from sampling_core.errors import exception_text
-from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_calls
+from sampling_core.events.attempts import RecordedAttempt, RecordedCall, iter_calls
 from sampling_core.runs.errors import RunError
 from sampling_core.runs.kept_texts import TEXTS_FILE, texts_of_calls
 
@@ -83,32 +86,46 @@ def show_command(
     ),
 ) -> None:
     """Print a per-call timeline: iteration, subsample, attempt, sequence, passed, latency."""
-    try:
-        timelines = read_calls(
-            file,
-            on_note=lambda note: _note_line(f"{file}: {note}"),
-            keep_call=None if call is None else _starting_with(call),
+    keep = None if call is None else _starting_with(call)
+    try:  # the whole file is checked before anything is printed, then read again to print
+        found = sum(
+            1
+            for _ in iter_calls(file, on_note=lambda n: _note_line(f"{file}: {n}"), keep_call=keep)
         )
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror or exc}")
     except ValueError as exc:  # EventFileError: one line naming the line and the field
         fail(f"{file}: {exception_text(exc)}")
-    if call is not None and not timelines:
+    if call is not None and not found:
         fail(f"{file}: no call's sampling_id starts with {call!r}")
-    if show_text:
-        _add_kept_texts(file, timelines)
-    if as_json:
-        typer.echo(json.dumps([timeline_as_dict(t, show_text) for t in timelines], indent=2))
-        return
-    # Piped output gets a width that fits every column (rich assumes 80 otherwise).
-    console = Console() if sys.stdout.isatty() else Console(width=120)
-    if not timelines:
-        console.print(f"{escape(str(file))}: no calls recorded.", highlight=False)
-        return
-    for timeline in timelines:
-        _print_call(console, timeline)
-        if show_text:
-            _print_texts(console, timeline)
+    try:
+        timelines: Iterable[RecordedCall] = iter_calls(file, keep_call=keep)  # as they end
+        if show_text:  # the texts are printed whole: the calls are held with them
+            timelines = list(timelines)
+            _add_kept_texts(file, timelines)
+        if as_json:
+            _echo_json_list(timeline_as_dict(t, show_text) for t in timelines)
+            return
+        # Piped output gets a width that fits every column (rich assumes 80 otherwise).
+        console = Console() if sys.stdout.isatty() else Console(width=120)
+        if not found:
+            console.print(f"{escape(str(file))}: no calls recorded.", highlight=False)
+            return
+        for timeline in timelines:
+            _print_call(console, timeline)
+            if show_text:
+                _print_texts(console, timeline)
+    except (OSError, ValueError) as exc:  # the file changed between the two readings
+        fail(f"cannot read {file} (it changed while it was read): {exception_text(exc)}")
+
+
+def _echo_json_list(items: Iterable[Any]) -> None:
+    """``json.dumps(list(items), indent=2)``, echoed an item at a time."""
+    count = 0
+    for count, item in enumerate(items, start=1):
+        text = json.dumps(item, indent=2).replace("\n", "\n  ")
+        typer.echo(f"{'[' if count == 1 else ','}\n  {text}", nl=False)
+    typer.echo("\n]" if count else "[]")
 
 
 def _add_kept_texts(file: Path, timelines: list[RecordedCall]) -> None:

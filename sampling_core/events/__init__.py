@@ -4,7 +4,7 @@ interpreted into calls and attempts (``attempts``), for ``trace show`` and ``vie
 This package's ``__all__`` is its public surface.
 """
 
-from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_calls
+from sampling_core.events.attempts import RecordedAttempt, RecordedCall, iter_calls, read_calls
 from sampling_core.events.reading import (
     NO_CALL,
     EventFileError,
@@ -19,6 +19,7 @@ __all__ = [
     "RecordedAttempt",
     "RecordedCall",
     "is_recorded_event",
+    "iter_calls",
     "numbered_events",
     "read_calls",
     "read_events",

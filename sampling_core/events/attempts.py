@@ -2,8 +2,10 @@
 
 The one reading of the format of :mod:`sampling_core.events.reading` into facts, shared by
 ``samplehooks trace show`` (a table per call) and ``samplehooks view`` (lanes per
-subsample). Events are grouped by ``sampling_id`` (calls in the order they first appear)
-and, per call, by ``(subsample_index, attempt)``: one :class:`RecordedAttempt` per attempt.
+subsample). Events are grouped by ``sampling_id`` and, per call, by
+``(subsample_index, attempt)``: one :class:`RecordedAttempt` per attempt.
+:func:`iter_calls` hands each call on once its ``sampling_loop_end`` is read (the last event
+of a call), so reading a file holds only the calls in flight; :func:`read_calls` lists them.
 
 - ``generation_pre_call`` starts an attempt (its first one gives ``started``; ``retry``
   counts transport retries); ``generation_post_call`` gives latency and tokens;
@@ -24,7 +26,7 @@ and the field, raised, or given to ``on_bad_line`` and the whole event skipped.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +34,7 @@ from hook_specs.names import HookName
 from sampling_core.errors import exception_text
 from sampling_core.events.reading import NO_CALL, EventFileError, numbered_events
 
-__all__ = ["RecordedAttempt", "RecordedCall", "read_calls"]
+__all__ = ["RecordedAttempt", "RecordedCall", "iter_calls", "read_calls"]
 
 
 @dataclass(slots=True)
@@ -104,25 +106,41 @@ def read_calls(
     keep_call: Callable[[str], bool] | None = None,
     on_bad_line: OnBad | None = None,
 ) -> list[RecordedCall]:
-    """The calls recorded in ``path`` (those ``keep_call`` accepts), read as it streams.
+    """The calls recorded in ``path`` (those ``keep_call`` accepts), in the order
+    :func:`iter_calls` gives them.
 
     Raises ``OSError`` if the file cannot be read, and :class:`EventFileError` for a bad
     line unless ``on_bad_line`` is given (see :mod:`sampling_core.events.reading`).
     """
-    events = numbered_events(path, on_note, keep_call=keep_call, on_bad_line=on_bad_line)
-    return _group(events, on_bad_line)
+    return list(iter_calls(path, on_note, keep_call=keep_call, on_bad_line=on_bad_line))
 
 
-def _group(
-    numbered: Iterable[tuple[int, dict[str, Any]]], on_bad: OnBad | None
-) -> list[RecordedCall]:
+def iter_calls(
+    path: str | os.PathLike[str],
+    on_note: Callable[[str], None] | None = None,
+    *,
+    keep_call: Callable[[str], bool] | None = None,
+    on_bad_line: OnBad | None = None,
+) -> Iterator[RecordedCall]:
+    """The calls recorded in ``path`` (those ``keep_call`` accepts), each as soon as its
+    ``sampling_loop_end`` is read; then, at the end of the file, those that never ended (a
+    run killed meanwhile), in the order they began. Memory holds the calls in flight.
+
+    Raises as :func:`read_calls` does, when it reaches the line.
+    """
     calls: dict[str, RecordedCall] = {}
-    for number, event in numbered:
+    events = numbered_events(path, on_note, keep_call=keep_call, on_bad_line=on_bad_line)
+    for number, event in events:
         try:
             _add(calls, event)
         except _BadField as exc:
-            _bad(EventFileError(f"line {number} ({event['hook']}): {exception_text(exc)}"), on_bad)
-    return list(calls.values())
+            message = f"line {number} ({event['hook']}): {exception_text(exc)}"
+            _bad(EventFileError(message), on_bad_line)
+            continue
+        if event["hook"] == "sampling_loop_end":
+            ended = event["payload"].get("sampling_id")
+            yield calls.pop(NO_CALL if ended is None else ended)
+    yield from calls.values()
 
 
 def _bad(error: EventFileError, on_bad: OnBad | None) -> None:
