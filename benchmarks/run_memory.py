@@ -62,7 +62,7 @@ def _rss_mb() -> float:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # KB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6  # KiB on Linux
 
 
 def write_dataset(path: Path, count: int) -> Path:
@@ -159,13 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run_memory", description=__doc__)
     parser.add_argument("--sizes", default="100000,1000000", help="prompts per run")
     parser.add_argument("--steps", default=",".join(STEPS), help="among: run,resume,report,view")
-    parser.add_argument("--quick", action="store_true", help="smoke mode: 2,000 prompts")
+    parser.add_argument("--quick", action="store_true", help="smoke mode: 300 prompts")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(asdict(child(json.loads(args.child)))))
         return 0
-    sizes = [2_000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    sizes = [300] if args.quick else [int(s) for s in args.sizes.split(",")]
     steps = [s for s in args.steps.split(",") if s]
     rows: list[MemoryRow] = []
     with tempfile.TemporaryDirectory(prefix="samplehooks-memory-") as tmp:
