@@ -24,7 +24,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -316,26 +316,6 @@ class RunDirectory:
                 f"{self.records_file} changed while it was read (no record at byte {offset})"
             )
         return record
-
-    def iter_records(self) -> Iterator[dict[str, Any]]:
-        """The complete records of ``records.jsonl``, read a line at a time (a torn last
-        line is left out; a damaged line raises :class:`RunDirError` as in
-        :meth:`scan_records`)."""
-        try:
-            handle = self.records_file.open("rb")
-        except OSError as exc:
-            raise RunDirError(f"cannot read {self.records_file}: {exception_text(exc)}") from exc
-        with handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.endswith(b"\n"):
-                    return  # torn: cut off when a run was killed
-                record = _parse_record(line)
-                if record is None:
-                    raise RunDirError(
-                        f"{self.records_file}:{number} is damaged (not a record); "
-                        "repair or remove that line, or start a new run"
-                    )
-                yield record
 
     # -- writing -----------------------------------------------------------------------
 
