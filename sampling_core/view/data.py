@@ -108,7 +108,7 @@ def indexed_run_data(index: RunIndex, *, whole_texts: bool = False) -> dict[str,
         notes.append(
             f"{report.retries.prompts} prompts were sampled again by --retry-failed: the "
             "table and the outcomes show their latest record; pass@k counts each prompt's "
-            "first samples (the retries' own pass@k is under the cards)"
+            "first samples (the retries' own pass@k is under the pass@k chart)"
         )
     records = {line: index.read_record(line) for line, _ in listed[:MAX_TIMELINES]}
     wanted = {str(r["sampling_id"]) for r in records.values() if r.get("sampling_id")}
