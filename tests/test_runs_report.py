@@ -191,3 +191,15 @@ def test_without_rows_the_report_keeps_totals_and_only_the_first_prompts_not_ok(
     assert [r.key for r in light.failed_rows()] == [r.key for r in not_ok[:3]]
     assert light.as_dict()["totals"] == full.as_dict()["totals"]
     assert light.render(top=3) == full.render(top=3)
+
+
+def test_report_json_written_row_by_row_is_the_whole_report_as_json(tmp_path: Path) -> None:
+    out = passk_run(tmp_path)
+    whole = json.dumps(build_report(out, rows=True).as_dict(), indent=2) + "\n"
+    assert invoke("report", out, "--json").stdout == whole
+    empty = tmp_path / "empty"
+    run_batch_sync(write_config(tmp_path / "e.yaml", write_dataset(tmp_path / "e.jsonl", 1)), empty)
+    (empty / "records.jsonl").write_text("")  # no prompt done yet
+    listed = invoke("report", empty, "--json").stdout
+    assert listed == json.dumps(build_report(empty, rows=True).as_dict(), indent=2) + "\n"
+    assert json.loads(listed)["prompts"] == []
