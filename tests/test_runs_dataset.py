@@ -9,7 +9,7 @@ import pytest
 
 from sampling_core.runs import DatasetError
 from sampling_core.runs.config import DatasetConfig
-from sampling_core.runs.dataset import read_dataset
+from sampling_core.runs.dataset import _DigestSet, read_dataset
 
 
 def write(tmp_path: Path, *lines: str) -> Path:
@@ -73,3 +73,12 @@ def test_ids_must_be_present_and_unique(tmp_path: Path) -> None:
         read_dataset(DatasetConfig(path=path, id_field="id"))
     with pytest.raises(DatasetError, match=r"cannot read the dataset"):
         read_dataset(DatasetConfig(path=tmp_path / "missing.jsonl"))
+
+
+def test_the_ids_seen_take_a_few_bytes_each() -> None:
+    seen = _DigestSet()
+    values = [(i * 0x9E3779B97F4A7C15) % (1 << 64) for i in range(1, 100_001)]
+    assert all(seen.add(v) for v in values)
+    assert not any(seen.add(v) for v in values[::997])  # a repeat is found
+    assert seen.add(0) and not seen.add(0) and not seen.add(1)  # 0 is kept as 1
+    assert len(seen._slots) * seen._slots.itemsize <= 32 * 100_000  # a set: about 70 bytes
