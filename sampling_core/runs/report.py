@@ -213,9 +213,20 @@ def write_report_json(path: str | Path, out: TextIO) -> None:
         out.write(head + "[")
         count = 0
         for count, row in enumerate(iter_rows(index), start=1):
-            item = json.dumps(row.as_dict(), indent=2).replace("\n", "\n    ")
-            out.write(f"{',' if count > 1 else ''}\n    {item}")
+            out.write(f"{',' if count > 1 else ''}\n    {_row_json(row.as_dict())}")
         out.write(("\n  ]" if count else "]") + tail + "\n")
+
+
+def _row_json(item: dict[str, Any]) -> str:
+    """``json.dumps(item, indent=2)`` indented for a member of ``prompts``, made with the
+    C encoder (``indent`` alone would use the pure-Python one: ten times slower)."""
+    fields = []
+    for name, value in item.items():
+        text = json.dumps(value)
+        if isinstance(value, list) and value:
+            text = "[\n        " + ",\n        ".join(map(json.dumps, value)) + "\n      ]"
+        fields.append(f"      {json.dumps(name)}: {text}")
+    return "{\n" + ",\n".join(fields) + "\n    }"
 
 
 def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunReport:
