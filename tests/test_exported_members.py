@@ -41,7 +41,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "sampling_core.events": [
         "NO_CALL", "EventFileError", "RecordedAttempt", "RecordedCall", "is_recorded_event",
-        "numbered_events", "read_calls", "read_events",
+        "iter_calls", "numbered_events", "read_calls", "read_events",
     ],
     "sampling_core.runs": [
         "ConfigError", "DatasetError", "ResumeRefused", "RunConfig", "RunDirError", "RunError",
@@ -49,7 +49,7 @@ EXPECTED: dict[str, list[str]] = {
         "rescore_sync", "run_batch", "run_batch_sync", "summarize",
     ],
     "sampling_core.cli": ["app", "main"],
-    "sampling_core.view": ["build_page", "render_page", "run_data"],
+    "sampling_core.view": ["build_page", "page_data", "render_page", "run_data"],
     "hook_specs": [
         "OBSERVE_ONLY_HOOKS", "PAYLOAD_TYPES", "WRITABLE_HOOKS", "PROJECT_NAME", "Attempt",
         "AttemptPayload", "CachedGeneration", "CallPayload", "Generation",
