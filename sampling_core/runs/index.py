@@ -1,7 +1,8 @@
 """A run's records as tables on disk, so that reading a run takes memory bounded by what it shows.
 
-``records.jsonl`` is read once, a line at a time, and each record becomes one row of an
-SQLite database in a temporary directory (removed when the index is closed); ``meta.json``'s
+``records.jsonl`` is read once, a line at a time, and each record becomes one row of a
+private temporary SQLite database (a file SQLite deletes as it opens it, in the system's
+temporary directory: nothing is left behind, even by a reader killed); ``meta.json``'s
 per-prompt content hashes go in beside them, read a chunk at a time. Resume, ``report``,
 the view and the summary ask their questions of these tables; a record itself is read again
 (by its byte offset) only where it is shown whole, as a view's timelines show a few.
@@ -33,10 +34,7 @@ surrogate escape in a hand-edited file) is stored with U+FFFD in its place.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
-import tempfile
-import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -83,9 +81,7 @@ class RunIndex:
         self.meta: dict[str, Any] = {}
         """``meta.json``, its ``dataset.hashes`` left empty (they are in ``prompt``)."""
         self.scan = RecordsScan()
-        self._dir = tempfile.mkdtemp(prefix="samplehooks-index-")
-        self._db = sqlite3.connect(Path(self._dir) / "index.sqlite", isolation_level=None)
-        self._closer = weakref.finalize(self, _remove, self._db, self._dir)
+        self._db = sqlite3.connect("", isolation_level=None)  # "": private, on disk
         for pragma in (
             "journal_mode = OFF",
             "synchronous = OFF",
@@ -173,19 +169,14 @@ class RunIndex:
         return self.run_dir.read_record_at(offset)
 
     def close(self) -> None:
-        """Close the database and remove its temporary directory."""
-        self._closer()
+        """Close the database (its file goes with it)."""
+        self._db.close()
 
     def __enter__(self) -> RunIndex:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _remove(db: sqlite3.Connection, directory: str) -> None:
-    db.close()
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 class _Batches:
