@@ -1,8 +1,9 @@
 """Writing a file a command makes (a view page, a report): never through a link, never over a
 run's own files, never half-written.
 
-:func:`write_output` is the one way a samplehooks command writes a file the user named (or
-that it names itself, as ``view`` does with ``RUN/view.html``). Before anything is written it
+:func:`write_output` (or :func:`output_file`, to write a piece at a time) is the one way a
+samplehooks command writes a file the user named or that it names itself (``view``'s
+``RUN/view.html``, ``rescore``'s ``NEW_DIR/report.json``). Before anything is written it
 refuses, with one line saying what to do:
 
 - a path that is a symbolic link (it would write wherever the link points, perhaps outside
@@ -25,14 +26,15 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from sampling_core.errors import exception_text
 from sampling_core.runs.errors import RunError
 from sampling_core.runs.store import RUN_FILES
 
-__all__ = ["OutputRefused", "check_output", "write_output"]
+__all__ = ["OutputRefused", "check_output", "output_file", "write_output"]
 
 
 class OutputRefused(RunError):
@@ -47,11 +49,21 @@ def write_output(path: Path, text: str, *, suffixes: Sequence[str], what: str) -
     are made. ``OSError`` (no permission, a full disk) is raised as :class:`OutputRefused`
     naming the path; the target is left as it was.
     """
+    with output_file(path, suffixes=suffixes, what=what) as handle:
+        handle.write(text)
+
+
+@contextlib.contextmanager
+def output_file(path: Path, *, suffixes: Sequence[str], what: str) -> Iterator[TextIO]:
+    """A text file (UTF-8) to write ``path``'s content to, a piece at a time: a new temporary
+    file beside ``path``, renamed over it when the block ends without an error (else removed,
+    ``path`` left as it was). Refuses as :func:`write_output` does."""
     check_output(path, suffixes=suffixes, what=what)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         check_output(path, suffixes=suffixes, what=what)  # again, just before writing
-        _replace(path, text.encode("utf-8"))
+        with _replacing(path) as handle:
+            yield handle
     except OSError as exc:
         raise OutputRefused(f"cannot write {path}: {exc.strerror or exception_text(exc)}") from exc
 
@@ -93,14 +105,15 @@ def _holds_a_run(directory: Path) -> bool:
     return any((directory / name).is_file() for name in RUN_FILES)
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``data`` to a fresh temporary file beside ``path``, then rename it over ``path``."""
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator[TextIO]:
+    """A fresh temporary file beside ``path``, renamed over ``path`` at the end."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        with open(fd, "w", encoding="utf-8", newline="") as handle:
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)  # a link planted at `path` meanwhile is replaced, not followed

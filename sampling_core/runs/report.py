@@ -201,10 +201,11 @@ def build_report(path: str | Path, *, rows: bool = False, top: int = 10) -> RunR
         return report_of(index, rows=rows, top=top)
 
 
-def write_report_json(path: str | Path, out: TextIO) -> None:
+def write_report_json(path: str | Path, out: TextIO) -> RunReport:
     """``report --json``: the report of the run in ``path`` as JSON, its ``prompts`` written
     to ``out`` one at a time, in the order of the records (the same text as
-    ``json.dumps(build_report(path, rows=True).as_dict(), indent=2)``)."""
+    ``json.dumps(build_report(path, rows=True).as_dict(), indent=2)``); returns the report
+    (without its rows)."""
     with RunIndex.open(path) as index:
         report = report_of(index, top=0)
         marker = "\u0000prompts\u0000"
@@ -215,6 +216,7 @@ def write_report_json(path: str | Path, out: TextIO) -> None:
         for count, row in enumerate(iter_rows(index), start=1):
             out.write(f"{',' if count > 1 else ''}\n    {_row_json(row.as_dict())}")
         out.write(("\n  ]" if count else "]") + tail + "\n")
+    return report
 
 
 def _row_json(item: dict[str, Any]) -> str:

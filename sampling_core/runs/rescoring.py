@@ -18,7 +18,6 @@ Ctrl-C part way leave nothing behind.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,7 +43,8 @@ from sampling_core.runs.integrity import SETTINGS_KEY, settings_meta
 from sampling_core.runs.kept_texts import TextsJoin
 from sampling_core.runs.loading import load_config
 from sampling_core.runs.meta_hashes import read_run_meta
-from sampling_core.runs.report import build_report
+from sampling_core.runs.outputs import output_file
+from sampling_core.runs.report import write_report_json
 from sampling_core.runs.rescore_record import Rescoring, completed_entries, rescore_record
 from sampling_core.runs.resume import (
     compare_configs,
@@ -115,8 +115,8 @@ async def rescore(
         await _build(source, out, new, meta, dataset, kinds, how, argv)
     finally:
         source.unlock()
-    report = build_report(out, rows=True)
-    (out / REPORT_FILE).write_text(json.dumps(report.as_dict(), indent=2) + "\n", "utf-8")
+    with output_file(out / REPORT_FILE, suffixes=(".json",), what="report") as handle:
+        report = write_report_json(out, handle)  # its rows written as they are read
     say(f"rescored {source.path} into {out}")
     return report.summary
 

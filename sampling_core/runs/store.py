@@ -24,7 +24,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -277,30 +277,40 @@ class RunDirectory:
         last newline can be a write cut short. Any complete line that is not a record
         raises :class:`RunDirError` naming it. Memory holds one line at a time.
         """
+        scan = RecordsScan()
+        for number, offset, record in self._read_records(scan):
+            if visit is not None:
+                visit(number, offset, record)
+        return scan
+
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """The records of ``records.jsonl`` as :meth:`scan_records` reads them, one at a time."""
+        for _, _, record in self._read_records(RecordsScan()):
+            yield record
+
+    def _read_records(self, scan: RecordsScan) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """``(line number, byte offset, record)`` of each record; ``scan`` is kept up to date."""
         try:
             handle = self.records_file.open("rb")
         except OSError as exc:
             raise RunDirError(f"cannot read {self.records_file}: {exception_text(exc)}") from exc
-        scan = RecordsScan()
         with handle:
             for number, line in enumerate(handle, start=1):
                 record = _parse_record(line)
                 if not line.endswith(b"\n"):
                     if record is None:  # cut off when a run was killed
                         scan.torn = line
-                        break
+                        return
                     scan.unterminated = True  # whole, only the newline is missing
                 elif record is None:
                     raise RunDirError(
                         f"{self.records_file}:{number} is damaged (not a record); "
                         "repair or remove that line, or start a new run"
                     )
-                if visit is not None:
-                    visit(number, scan.good_size, record)
+                yield number, scan.good_size, record
                 scan.count += 1
                 scan.good_size += len(line)
                 scan.last_seq = max(scan.last_seq, int(record.get("seq", 0)))
-        return scan
 
     def read_record_at(self, offset: int) -> dict[str, Any]:
         """The record whose line starts at byte ``offset`` (as :meth:`scan_records` gave it)."""
