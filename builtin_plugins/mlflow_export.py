@@ -35,6 +35,7 @@ import json
 import re
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ import structlog
 
 from hook_specs import RunEndPayload, RunStartPayload, background, hookimpl
 from sampling_core.errors import exception_text
-from sampling_core.runs.report import build_report
+from sampling_core.runs.report import report_rows, write_report_json
 
 __all__ = ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"]
 
@@ -157,14 +158,14 @@ class MlflowExporter:
         client.log_batch(run_id, metrics=metrics)
 
     def _log_report(self, client: Any, run_id: str, run_dir: str) -> None:
-        """The report (JSON and text) and the per-prompt table, as artifacts."""
-        report = build_report(run_dir, rows=True)
-        data = report.as_dict()
+        """The report (JSON and text) and the per-prompt table, as artifacts (written a row at
+        a time: the rows are never all in memory)."""
         with tempfile.TemporaryDirectory(prefix="samplehooks-mlflow-") as folder:
             out = Path(folder)
-            (out / "report.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+            with (out / "report.json").open("w", encoding="utf-8") as handle:
+                report = write_report_json(run_dir, handle)
             (out / "report.txt").write_text(report.render() + "\n", encoding="utf-8")
-            write_table(out / "prompts.csv", data["prompts"])
+            write_table(out / "prompts.csv", (row.as_dict() for row in report_rows(run_dir)))
             client.log_artifacts(run_id, folder, artifact_path="samplehooks")
 
     def _problem(self, hook: str, exc: Exception) -> None:
@@ -204,14 +205,14 @@ def status_of(payload: RunEndPayload) -> str:
     return "KILLED" if payload.interrupted else "FINISHED"
 
 
-def write_table(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """One CSV row per prompt (lists joined with ``; ``)."""
     with path.open("w", encoding="utf-8", newline="") as out:
-        if not rows:
-            return
-        table = csv.DictWriter(out, fieldnames=list(rows[0]))
-        table.writeheader()
+        table = None
         for row in rows:
+            if table is None:
+                table = csv.DictWriter(out, fieldnames=list(row))
+                table.writeheader()
             table.writerow(
                 {k: "; ".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()}
             )

@@ -35,6 +35,7 @@ __all__ = [
     "build_report",
     "iter_rows",
     "report_of",
+    "report_rows",
     "row_columns",
     "row_from",
     "write_report_json",
@@ -300,6 +301,13 @@ def row_from(values: Iterable[Any]) -> PromptRow:
     return PromptRow(
         key, sampling_id, status, attempts, passes, cancelled, json.loads(unmet), reason, *numbers
     )
+
+
+def report_rows(path: str | Path) -> Iterator[PromptRow]:
+    """Each prompt's row of the run in ``path`` (its latest record), in the order of the
+    records, read as they are needed (raises ``RunDirError`` when it is not a run)."""
+    with RunIndex.open(path) as index:
+        yield from iter_rows(index)
 
 
 def iter_rows(index: RunIndex) -> Iterator[PromptRow]:
