@@ -50,6 +50,7 @@ def test_retry_failed_does_not_inflate_pass_at_k(tmp_path: Path) -> None:
     assert len(records(out)) == PROMPTS + 45  # every failed prompt was sampled again
     after = build_report(out)
     assert after.pass_at_k == before.pass_at_k  # the first samples, not the retries'
+    assert after.pass_hat_k == before.pass_hat_k and before.pass_hat_k[0].value == 0.1
     assert after.summary.ok == PROMPTS  # the outcome: every prompt's latest record
     retries = after.retries
     assert retries is not None
