@@ -168,6 +168,10 @@ class TrivialPlugin:
     def run_end(self, payload: Any) -> None:
         """Do nothing."""
 
+    @hookimpl
+    def generation_chunk(self, payload: Any) -> None:
+        """Do nothing."""
+
 
 def tracing_plugin() -> Any | None:
     """The built-in tracing plugin, or ``None`` when this checkout does not have it yet."""

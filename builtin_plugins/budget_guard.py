@@ -9,7 +9,10 @@
   output tokens, as the backend reports them. Tokens are known only once spent, so the guard
   raises ``StopSampling`` in ``generation_post_call`` as soon as a total goes over its
   ceiling (cancelling what is in flight), and refuses any new backend call once a ceiling
-  is reached.
+  is reached. It listens to ``generation_chunk``, so backends that can stream do: a call's
+  output tokens count as they arrive (a ceiling crossed mid-generation stops sampling
+  there), and what attempts cancelled in flight spent is known; at a call's end the guard
+  adds it (``sampling_loop_end``'s ``cancelled_usage``).
 * ``max_usd_per_call`` / ``max_usd_total``: US dollars, as priced in ``usage.cost_usd``
   (see :mod:`sampling_core.pricing`), enforced like the token ceilings.
 
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hook_specs import (
+    GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
@@ -88,6 +92,8 @@ class Totals:
     """Why the tokens spent are no longer known (a reply did not report them), or ``None``."""
     unknown_cost: str | None = None
     """Why the dollars spent are no longer known (an unpriced call), or ``None``."""
+    streaming: dict[int, int] = field(default_factory=dict, repr=False)
+    """Output tokens of the streamed backend calls still running, by attempt (``iteration``)."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def reset(self) -> None:
@@ -96,6 +102,7 @@ class Totals:
             self.started = self.generations = self.tokens = 0
             self.cost_usd = 0.0
             self.unknown_tokens = self.unknown_cost = None
+            self.streaming.clear()
 
 
 PROCESS_TOTALS = Totals()
@@ -210,20 +217,53 @@ class BudgetGuard:
             call.started += 1
 
     @hookimpl
+    def generation_chunk(self, payload: GenerationChunkPayload) -> None:
+        """Count a streamed call's output as it arrives; stop when a token ceiling is crossed."""
+        call = self._call(payload.sampling_id)
+        total = self.totals
+        with total.lock:
+            call.streaming[payload.iteration] = payload.index + 1
+            streamed = sum(call.streaming.values())
+            spent_call, spent_total = call.tokens + streamed, total.tokens + streamed
+        for name, ceiling, spent, whose in (
+            ("max_tokens_total", self.max_tokens_total, spent_total, "in total"),
+            ("max_tokens_per_call", self.max_tokens_per_call, spent_call, "by this call"),
+        ):
+            if ceiling is not None and spent > ceiling:
+                raise StopSampling(
+                    f"budget_guard: {spent} tokens spent {whose} (counting those still "
+                    f"streaming), over {name}={ceiling}"
+                )
+
+    @hookimpl
     def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
         """Count the call and its tokens; stop when a token ceiling is crossed."""
+        self._call(payload.sampling_id).streaming.pop(payload.iteration, None)
         usage = payload.generation.usage
         self._spent(payload.sampling_id, usage.total_tokens, usage.cost_usd, payload.generation)
 
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Count a failed backend call (it returned no reply, so it spent no tokens)."""
+        self._call(payload.sampling_id).streaming.pop(payload.iteration, None)
         self._spent(payload.sampling_id, 0, 0.0)
 
     @hookimpl
     def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
-        """Forget the call's counts."""
+        """Count what the call's attempts cancelled in flight spent (no
+        ``generation_post_call`` saw it), then forget the call's counts."""
         self._calls.pop(payload.sampling_id, None)
+        spent = payload.cancelled_usage
+        tokens = spent.total_tokens
+        total = self.totals
+        with total.lock:
+            total.tokens += tokens or 0
+            total.cost_usd += spent.cost_usd or 0.0
+            cut_short = "an attempt cancelled in flight did not report its tokens"
+            if tokens is None and total.unknown_tokens is None:
+                total.unknown_tokens = f"{cut_short} (a backend that streams reports them)"
+            if spent.cost_usd is None and tokens != 0 and total.unknown_cost is None:
+                total.unknown_cost = "the cost of an attempt cancelled in flight is unknown"
 
     # -- counting -----------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from hook_specs import (
+    GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
@@ -105,6 +106,7 @@ _CONTENT: dict[str, Any] = {
     "generation_post_call": {"generation": {"raw", "text"}},
     "prompt_start": {"row": True},  # the dataset line holds the prompt
     "prompt_end": {"record": True},  # the record, text included, is in records.jsonl
+    "generation_chunk": {"delta": True, "text": True},
 }
 
 
@@ -297,6 +299,11 @@ class RecorderPlugin:
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Note a backend call that raised."""
         self.output.note("generation_error", payload)
+
+    @hookimpl
+    def generation_chunk(self, payload: GenerationChunkPayload) -> None:
+        """Note a piece of a streamed generation (its text only when content is captured)."""
+        self.output.note("generation_chunk", payload)
 
     # -- a batch run's hooks (fired where the run directory is written)
 

@@ -30,6 +30,7 @@ import structlog
 from hook_specs import (
     AttemptPayload,
     CallPayload,
+    GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
@@ -66,6 +67,7 @@ EVENT_NAMES = {
     "prompt_start": "prompt.start",
     "prompt_end": "prompt.end",
     "run_end": "run.end",
+    "generation_chunk": "generation.chunk",
 }
 """The event name emitted for each hook."""
 
@@ -192,6 +194,19 @@ class TracingPlugin:
         )
 
     @hookimpl
+    def generation_chunk(self, payload: GenerationChunkPayload) -> None:
+        """Emit ``generation.chunk`` (debug): a piece of a streamed generation."""
+        extra = {"delta": payload.delta} if self.capture_content else {}
+        self.logger.debug(
+            "generation.chunk",
+            **_attempt_fields(payload),
+            retry=payload.retry,
+            index=payload.index,
+            chars=len(payload.text),
+            **extra,
+        )
+
+    @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Emit ``generation.error``: a warning when the call is not retried."""
         if self.otel is not None:
@@ -241,6 +256,7 @@ class TracingPlugin:
             latency_s=payload.latency_s,
             input_tokens=payload.usage.input_tokens,
             output_tokens=payload.usage.output_tokens,
+            stopped_early=payload.stopped_early,
             **extra,
         )
 
@@ -279,6 +295,7 @@ class TracingPlugin:
             stop_reason=payload.stop_reason,
             iterations_used=payload.iterations_used,
             cancelled=payload.cancelled,
+            not_started=payload.not_started,
             error_count=payload.error_count,
             loop_budget=payload.loop_budget,
             concurrency_budget=payload.concurrency_budget,

@@ -135,6 +135,25 @@ EXAMPLES: dict[HookName, str] = {
                 kind = "retried" if payload.will_retry else "final"
                 self.errors[f"{payload.error_type} ({kind})"] += 1
     ''',
+    HookName.GENERATION_CHUNK: '''
+        import time
+
+        from hook_specs import GenerationChunkPayload, background, hookimpl
+
+
+        class TimeToFirstChunk:
+            """When each attempt's first piece of text arrived (its answer streams because
+            this plugin listens); delivered in the background, so it never slows sampling."""
+
+            def __init__(self) -> None:
+                self.first: dict[tuple[str, int], float] = {}
+
+            @hookimpl
+            @background
+            def generation_chunk(self, payload: GenerationChunkPayload) -> None:
+                if payload.index == 0:
+                    self.first[(payload.sampling_id, payload.iteration)] = time.monotonic()
+    ''',
     HookName.SAMPLING_VALIDATE: '''
         import dataclasses
 
@@ -280,6 +299,7 @@ For one attempt the hooks fire in this order:
 ```text
 sampling_loop_start                          once per call
   generation_pre_call                        before each backend call (and each transport retry)
+    generation_chunk                         each piece of text, when the answer streams
   generation_post_call | generation_error    after it returned | raised
   sampling_iteration                         the attempt, validated
   sampling_repair                            it failed and its subsample tries again

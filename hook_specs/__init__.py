@@ -22,6 +22,7 @@ from hook_specs.names import HookName
 from hook_specs.payloads import (
     AttemptPayload,
     CallPayload,
+    GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
@@ -59,6 +60,7 @@ __all__ = [
     "CachedGeneration",
     "CallPayload",
     "Generation",
+    "GenerationChunkPayload",
     "GenerationErrorPayload",
     "GenerationPostCallPayload",
     "GenerationPreCallPayload",

@@ -15,6 +15,7 @@ class HookName(StrEnum):
     GENERATION_PRE_CALL = "generation_pre_call"
     GENERATION_POST_CALL = "generation_post_call"
     GENERATION_ERROR = "generation_error"
+    GENERATION_CHUNK = "generation_chunk"
     SAMPLING_VALIDATE = "sampling_validate"
     RUN_START = "run_start"
     PROMPT_START = "prompt_start"

@@ -267,6 +267,11 @@ class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):
         description="Whether the response cache answered instead of the backend "
         "(`generation.cached`; `usage` then holds no new tokens).",
     )
+    stopped_early: bool = Field(
+        default=False,
+        description="Whether the generation was stopped before its end because the text so "
+        "far already failed a requirement (a prefix check): `text` is what arrived.",
+    )
 
 
 class SamplingRepairPayload(AttemptPayload):
@@ -299,8 +304,22 @@ class SamplingLoopEndPayload(CallPayload, ObserveOnlyPayload):
         "backend call raised are counted in `error_count`, not here."
     )
     cancelled: int = Field(description="Attempts in flight when the loop ended.")
+    not_started: int = Field(
+        default=0,
+        description="Subsamples never started: the call was decided before their launch "
+        "(`launch` other than `all`).",
+    )
     text: str | None = Field(default=None, description="The picked text, or `None`.")
-    usage: Usage = Field(description="Tokens spent by the call, cancelled attempts included.")
+    usage: Usage = Field(
+        description="Tokens spent by the call, cancelled attempts included (a count is "
+        "`None` when a cancelled attempt's is unknown)."
+    )
+    cancelled_usage: Usage = Field(
+        default_factory=Usage,
+        description="What the backend calls cut short by a cancellation spent (in `usage` "
+        "too, but in no `generation_post_call`): a streamed call's tokens as they arrived, "
+        "any other one's unknown (`None`).",
+    )
     loop_budget: int = Field(description="The loop budget the call ran with.")
     concurrency_budget: int = Field(description="The concurrency budget the call ran with.")
     elapsed_s: float = Field(description="Wall time of the call, in seconds.")
@@ -358,6 +377,17 @@ class GenerationPostCallPayload(AttemptPayload, ObserveOnlyPayload):
     )
     retry: int = Field(default=0, description=_RETRY_DOC)
     purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
+
+
+class GenerationChunkPayload(AttemptPayload, ObserveOnlyPayload):
+    """Payload of ``generation_chunk``: one piece of a streamed generation."""
+
+    hook: ClassVar[HookName] = HookName.GENERATION_CHUNK
+
+    delta: str = Field(description="The new text this chunk brought.")
+    text: str = Field(description="All the text so far (every `delta` up to this one, joined).")
+    index: int = Field(description="0-based number of this chunk within its backend call.")
+    retry: int = Field(default=0, description=_RETRY_DOC)
 
 
 class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):

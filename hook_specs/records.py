@@ -74,6 +74,10 @@ ZERO_USAGE = Usage()
 UNKNOWN_USAGE = Usage(None, None, None)
 """The usage of a reply that did not report it: tokens and cost unknown (never zero)."""
 
+STOPPED_EARLY = "stopped_early"
+"""The ``finish_reason`` of a generation the engine stopped because the text so far already
+failed a requirement's prefix check (early stop)."""
+
 
 @dataclass(slots=True)
 class Generation:
@@ -173,6 +177,13 @@ class Attempt:
     validations: tuple[ValidationResult, ...]
     passed: bool
     messages: list[Message] = field(repr=False, default_factory=list)
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether its generation was cut short because the text so far already failed a
+        requirement (a prefix check; see ``Requirement(prefix=...)``): its generation's
+        ``finish_reason`` is :data:`STOPPED_EARLY`."""
+        return self.generation.finish_reason == STOPPED_EARLY
 
     @property
     def valid_count(self) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from hook_specs.markers import hookspec
 from hook_specs.payloads import (
+    GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
@@ -90,6 +91,17 @@ def generation_pre_call(payload: GenerationPreCallPayload) -> None:
 
     A plugin may change ``payload.messages`` and ``payload.options`` for this call. A fault
     here fails closed.
+    """
+
+
+@hookspec
+def generation_chunk(payload: GenerationChunkPayload) -> None:
+    """For each piece of text a streaming backend sends, in order, while it generates.
+
+    Fires only when the backend streams, and backends stream only when someone needs the
+    chunks: a plugin implementing this hook, or a requirement with a prefix check while
+    early stop is on. ``payload.delta`` is the new text, ``payload.text`` all of it so far,
+    ``payload.index`` the chunk's number (0-based). Observe only; ``@background`` allowed.
     """
 
 

@@ -12,10 +12,12 @@ and a run's YAML alike::
     backend = kinds.backend("scripted", replies=["Paris"])
     strategy = kinds.strategy("repair", keep_failures=2)
 
-A kind's options are validated by the pydantic model given to ``register(...,
-options=Model)``, or else by a model derived from the factory's signature. A field labelled
-``json_schema_extra={"resume": "throughput"}`` (or ``"location"``) may change when a run is
-resumed; every other option must match.
+A requirement kind's factory returns a ``Requirement`` (which may carry a prefix check for
+early stop: ``Requirement(..., prefix=...)``) or a check callable (its ``prefix`` attribute,
+if it has one, is the prefix check). A kind's options are validated by the pydantic model
+given to ``register(..., options=Model)``, or else by a model derived from the factory's
+signature. A field labelled ``json_schema_extra={"resume": "throughput"}`` (or
+``"location"``) may change when a run is resumed; every other option must match.
 """
 
 from __future__ import annotations
@@ -154,7 +156,8 @@ class Kind:
                     "not a Requirement or a check callable"
                 )
             shown = self.name if not args else f"{self.name}: {args[0]}"
-            built = as_requirements([Requirement(shown, built)])[0]
+            # a check callable may carry its prefix check as its ``prefix`` attribute
+            built = as_requirements([Requirement(shown, built, getattr(built, "prefix", None))])[0]
         return built
 
 

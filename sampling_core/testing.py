@@ -224,6 +224,11 @@ class HookRecorder:
         """Record the event (a batch run's session ends)."""
         self._record(HookName.RUN_END, payload)
 
+    @hookimpl(trylast=True)
+    def generation_chunk(self, payload: HookPayload) -> None:
+        """Record the event."""
+        self._record(HookName.GENERATION_CHUNK, payload)
+
 
 def _copy_one_level(value: Any) -> Any:
     if isinstance(value, list):

@@ -87,12 +87,19 @@ def race(
     return reply
 
 
-def hook_sequence(attempts: int) -> list[str]:
+def hook_sequence(attempts: int, chunks: int = 1) -> list[str]:
     """The hooks a call of one subsample fires for ``attempts`` attempts, in the engine's order
-    (docs/concepts.md): loop start; each attempt's backend call (pre, post), checks
+    (docs/concepts.md): loop start; each attempt's backend call (pre, ``chunks`` chunks of
+    its streamed answer -- someone listening to every hook streams it -- then post), checks
     (``sampling_validate``) and ``sampling_iteration``, with a repair before each next one;
     loop end."""
-    one = ["generation_pre_call", "generation_post_call", "sampling_validate", "sampling_iteration"]
+    one = [
+        "generation_pre_call",
+        *["generation_chunk"] * chunks,
+        "generation_post_call",
+        "sampling_validate",
+        "sampling_iteration",
+    ]
     names = ["sampling_loop_start", *one]
     for _ in range(attempts - 1):
         names += ["sampling_repair", *one]

@@ -12,7 +12,9 @@ def check_result(
     """Ids unique and in range, counts consistent, usage complete, stop reason agreeing.
 
     ``returned`` is the usage of every generation the backend returned, so cancelled
-    attempts' spend must be in ``result.usage`` too.
+    attempts' spend must be in ``result.usage`` too; a backend call cut short by a
+    cancellation adds its spend (``result.cancelled_usage``), unknown when it did not
+    stream (never 0).
     """
     total = loop_budget * concurrency_budget
     ids = [a.iteration for a in result.attempts]
@@ -21,9 +23,12 @@ def check_result(
     assert sorted(a.sequence for a in result.attempts) == list(range(1, len(ids) + 1))
     for a in result.attempts:
         assert a.iteration == a.subsample_index * loop_budget + a.attempt
-    assert result.usage == returned
+    assert result.usage == returned + result.cancelled_usage
+    if result.cancelled == 0:
+        assert result.cancelled_usage == Usage()
     completed = sum((a.generation.usage for a in result.attempts), Usage())
-    assert completed.total_tokens <= result.usage.total_tokens
+    if result.usage.known:
+        assert completed.total_tokens <= result.usage.total_tokens
     assert result.cancelled >= 0
     assert result.success == (result.picked is not None and result.picked.passed)
     assert result.success == any(a.passed for a in result.attempts)

@@ -23,7 +23,7 @@ KEY_COLUMNS = ("iteration", "subsample", "attempt", "passed", "latency", "tokens
 def test_long_answers_shrink_the_answer_column_never_the_key_columns(width: int) -> None:
     result = invoke(
         "sample", "Say ok.", *SCRIPTED, "--reply", LONG, "--reply", "ok",
-        "--require", "max-words:3", "--loop-budget", "2",
+        "--require", "max-words:3", "--loop-budget", "2", "--no-early-stop",
         env={"COLUMNS": str(width)},
     )  # fmt: skip
     assert result.exit_code == 0, result.output

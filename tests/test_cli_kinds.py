@@ -216,7 +216,13 @@ def test_budget_guard_max_tokens_from_yaml_and_from_the_command_line(tmp_path: P
             usage = record["usage"]  # the scripted backend reports no cost
             assert (usage["input_tokens"], usage["output_tokens"]) == (6, 9)
             assert usage["cost_usd"] is None and usage["latency_s"] >= 0
-            assert set(usage) == {"input_tokens", "output_tokens", "cost_usd", "latency_s"}
+            assert set(usage) == {
+                "input_tokens",
+                "output_tokens",
+                "cost_usd",
+                "latency_s",
+                "cancelled",  # what attempts cancelled in flight spent
+            }
     unguarded = invoke("run", plain, "--out", tmp_path / "free", env={})
     assert unguarded.exit_code == 0
     assert {r["attempts"]["used"] for r in records(tmp_path / "free")} == {5}

@@ -41,7 +41,8 @@ def test_prints_the_chosen_answer_and_one_row_per_attempt() -> None:
         ("1", "0", "1", "no"),
         ("2", "0", "2", "yes"),
     ]
-    assert rows[0][6] == "3/5" and rows[1][6] == "3/1"  # tokens in/out (words, scripted)
+    # tokens in/out (words, scripted): the long answer was stopped at its third word
+    assert rows[0][6] == "3/3" and rows[1][6] == "3/1"
     assert all(r[4].isdigit() and r[5] == "ms" for r in rows)  # latency
     assert "stop: success" in result.stderr and "attempts: 2" in result.stderr
 

@@ -82,6 +82,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
                 "latency_s": 0.5,
                 "usage": Usage(1, 2, 0.25),
                 "cached": False,
+                "stopped_early": False,
             },
         ),
         (
@@ -132,6 +133,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
                 "latency_s": 0.25,
                 "usage": Usage(3, 2, 0.5),
                 "cached": False,
+                "stopped_early": False,
             },
         ),
     ]

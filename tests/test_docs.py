@@ -35,6 +35,7 @@ EXECUTED_PAGES = [
     "concepts.md",
     "writing-plugins.md",
     "writing-an-exporter.md",
+    "spending-fewer-tokens.md",
 ]
 
 

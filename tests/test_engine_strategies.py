@@ -205,10 +205,15 @@ def test_module_level_sample_has_the_documented_signature():
         "options",
         "format",
         "early_exit",  # early_exit=False runs every subsample (pass@k)
+        "early_stop",  # spending fewer tokens
+        "launch",
+        "stagger_s",
     ]
     for function in (sample, sample_sync):
         parameters = inspect.signature(function).parameters
         assert list(parameters) == expected
+        assert parameters["early_stop"].default is True
+        assert parameters["launch"].default == "all"
         assert parameters["selection"].default == "first"
         assert parameters["loop_budget"].default == parameters["concurrency_budget"].default == 1
 

@@ -112,8 +112,10 @@ async def test_trace_show_and_the_view_see_the_same_attempts(tmp_path: Path) -> 
 
     (call, _) = read_calls(path)
     repaired, error = call.attempts[(0, 1)], call.attempts[(1, 1)]
-    assert repaired.reasons == ["The answer has 7 words; it must have at most 3."]
-    assert repaired.text == "far too many words for the check"
+    # the recorder listens to chunks, so the answer streamed and stopped at its 4th word
+    assert repaired.reasons == ["The answer has 4 words; it must have at most 3."]
+    assert repaired.text == "far too many words"
+    assert repaired.stopped_early and repaired.chunks == 4
     assert error.outcome == "error: RuntimeError" and error.verdict == "error"
     assert error.reasons == ["RuntimeError: down"]
     cancelled = call.attempts[(2, 1)]

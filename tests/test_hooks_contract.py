@@ -38,6 +38,7 @@ def test_hook_name_values_are_function_names():
         "generation_pre_call",
         "generation_post_call",
         "generation_error",
+        "generation_chunk",
         "sampling_validate",
     }
     assert [h for h in HookName if may_write(h)] == [

@@ -89,4 +89,6 @@ async def test_concurrent_samples_share_one_local_model() -> None:
     for result in results:
         assert result.iterations_used >= 1 and result.text is not None
         assert result.success == any(a.passed for a in result.attempts)
-        assert result.usage.input_tokens > 0
+        assert all(a.generation.usage.input_tokens > 0 for a in result.attempts)
+        # the call's count is unknown only when an attempt was cut short before any chunk
+        assert result.usage.input_tokens is not None or result.cancelled

@@ -162,9 +162,10 @@ async def test_concurrent_calls_share_one_file(tmp_path, sampler, scripted_backe
             group.start_soon(one)
     recorder.close()
     events = read_events(path)
-    # start, end; pre/post/validate/iteration per attempt; repairs
-    assert len(events) == 10 * (2 + 6 * 4 + 3)
-    assert len(hook_recorder) == 10 * (2 + 6 * 4 + 3)
+    # start, end; pre/chunk/post/validate/iteration per attempt (streamed: the recorder
+    # implements generation_chunk); repairs
+    assert len(events) == 10 * (2 + 6 * 5 + 3)
+    assert len(hook_recorder) == 10 * (2 + 6 * 5 + 3)
     assert len({e["payload"]["sampling_id"] for e in events}) == 10
 
 

@@ -186,9 +186,11 @@ def test_a_record_is_capped_with_a_note() -> None:
 def test_a_run_with_a_huge_reply_and_many_attempts_writes_a_bounded_record(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "d.jsonl", 1)
     config = write_config(
-        tmp_path / "c.yaml", data, budgets={"loop_budget": 2, "concurrency_budget": 600}
+        tmp_path / "c.yaml",
+        data,
+        budgets={"loop_budget": 2, "concurrency_budget": 600, "early_stop": False},
     )
-    backend = ScriptedBackend(["word " * 60_000])  # never passes max_words: 5
+    backend = ScriptedBackend(["word " * 60_000])  # never passes max_words: 5 (not cut short)
     run_batch_sync(config, tmp_path / "out", backend=backend)
     (record,) = records(tmp_path / "out")
     assert record["attempts"]["used"] == 1200 and len(record["attempts"]["each"]) == MAX_LIST_ITEMS

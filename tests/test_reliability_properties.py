@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from invariants import check_result
 from property_helpers import CallScenario, ScenarioBackend, call_settings, run_call
 
-from hook_specs import hookimpl
+from hook_specs import Usage, hookimpl
 from sampling_core import (
     GenerationRequest,
     PluginError,
@@ -129,7 +129,10 @@ async def run_scenario(s: Scenario) -> None:
 
     assert len(chaos.ends) == 1  # sampling_loop_end exactly once, on every path
     end = chaos.ends[0]
-    assert end.usage == backend.returned  # cancelled attempts' spend included
+    # cancelled attempts' spend included: what returned, and what was cut short (unknown:
+    # the backend does not stream)
+    assert end.usage == backend.returned + end.cancelled_usage
+    assert end.cancelled_usage in (Usage(), Usage(None, None, None))
     total = s.loop_budget * s.concurrency_budget
     assert 0 <= end.iterations_used <= total
     if result is None:

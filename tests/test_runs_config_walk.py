@@ -105,8 +105,12 @@ def test_the_result_settings_are_the_result_leaves_of_the_same_walk() -> None:
         "budgets.loop_budget",
         "budgets.concurrency_budget",
         "budgets.early_exit",
+        "budgets.early_stop",
+        "budgets.launch",
+        "budgets.stagger_s",
         "requirements",
         "seed",
+        "format",
         "selection",
         "check_timeout_s",
     }

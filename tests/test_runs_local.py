@@ -39,7 +39,9 @@ def test_the_example_config_runs_on_the_local_model_and_resumes(tmp_path: Path) 
         assert record["status"] in ("ok", "failed")  # the model answered every prompt
         assert record["text"] and record["usage"]["output_tokens"] > 0
         assert record["usage"]["cost_usd"] == 0.0 and record["sampling_id"]
-        assert 1 <= record["attempts"]["used"] <= config.budgets.loop_budget
+        budget = config.budgets.loop_budget * config.budgets.concurrency_budget
+        assert 1 <= record["attempts"]["used"] <= budget
+        assert record["attempts"]["not_started"] + record["attempts"]["cancelled"] <= 3
     # the recorder plugin of the example wrote the hook events into the run directory
     events = [json.loads(line) for line in (out / "events.jsonl").open()]
     assert sum(e["hook"] == "sampling_loop_end" for e in events) == 4

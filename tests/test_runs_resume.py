@@ -138,8 +138,22 @@ async def test_a_result_change_refuses_the_resume_and_writes_nothing(
         ({"selection": "ordered"}, "selection"),
         ({"options": {"temperature": 0.5}}, "options.temperature"),
         ({"strategy": "repair"}, "strategy.name"),
+        ({"budgets": {"early_stop": False}}, "budgets.early_stop"),
+        ({"budgets": {"launch": "on_failure"}}, "budgets.launch"),
+        ({"budgets": {"launch": "all", "stagger_s": 0.25}}, "budgets.stagger_s"),
+        ({"format": {"type": "object"}}, "format"),
     ],
-    ids=["seed", "seed-removed", "selection", "temperature", "strategy"],
+    ids=[
+        "seed",
+        "seed-removed",
+        "selection",
+        "temperature",
+        "strategy",
+        "early-stop",
+        "launch",
+        "stagger",
+        "format",
+    ],
 )
 async def test_each_setting_that_changes_results_refuses_the_resume(
     tmp_path: Path, dataset: Path, change: dict[str, Any], field: str, config: Path, out: Path

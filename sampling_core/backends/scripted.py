@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 
 from hook_specs.records import Generation, Usage
-from sampling_core.backends.base import GenerationRequest
+from sampling_core.backends.base import Chunk, GenerationRequest
 
 Reply = str | Generation
 Script = Sequence[str] | Callable[[GenerationRequest], Reply | Awaitable[Reply]]
@@ -30,6 +31,11 @@ class ScriptedBackend:
     The last ``keep_requests`` requests (default 1,000; ``None``: all) are kept in
     ``requests``, oldest first, so a long run does not keep every request forever;
     ``calls`` counts them all.
+
+    It streams too (:meth:`stream`): the reply word by word (each word with the
+    whitespace before it, and the words so far as its usage), after the same latency.
+    ``chunks_sent`` counts the chunks sent, ``streams_closed_early`` the streams their
+    reader closed before the end.
     """
 
     provider_name: str = "samplehooks.scripted"
@@ -63,6 +69,27 @@ class ScriptedBackend:
             raise ValueError("ScriptedBackend(keep_requests): an int >= 0, or None for all")
         self.requests: deque[GenerationRequest] = deque(maxlen=keep_requests)
         self.calls = 0
+        self.chunks_sent = 0
+        self.streams_closed_early = 0
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk | Generation]:
+        """Answer ``request`` from the script as a stream: the words of the reply, one
+        :class:`Chunk` each (a schedule point before each), then the whole reply."""
+        generation = await self.generate(request)
+        inputs = generation.usage.input_tokens
+        words = 0
+        ended = False
+        try:
+            for piece in word_pieces(generation.text):
+                await anyio.lowlevel.checkpoint()
+                self.chunks_sent += 1
+                words += not piece.isspace()
+                yield Chunk(piece, Usage(inputs, words))
+            ended = True
+            yield generation
+        finally:
+            if not ended:
+                self.streams_closed_early += 1
 
     async def generate(self, request: GenerationRequest) -> Generation:
         """Answer ``request`` from the script."""
@@ -100,3 +127,12 @@ class ScriptedBackend:
         if callable(self._failures):
             return self._failures(request)
         return self._failures.get(call)
+
+
+_PIECE = re.compile(r"\s*\S+|\s+$")
+
+
+def word_pieces(text: str) -> list[str]:
+    """``text`` cut into words, each with the whitespace before it (trailing whitespace is
+    a piece of its own): the pieces join to ``text``."""
+    return _PIECE.findall(text)

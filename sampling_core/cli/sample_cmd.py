@@ -29,6 +29,7 @@ from sampling_core.cli.kind_args import (
 from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.cli.sample_output import print_report, result_as_dict
+from sampling_core.engine.launch import DEFAULT_STAGGER_S
 from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.sampler import Sampler
 from sampling_core.errors import SamplehooksError, exception_text
@@ -48,6 +49,14 @@ class SelectionName(StrEnum):
 
     first = "first"
     ordered = "ordered"
+
+
+class LaunchName(StrEnum):
+    """When the subsamples start."""
+
+    all = "all"
+    staggered = "staggered"
+    on_failure = "on_failure"
 
 
 def sample_command(
@@ -139,6 +148,33 @@ def sample_command(
         help="A canned answer for --backend scripted (repeatable, in order).",
         show_default=False,
     ),
+    early_stop: bool = typer.Option(
+        True,
+        "--early-stop/--no-early-stop",
+        help="Stop a generation as soon as the text so far fails a requirement that can "
+        "tell (max-words, max-chars, not-contains): fewer tokens, same answers.",
+    ),
+    launch: LaunchName = typer.Option(
+        LaunchName.all,
+        "--launch",
+        metavar="POLICY",
+        help="When subsamples start: all (at once), staggered (one every --stagger-s "
+        "seconds, unless decided by then) or on_failure (the next when one fails).",
+    ),
+    stagger_s: float = typer.Option(
+        DEFAULT_STAGGER_S,
+        "--stagger-s",
+        metavar="SECONDS",
+        help="With --launch staggered: seconds between two subsamples' starts.",
+    ),
+    format_file: Path | None = typer.Option(
+        None,
+        "--format",
+        metavar="FILE.json",
+        help="A JSON schema the answer must match (checked; local and OpenAI-compatible "
+        "backends also constrain their decoding to it).",
+        show_default=False,
+    ),
     as_json: bool = typer.Option(
         False, "--json", help="Print the whole result as JSON on stdout (no table)."
     ),
@@ -154,6 +190,7 @@ def sample_command(
     """Sample an answer to PROMPT that meets every --require, and show each attempt."""
     err = Console(stderr=True, highlight=False)
     text = _read_prompt(prompt)
+    schema = _read_schema(format_file) if format_file is not None else None
     try:
         kinds = collect_kinds()
         requirements = [requirement_arg(kinds, spec) for spec in require]
@@ -186,6 +223,10 @@ def sample_command(
                 seed=seed,
                 selection=selection.value,  # type: ignore[arg-type]
                 options=options,
+                format=schema,
+                early_stop=early_stop,
+                launch=launch.value,  # type: ignore[arg-type]
+                stagger_s=stagger_s,
             )
 
     # stdout carries the answer alone; log lines (e.g. from --plugin tracing) go to stderr.
@@ -210,6 +251,19 @@ def sample_command(
 def _kind_names(area: Any, incomplete: str) -> list[str]:
     """Shell completion: the installed kinds of ``area`` that start with ``incomplete``."""
     return [name for name in collect_kinds().names(area) if name.startswith(incomplete)]
+
+
+def _read_schema(path: Path) -> dict[str, Any]:
+    """The JSON schema in ``path`` (a JSON object), or one line saying what is wrong."""
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        fail(f"--format: cannot read {path}: {exc.strerror or exception_text(exc)}")
+    except ValueError as exc:
+        fail(f"--format: {path} is not JSON: {exception_text(exc)}")
+    if not isinstance(schema, dict):
+        fail(f"--format: {path} must hold a JSON schema (an object), not {type(schema).__name__}")
+    return schema
 
 
 def _read_prompt(prompt: str | None) -> str:

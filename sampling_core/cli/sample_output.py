@@ -38,7 +38,7 @@ def attempts_table(result: SamplingResult, width: int = 80) -> Table:
                 "cached"
                 if a.cached
                 else f"{_count(usage.input_tokens)}/{_count(usage.output_tokens)}",
-                a.text.strip().replace("\n", " "),
+                ("✂ " if a.stopped_early else "") + a.text.strip().replace("\n", " "),
             )
         )
     widths = [
@@ -65,9 +65,13 @@ def print_report(err: Console, result: SamplingResult) -> None:
     err.print(attempts_table(result, err.width))
     usage = result.usage
     verdict = "[green]passed[/]" if result.success else "[red]no answer met every requirement[/]"
+    stopped = sum(1 for a in result.attempts if a.stopped_early)
+    saved = f"stopped early: {stopped} · " if stopped else ""
+    if result.not_started:
+        saved += f"never started: {result.not_started} · "
     err.print(
         f"{verdict} · stop: {result.stop_reason} · attempts: {result.iterations_used} · "
-        f"cancelled: {result.cancelled} · tokens: {_count(usage.input_tokens)} in / "
+        f"{saved}cancelled: {result.cancelled} · tokens: {_count(usage.input_tokens)} in / "
         f"{_count(usage.output_tokens)} out · {result.elapsed_s:.2f} s",
         soft_wrap=True,
     )
@@ -95,6 +99,7 @@ def result_as_dict(result: SamplingResult) -> dict[str, Any]:
         "concurrency_budget": result.concurrency_budget,
         "iterations_used": result.iterations_used,
         "cancelled": result.cancelled,
+        "not_started": result.not_started,
         "elapsed_s": result.elapsed_s,
         "usage": {
             "input_tokens": result.usage.input_tokens,
@@ -104,6 +109,10 @@ def result_as_dict(result: SamplingResult) -> dict[str, Any]:
                 "input_tokens": result.cached_usage.input_tokens,
                 "output_tokens": result.cached_usage.output_tokens,
             },
+            "cancelled": {
+                "input_tokens": result.cancelled_usage.input_tokens,
+                "output_tokens": result.cancelled_usage.output_tokens,
+            },
         },
         "attempts": [
             {
@@ -112,6 +121,7 @@ def result_as_dict(result: SamplingResult) -> dict[str, Any]:
                 "attempt": a.attempt,
                 "sequence": a.sequence,
                 "passed": a.passed,
+                "stopped_early": a.stopped_early,
                 "latency_s": a.latency_s,
                 "input_tokens": a.generation.usage.input_tokens,
                 "output_tokens": a.generation.usage.output_tokens,

@@ -8,10 +8,11 @@ the calls are held with their texts, which it prints whole). For every
 ``sample()`` call in it, the command prints the call's settings and outcome and one row
 per attempt, in the order attempts finished: time since the call started, iteration,
 subsample, attempt, sequence, passed, backend latency, tokens, and a note for attempts
-that ended in a backend error, were cancelled, or needed transport retries. With
-``--text``, each attempt's whole text follows: from the events when the recorder captured
-content, else from the run's ``texts.jsonl`` when FILE is a run directory's
-``events.jsonl`` (every run keeps each attempt's whole text there).
+that ended in a backend error, were stopped early by a prefix check, were cancelled (with
+the chunks they had streamed), or needed transport retries. With ``--text``, each attempt's
+whole text follows: from the events when the recorder captured content, else from the
+run's ``texts.jsonl`` when FILE is a run directory's ``events.jsonl`` (every run keeps each
+attempt's whole text there).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ _SHOWN = (
     "output_tokens",
     "retries",
     "outcome",
+    "stopped_early",
+    "chunks",
 )
 """An attempt's fields in ``--json`` (``t_s`` follows)."""
 
@@ -219,6 +222,7 @@ def _print_call(console: Console, timeline: RecordedCall) -> None:
         console.print(
             f"  stop_reason={end.get('stop_reason')} success={end.get('success')} "
             f"iterations_used={end.get('iterations_used')} cancelled={end.get('cancelled')} "
+            f"not_started={end.get('not_started', 0)} "
             f"elapsed={float(end.get('elapsed_s') or 0.0) * 1000:.1f} ms",
             highlight=False,
         )
@@ -228,6 +232,10 @@ def _print_call(console: Console, timeline: RecordedCall) -> None:
 
 def _note(row: RecordedAttempt) -> str:
     notes = [] if row.outcome == "completed" else [row.outcome]
+    if row.stopped_early:
+        notes.append(f"stopped early ({row.chunks} chunks)" if row.chunks else "stopped early")
+    elif row.state == "cancelled" and row.chunks:
+        notes[-1] += f" after {row.chunks} chunks"
     if row.retries:
         notes.append(f"{row.retries} transport {'retry' if row.retries == 1 else 'retries'}")
     return ", ".join(notes)

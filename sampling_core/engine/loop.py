@@ -8,6 +8,11 @@ attempt reads forward through :meth:`SamplingCall._attempt`:
     generation_pre_call -> backend -> generation_post_call -> checks -> sampling_validate -> record
             -> sampling_iteration -> (stop | repair: sampling_repair -> next attempt)
 
+When someone needs the pieces of a generation and the backend can stream, the backend call
+is a stream read by :mod:`sampling_core.engine.streaming` (``generation_chunk`` per piece,
+prefix checks, early stop). Subsamples after the first wait for their turn when the launch
+policy says so (:mod:`sampling_core.engine.launch`).
+
 Every hook is one ``await self.hooks.<hook>(...)`` on the call's hook channel
 (:class:`~sampling_core.hooks.channel.CallHooks`), which builds the payload, calls the plugins
 and applies the fault policy. What the call has produced so far (attempts, errors, tokens,
@@ -31,12 +36,27 @@ from structlog.contextvars import bind_contextvars
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
 from hook_specs.records import Attempt, Generation, IterationInfo, Message
-from sampling_core.backends.base import Backend, GenerationRequest, as_generation, generate_within
+from sampling_core.backends.base import (
+    Backend,
+    GenerationRequest,
+    as_generation,
+    can_stream,
+    generate_within,
+)
 from sampling_core.backends.transport import is_transient
 from sampling_core.engine.context import enter_attempt, leave_attempt
+from sampling_core.engine.launch import Launcher
 from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.seeds import derive_seed
 from sampling_core.engine.settings import CallSettings
+from sampling_core.engine.streaming import (
+    Failed,
+    Flight,
+    Prefixes,
+    read_stream,
+    read_stream_within,
+    unmet_early,
+)
 from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
 from sampling_core.engine.suspension import finish, note_yield, overdue
 from sampling_core.engine.tally import Tally
@@ -57,14 +77,32 @@ class SamplingCall:
     """One ``sample()`` call while it runs: its settings, hook channel and tally (which holds
     the subsample tasks, ``None`` while none runs)."""
 
+    # Unless the call's settings say otherwise (set in __init__ or _run_subsamples):
+    wants_context = False  # a check takes a CheckContext
+    prefixes: Prefixes = ()  # the requirements with a prefix check (early stop on)
+    streams = False  # the backend streams: someone needs the pieces, and it can
+    launcher: Launcher | None = None  # a launch policy other than "all"
+    json_schema: dict[str, Any] | None = None  # sent to backends that constrain decoding
+
     def __init__(self, settings: CallSettings, hooks: CallHooks) -> None:
         self.s = settings
         self.hooks = hooks
         self.tally = Tally(
             settings.sampling_id, settings.strategy, settings.selection, settings.early_exit
         )
-        # decided once: a CheckContext is built only when a check asks for one
-        self.wants_context = any(r.wants_context for r in settings.requirements)
+        # Decided once: a CheckContext is built only when a check asks for one, and the
+        # backend streams when someone needs the pieces (prefix checks, generation_chunk).
+        for position, requirement in enumerate(settings.requirements):
+            if requirement.wants_context:
+                self.wants_context = True
+            if requirement.prefix is not None and settings.tokens.early_stop:
+                self.prefixes += ((position, requirement),)
+        if settings.tokens.json_schema is not None:
+            self.json_schema = settings.tokens.json_schema
+        if (self.prefixes or hooks.firing.generation_chunk) and can_stream(settings.backend):
+            self.streams = True
+            self.tally.flights = {}
+            self.stopped_by: dict[int, Failed] = {}  # iteration -> prefixes that stopped it
 
     # -- the call -----------------------------------------------------------------------
 
@@ -112,16 +150,22 @@ class SamplingCall:
             self.tally.stop(stop)
 
     async def _run_subsamples(self) -> None:
-        count = self.s.concurrency_budget
+        s = self.s
+        count = s.concurrency_budget
         self.tally.current_attempt = [0] * count
         if count == 1:
             # One subsample has no sibling to cancel or to be cancelled by: it runs in the
             # caller's task (and restores the caller's context variables when it ends).
             await self._subsample(0)
             return
+        subsample = self._subsample
+        tokens = s.tokens
+        if tokens.launch != "all":
+            self.launcher = Launcher(tokens.launch, tokens.stagger_s, count)  # type: ignore[arg-type]
+            subsample = self._launched
         tasks = self.tally.tasks = subsample_tasks(count)
         try:
-            await tasks.run(self._subsample, count)
+            await tasks.run(subsample, count)
         except BaseExceptionGroup as group_error:
             # Subsamples catch every Exception; what is left (KeyboardInterrupt, ...) is
             # re-raised as itself rather than wrapped in a group.
@@ -129,8 +173,14 @@ class SamplingCall:
 
     # -- one subsample ------------------------------------------------------------------
 
+    async def _launched(self, index: int) -> None:
+        """A subsample that waits for its turn (the launch policy) before it starts."""
+        assert self.launcher is not None
+        await self.launcher.turn(index)
+        await self._subsample(index)
+
     async def _subsample(self, index: int) -> None:
-        s, tally, firing = self.s, self.tally, self.hooks.firing
+        s, tally, firing, launcher = self.s, self.tally, self.hooks.firing, self.launcher
         failures: deque[Attempt] = deque(maxlen=s.strategy.keep_failures)
         messages = s.messages
         # In a task of its own, the subsample's context is dropped when it ends; run inline,
@@ -156,6 +206,8 @@ class SamplingCall:
                     bind_contextvars(attempt=number, iteration=info.iteration)
                     enter_attempt(info)
                 attempt = await self._attempt(info, messages)
+                if launcher is not None and not tally.over:  # failed, or ends the subsample
+                    launcher.attempt_ended()
                 if overdue():  # a schedule point: see sampling_core.engine.suspension
                     # Noted before yielding: a sibling that runs meanwhile runs after it.
                     note_yield(time.perf_counter())
@@ -200,6 +252,10 @@ class SamplingCall:
         except CheckCallFailed:  # a judge's backend failed for good (kept in errors)
             tally.in_flight -= 1
             return None
+        if self.streams:
+            stopped = self.stopped_by.pop(info.iteration, None)
+            if stopped is not None:  # a prefix check stopped it: that requirement is unmet
+                validations = unmet_early(validations, stopped, self.s.requirements)
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             validations = await self.hooks.validate(info, sent.messages, generation, validations)
         tally.in_flight -= 1
@@ -250,24 +306,29 @@ class SamplingCall:
                 )
             if retry == 0 and not judging:  # in flight from here: a refused attempt never was
                 self.tally.in_flight += 1
-            request = GenerationRequest(call_messages, call_options, info)
+            request = GenerationRequest(call_messages, call_options, info, self.json_schema)
             began = time.perf_counter()
             try:
-                # Awaited by hand to learn whether it suspended (see engine.suspension).
-                pending = (
-                    backend.generate(request)
-                    if s.attempt_timeout is None
-                    else generate_within(s.attempt_timeout, backend, request)
-                )
-                try:
-                    step = pending.send(None)  # up to its first suspension, if any
-                except StopIteration as answered:  # answered without suspending
-                    reply = answered.value
-                    ended = time.perf_counter()
-                else:
-                    reply = await finish(pending, step)
+                if self.streams and not judging:
+                    reply = await self._stream(info, request, backend, retry)
                     ended = time.perf_counter()
                     note_yield(ended)
+                else:
+                    # Awaited by hand to learn whether it suspended (see engine.suspension).
+                    pending = (
+                        backend.generate(request)
+                        if s.attempt_timeout is None
+                        else generate_within(s.attempt_timeout, backend, request)
+                    )
+                    try:
+                        step = pending.send(None)  # up to its first suspension, if any
+                    except StopIteration as answered:  # answered without suspending
+                        reply = answered.value
+                        ended = time.perf_counter()
+                    else:
+                        reply = await finish(pending, step)
+                        ended = time.perf_counter()
+                        note_yield(ended)
                 generation = as_generation(reply, ended - began)
                 # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
                 self.tally.count_usage(generation.usage)
@@ -291,9 +352,51 @@ class SamplingCall:
                 retry += 1
                 await anyio.sleep(delay or 0.0)
                 continue
+            except BaseException:  # cancelled (or interrupted) while the backend worked
+                if not judging and not self.streams:
+                    self.tally.cut_short += 1  # what it spent is unknown
+                raise
             if firing.generation_post_call:
                 await hooks.post_call(info, generation, retry, purpose)
             return generation, request
+
+    async def _stream(
+        self, info: IterationInfo, request: GenerationRequest, backend: Backend, retry: int
+    ) -> Generation:
+        """The backend's answer, streamed: chunks to plugins, prefix checks, early stop.
+
+        While it runs, its :class:`~sampling_core.engine.streaming.Flight` is in the tally:
+        one left there when the call ends was cancelled, and counts what it streamed.
+        """
+        flight = Flight(info)
+        flights = self.tally.flights
+        flights[info.iteration] = flight
+        on_chunk = None
+        if self.hooks.firing.generation_chunk:
+
+            async def on_chunk(flight: Flight, delta: str) -> None:
+                await self.hooks.chunk(info, delta, flight.text, flight.chunks - 1, retry)
+
+        free = bool(getattr(backend, "free_of_charge", False))
+        timeout = self.s.attempt_timeout
+        try:
+            if timeout is None:
+                generation, failed = await read_stream(
+                    backend, request, flight, self.prefixes, on_chunk, free
+                )
+            else:
+                generation, failed = await read_stream_within(
+                    timeout, backend, request, flight, self.prefixes, on_chunk, free
+                )
+        except StopSampling:
+            raise  # the flight stays: the loop ends, and it counts what it streamed
+        except Exception:
+            del flights[info.iteration]  # ended by an error: not cut short
+            raise
+        del flights[info.iteration]
+        if failed:
+            self.stopped_by[info.iteration] = failed
+        return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
         tasks = self.tally.tasks

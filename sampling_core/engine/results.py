@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hook_specs.payloads import StopReason
-from hook_specs.records import Attempt, CachedGeneration, Usage
+from hook_specs.records import ZERO_USAGE, Attempt, CachedGeneration, Usage
 from sampling_core.errors import exception_text
 from sampling_core.hooks.faults import PluginFault
 
@@ -36,10 +36,13 @@ class SamplingResult:
     ``text`` is the picked output (``None`` when no attempt completed); ``success`` says
     whether it passed every requirement; ``stop_reason`` says why the loop ended
     (``"success"`` implies ``success``). ``attempts`` holds the completed attempts ordered by
-    (subsample_index, attempt); ``usage`` includes what cancelled attempts spent where the
-    backend reported it. With a response cache, ``cached_calls`` of the attempts were
-    answered from it; ``cached_usage`` is what they took when they were generated (not in
-    ``usage``: no new tokens were spent on them).
+    (subsample_index, attempt). ``cancelled`` counts the attempts in flight when the call
+    ended, ``not_started`` the subsamples that never started (the call was decided before
+    their launch: ``launch`` other than ``"all"``). ``usage`` includes what the cancelled
+    attempts spent, which is also ``cancelled_usage``: a streamed attempt's tokens as they
+    arrived, any other one's unknown (a count of ``None``, never 0). With a response cache,
+    ``cached_calls`` of the attempts were answered from it; ``cached_usage`` is what they
+    took when they were generated (not in ``usage``: no new tokens were spent on them).
     """
 
     success: bool
@@ -54,6 +57,8 @@ class SamplingResult:
     loop_budget: int
     concurrency_budget: int
     strategy_name: str
+    not_started: int = 0
+    cancelled_usage: Usage = ZERO_USAGE
     picked: Attempt | None = None
     value: Any = None
     errors: list[AttemptError] = field(default_factory=list)
@@ -77,6 +82,7 @@ class SamplingResult:
         return (
             f"SamplingResult(success={self.success}, stop_reason={self.stop_reason!r}, "
             f"text={self.text!r}, iterations_used={self.iterations_used}, "
-            f"cancelled={self.cancelled}, errors={len(self.errors)}, "
+            f"cancelled={self.cancelled}, not_started={self.not_started}, "
+            f"errors={len(self.errors)}, "
             f"plugin_errors={len(self.plugin_errors)})"
         )

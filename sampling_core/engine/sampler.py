@@ -22,8 +22,10 @@ from sampling_core.engine.budgets import (
     BudgetCaps,
     check_budget,
 )
-from sampling_core.engine.loop import CallSettings, SamplingCall
+from sampling_core.engine.launch import DEFAULT_STAGGER_S, Launch
+from sampling_core.engine.loop import SamplingCall
 from sampling_core.engine.results import SamplingResult
+from sampling_core.engine.settings import DEFAULT_TOKENS, CallSettings, token_settings
 from sampling_core.engine.subsample_tasks import running_event_loop
 from sampling_core.hooks.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
 from sampling_core.hooks.background import BackgroundDelivery
@@ -36,7 +38,7 @@ from sampling_core.requirements.checks import (
     Check,
     Requirement,
     as_requirements,
-    parses_as,
+    format_requirement,
 )
 from sampling_core.strategies import RejectionSampling, Strategy
 
@@ -47,6 +49,7 @@ __all__ = ["Sampler", "sample", "sample_sync"]
 
 Prompt = str | Sequence[Message]
 Selection = Literal["first", "ordered"]
+Format = type[Any] | dict[str, Any]
 
 
 class Sampler:
@@ -177,11 +180,14 @@ class Sampler:
         seed: int | None = None,
         selection: Selection = "first",
         options: dict[str, Any] | None = None,
-        format: type[Any] | None = None,
+        format: Format | None = None,
         backend: Backend | None = None,
         early_exit: bool = True,
         row: Mapping[str, Any] | None = None,
         prompt_key: str | None = None,
+        early_stop: bool = True,
+        launch: Launch = "all",
+        stagger_s: float = DEFAULT_STAGGER_S,
     ) -> SamplingResult:
         """Sample until an answer to ``prompt`` meets every requirement, or the budget is spent.
 
@@ -190,13 +196,21 @@ class Sampler:
         attempts. ``plugins`` given here see this call only. ``seed`` derives a distinct,
         reproducible seed for every (subsample, attempt). ``selection="ordered"`` picks the
         passing attempt first in (attempt, subsample_index) order, the same on every run
-        with a seeded backend. ``format`` is a pydantic model the answer must parse as; the
-        parsed value is ``result.value``. With ``early_exit=False`` a passing attempt does
-        not cancel its siblings: every subsample runs until it passes or spends its
-        ``loop_budget``, and the pick is made as usual. ``row`` is the dataset line checks
-        see as ``CheckContext.row`` (a batch run passes each prompt's line), and
+        with a seeded backend. ``format`` is a pydantic model (or a JSON schema, as a dict)
+        the answer must parse as; the parsed value is ``result.value``, and backends that
+        can constrain their decoding to the schema do. With ``early_exit=False`` a passing
+        attempt does not cancel its siblings: every subsample runs until it passes or spends
+        its ``loop_budget``, and the pick is made as usual. ``row`` is the dataset line
+        checks see as ``CheckContext.row`` (a batch run passes each prompt's line), and
         ``prompt_key`` the key every payload of the call carries as ``prompt_key`` (a batch
         run passes each prompt's key; ``None`` outside a run).
+        Spending fewer tokens: with ``early_stop`` (the default) a streamed generation
+        stops as soon as a requirement's prefix check says the text so far cannot pass
+        (``max_words``, ``max_chars``, ``not_contains``; the attempt fails and the strategy
+        goes on). ``launch`` says when the subsamples start: ``"all"`` at once,
+        ``"staggered"`` (subsample i ``i * stagger_s`` seconds after the first, unless the
+        call is decided by then) or ``"on_failure"`` (the next one each time a running one
+        fails an attempt or ends).
 
         A failed answer is not an error: it is a result with ``success=False``. Attempts
         whose backend call failed are in ``result.errors`` when other attempts completed,
@@ -233,12 +247,20 @@ class Sampler:
             raise TypeError(f"prompt_key must be a str or None, not {type(prompt_key).__name__}")
         if not isinstance(early_exit, bool):
             raise TypeError(f"early_exit must be a bool, not {type(early_exit).__name__}")
+        tokens = DEFAULT_TOKENS
+        if (
+            early_stop is not True
+            or launch != "all"
+            or stagger_s is not DEFAULT_STAGGER_S
+            or format is not None
+        ):
+            tokens = token_settings(early_stop, launch, stagger_s, format)
         strategy = strategy if strategy is not None else _DEFAULT_STRATEGY
         if not isinstance(strategy, Strategy):
             raise TypeError(f"strategy must be a Strategy, not {type(strategy).__name__}")
         checks = as_requirements(requirements)
         if format is not None:
-            checks = (*checks, parses_as(format))
+            checks = (*checks, format_requirement(format))
         table = self.plugins.with_call_plugins(plugins) if plugins else self.plugins.hooks()
         if self.cache is not None:
             chosen = self.cache.serving(chosen)
@@ -262,6 +284,7 @@ class Sampler:
                 early_exit=bool(early_exit),
                 check_timeout=self.check_timeout,
                 row=row,
+                tokens=tokens,
             ),
             CallHooks(table, sampling_id, strategy.name, prompt_key),
         )
@@ -341,8 +364,11 @@ async def sample(
     seed: int | None = None,
     selection: Selection = "first",
     options: dict[str, Any] | None = None,
-    format: type[Any] | None = None,
+    format: Format | None = None,
     early_exit: bool = True,
+    early_stop: bool = True,
+    launch: Launch = "all",
+    stagger_s: float = DEFAULT_STAGGER_S,
 ) -> SamplingResult:
     """Sample with the default sampler: the arguments of :meth:`Sampler.sample`.
 
@@ -371,6 +397,9 @@ async def sample(
         options=options,
         format=format,
         early_exit=early_exit,
+        early_stop=early_stop,
+        launch=launch,
+        stagger_s=stagger_s,
     )
 
 
@@ -386,8 +415,11 @@ def sample_sync(
     seed: int | None = None,
     selection: Selection = "first",
     options: dict[str, Any] | None = None,
-    format: type[Any] | None = None,
+    format: Format | None = None,
     early_exit: bool = True,
+    early_stop: bool = True,
+    launch: Launch = "all",
+    stagger_s: float = DEFAULT_STAGGER_S,
 ) -> SamplingResult:
     """Run :func:`sample` to completion from synchronous code (not inside an event loop).
 
@@ -413,6 +445,9 @@ def sample_sync(
                 options=options,
                 format=format,
                 early_exit=early_exit,
+                early_stop=early_stop,
+                launch=launch,
+                stagger_s=stagger_s,
             )
         )
     finally:

@@ -1,4 +1,5 @@
-"""``CallSettings``: what one ``sample()`` call is asked to do, validated by the ``Sampler``."""
+"""``CallSettings``: what one ``sample()`` call is asked to do, validated by the ``Sampler``;
+``TokenSettings``: how it spends fewer tokens."""
 
 from __future__ import annotations
 
@@ -10,8 +11,37 @@ from hook_specs.records import Message
 from sampling_core.backends.base import Backend
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.budgets import BudgetCaps
-from sampling_core.requirements.checks import Requirement
+from sampling_core.engine.launch import DEFAULT_STAGGER_S, check_launch
+from sampling_core.requirements.checks import Requirement, format_schema
 from sampling_core.strategies import Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSettings:
+    """How a call spends fewer tokens: early stop, when its subsamples start, and the JSON
+    schema sent to backends that can constrain their decoding to it."""
+
+    early_stop: bool = True
+    launch: str = "all"
+    stagger_s: float = DEFAULT_STAGGER_S
+    json_schema: dict[str, Any] | None = None
+
+
+DEFAULT_TOKENS = TokenSettings()
+"""Every call that asks for nothing else shares these (the ``Sampler`` builds no other)."""
+
+
+def token_settings(early_stop: Any, launch: Any, stagger_s: Any, format: Any) -> TokenSettings:
+    """The token settings ``sample()`` was given, checked: ``TypeError`` / ``ValueError``
+    naming the argument."""
+    if early_stop is not True and early_stop is not False:
+        raise TypeError(f"early_stop must be a bool, not {type(early_stop).__name__}")
+    return TokenSettings(
+        early_stop,
+        launch,
+        check_launch(launch, stagger_s),
+        None if format is None else format_schema(format),
+    )
 
 
 @dataclass(slots=True)
@@ -35,3 +65,4 @@ class CallSettings:
     early_exit: bool = True
     check_timeout: float | None = None
     row: Mapping[str, Any] | None = None  # the dataset line checks see (CheckContext.row)
+    tokens: TokenSettings = DEFAULT_TOKENS  # early stop, launch policy, format's schema

@@ -5,6 +5,10 @@ best ``(attempt, subsample_index)`` under ``selection="ordered"``), cancels the 
 that can no longer win (unless ``early_exit`` is off), counts tokens and in-flight
 attempts, and finally makes the :class:`~sampling_core.engine.results.SamplingResult` and the
 fields of ``sampling_loop_end``.
+
+Backend calls cut short by a cancellation count too: a streamed one what it streamed
+(its :class:`~sampling_core.engine.streaming.Flight` is still in :attr:`Tally.flights`), any
+other one as unknown (``None`` tokens, never 0).
 """
 
 from __future__ import annotations
@@ -19,21 +23,22 @@ import structlog
 from hook_specs.errors import StopSampling
 from hook_specs.payloads import StopReason
 from hook_specs.records import (
+    ZERO_USAGE,
     Attempt,
     Generation,
     IterationInfo,
     Message,
     Usage,
     ValidationResult,
-    add_counts,
     count_passed,
 )
 from sampling_core.engine.results import AttemptError, SamplingResult
 from sampling_core.engine.settings import CallSettings
+from sampling_core.engine.streaming import Flight
 from sampling_core.engine.subsample_tasks import SubsampleTasks
 from sampling_core.errors import exception_text
 from sampling_core.hooks.faults import PluginFault
-from sampling_core.requirements.checks import parse_model
+from sampling_core.requirements.checks import parse_format
 from sampling_core.strategies import Strategy
 
 logger = structlog.get_logger("samplehooks")
@@ -45,11 +50,14 @@ class Tally:
     __slots__ = (
         "attempts",
         "best_key",
+        "cancelled_spent",
         "cost_usd",
         "current_attempt",
+        "cut_short",
         "early_exit",
         "errors",
         "fatal",
+        "flights",
         "in_flight",
         "input_tokens",
         "output_tokens",
@@ -80,6 +88,9 @@ class Tally:
         self.priced: bool | None = None  # True once a call was priced; False once one was not
         self.sequence = 0
         self.in_flight = 0  # attempts whose backend call began and that have not completed
+        self.cut_short = 0  # backend calls (not streamed) cancelled before they answered
+        self.flights: dict[int, Flight] = NO_FLIGHTS  # streamed calls running (see SamplingCall)
+        self.cancelled_spent = ZERO_USAGE  # what the calls cut short spent, once settled
         self.winner: Attempt | None = None
         self.best_key: tuple[int, int] | None = None  # selection="ordered"
         self.stopped = False
@@ -106,9 +117,18 @@ class Tally:
         return True
 
     def count_usage(self, usage: Usage) -> None:
-        """Add one generation's tokens (cancelled attempts' too, where reported)."""
-        self.input_tokens = add_counts(self.input_tokens, usage.input_tokens)
-        self.output_tokens = add_counts(self.output_tokens, usage.output_tokens)
+        """Add one generation's tokens (cancelled attempts' too, where reported): a sum is
+        unknown (``None``) once a part is, as :func:`~hook_specs.records.add_counts` says,
+        written out here without a call since it runs for every attempt."""
+        inputs, outputs = usage.input_tokens, usage.output_tokens
+        if inputs is None or self.input_tokens is None:
+            self.input_tokens = None
+        else:
+            self.input_tokens += inputs
+        if outputs is None or self.output_tokens is None:
+            self.output_tokens = None
+        else:
+            self.output_tokens += outputs
         if self.priced is not False:
             cost = usage.cost_usd
             self.priced = cost is not None
@@ -190,11 +210,36 @@ class Tally:
         """Tokens spent so far, and their cost while every call's price is known."""
         return Usage(self.input_tokens, self.output_tokens, self.cost_usd if self.priced else None)
 
+    def settle_cancelled(self, backend: object) -> None:
+        """Count what the backend calls cut short by a cancellation spent (once the
+        subsamples have ended): a streamed call what it streamed, any other one unknown.
+        The caller checks ``flights or cut_short`` first (nothing to settle, most calls)."""
+        free = bool(getattr(backend, "free_of_charge", False))
+        spent = ZERO_USAGE
+        for flight in self.flights.values():
+            spent = spent + flight.spent(free)
+        if self.cut_short:
+            spent = spent + Usage(None, None, 0.0 if free else None)
+        self.flights = NO_FLIGHTS
+        self.cut_short = 0
+        self.cancelled_spent = self.cancelled_spent + spent
+        self.count_usage(spent)
+
+    @property
+    def not_started(self) -> int:
+        """Subsamples that never started an attempt (the call was decided first)."""
+        started = self.current_attempt
+        return started.count(0) if 0 in started else 0
+
     def result(self, s: CallSettings, faults: list[PluginFault]) -> SamplingResult:
         """The call's result (raises the first backend error if nothing else happened)."""
+        if self.flights or self.cut_short:
+            self.settle_cancelled(s.backend)
         attempts = self.attempts
+        not_started = 0
         if s.concurrency_budget > 1:  # one subsample completes its attempts in order
             attempts = sorted(attempts, key=_by_position)
+            not_started = self.not_started
         if not attempts and self.errors and not self.stopped:
             raise self.errors[0].exception
         picked = self._pick(attempts)
@@ -209,7 +254,7 @@ class Tally:
         value = None
         if s.format is not None and picked is not None:
             try:
-                value = parse_model(s.format, picked.text)
+                value = parse_format(s.format, picked.text)
             except ValueError:
                 value = None
         return SamplingResult(
@@ -219,7 +264,9 @@ class Tally:
             attempts=attempts,
             iterations_used=len(attempts),
             cancelled=self.in_flight,
+            not_started=not_started,
             usage=self.usage,
+            cancelled_usage=self.cancelled_spent,
             sampling_id=s.sampling_id,
             elapsed_s=time.perf_counter() - self.started,
             loop_budget=s.loop_budget,
@@ -256,6 +303,8 @@ class Tally:
         self, s: CallSettings, result: SamplingResult | None, exc: BaseException | None
     ) -> dict[str, Any]:
         """The fields of ``sampling_loop_end`` (``result`` is ``None`` on the error path)."""
+        if self.flights or self.cut_short:
+            self.settle_cancelled(s.backend)
         if result is not None:
             attempts = list(result.attempts)  # the payload's own list (the result is the user's)
             picked = result.picked.sequence if result.picked is not None else None
@@ -267,8 +316,10 @@ class Tally:
             "stop_reason": result.stop_reason if result else "error",
             "iterations_used": len(self.attempts),
             "cancelled": self.in_flight,
+            "not_started": self.not_started,
             "text": result.text if result else None,
             "usage": result.usage if result else self.usage,
+            "cancelled_usage": self.cancelled_spent,
             "loop_budget": s.loop_budget,
             "concurrency_budget": s.concurrency_budget,
             "elapsed_s": result.elapsed_s if result else time.perf_counter() - self.started,
@@ -303,6 +354,9 @@ class Tally:
                 return _one_line("unmet requirements: " + "; ".join(unmet))
         return "budget exhausted"
 
+
+NO_FLIGHTS: dict[int, Flight] = {}
+"""A call that does not stream keeps no flights: this empty dict, never written to."""
 
 _by_position = attrgetter("subsample_index", "attempt")
 """An attempt's place in (subsample_index, attempt) order, the order of ``result.attempts``."""

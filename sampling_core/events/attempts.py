@@ -8,10 +8,12 @@ subsample). Events are grouped by ``sampling_id`` and, per call, by
 of a call), so reading a file holds only the calls in flight; :func:`read_calls` lists them.
 
 - ``generation_pre_call`` starts an attempt (its first one gives ``started``; ``retry``
-  counts transport retries); ``generation_post_call`` gives latency and tokens;
-  ``sampling_iteration`` completes it (sequence, passed, latency, tokens, cost, the failed
-  checks' reasons, text); a ``generation_error`` that will not be retried ends it in an
-  error; ``sampling_repair`` names a failed attempt and changes nothing.
+  counts transport retries); ``generation_chunk`` counts the pieces of its streamed answer
+  (``chunks``: what a cancelled attempt had received); ``generation_post_call`` gives
+  latency and tokens; ``sampling_iteration`` completes it (sequence, passed, latency,
+  tokens, cost, the failed checks' reasons, text, ``stopped_early``); a
+  ``generation_error`` that will not be retried ends it in an error; ``sampling_repair``
+  names a failed attempt and changes nothing.
 - A later event's value replaces an earlier one's; an absent or ``null`` field does not.
 - ``sampling_loop_end`` ends the call: its attempts still in flight were cancelled.
 - The generation events of a call a check made for the attempt (``purpose: "judge"``, an
@@ -57,6 +59,8 @@ class RecordedAttempt:
     cost_usd: float | None = None
     reasons: list[str] = field(default_factory=list)  # failed checks, or the backend error
     text: str | None = None  # when content was captured
+    stopped_early: bool = False  # a prefix check stopped its generation
+    chunks: int | None = None  # pieces of its streamed answer received (when streamed)
 
     @property
     def outcome(self) -> str:
@@ -154,6 +158,7 @@ _RUN_HOOKS = frozenset(hook.value for hook in HookName.run())
 _ATTEMPT_HOOKS = frozenset(
     {
         "generation_pre_call",
+        "generation_chunk",
         "generation_post_call",
         "generation_error",
         "sampling_iteration",
@@ -210,6 +215,9 @@ def _attempt_changes(hook: str, payload: dict[str, Any], when: float | None) -> 
     """What ``hook``'s event says of its attempt, as field values (``None``: says nothing)."""
     if hook == "generation_pre_call":
         return {"started": when, "retries": _typed(payload, "retry", int)}
+    if hook == "generation_chunk":
+        index = _typed(payload, "index", int)
+        return {"chunks": None if index is None else index + 1}
     if hook == "generation_post_call":
         generation = _typed(payload, "generation", dict) or {}
         return {"latency_s": _typed(payload, "latency_s", float), **_usage(generation)}
@@ -223,6 +231,7 @@ def _attempt_changes(hook: str, payload: dict[str, Any], when: float | None) -> 
             "text": _typed(payload, "text", str),
             "finished": when,
             "state": "completed",
+            "stopped_early": _typed(payload, "stopped_early", bool),
         }
     if hook == "generation_error" and not _typed(payload, "will_retry", bool):
         error_type = _typed(payload, "error_type", str)

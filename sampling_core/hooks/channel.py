@@ -254,6 +254,22 @@ class CallHooks(HookChannel):
             else:
                 await self._fire(route, fields)
 
+    async def chunk(
+        self, info: IterationInfo, delta: str, text: str, index: int, retry: int
+    ) -> None:
+        """Fire ``generation_chunk`` for one piece of a streamed generation."""
+        if self.firing.generation_chunk:
+            fields = self._attempt_fields(info, None)
+            fields["delta"] = delta
+            fields["text"] = text
+            fields["index"] = index
+            fields["retry"] = retry
+            route = self._routes.generation_chunk
+            if route.direct:
+                self._fire_now(route, fields)
+            else:
+                await self._fire(route, fields)
+
     async def error(
         self,
         info: IterationInfo,
@@ -330,6 +346,7 @@ class CallHooks(HookChannel):
         fields["latency_s"] = generation.latency_s
         fields["usage"] = generation.usage
         fields["cached"] = generation.cached
+        fields["stopped_early"] = attempt.stopped_early
         route = self._routes.sampling_iteration
         if not self.table.awaits_iteration and not (
             self._delivery_lock is not None and self._delivery_lock.locked()

@@ -3,6 +3,11 @@
 A requirement is a description and a ``check(text)`` that is sync or async and returns a
 ``bool`` or a :class:`ValidationResult`. A bare callable is accepted wherever a
 requirement is; its docstring's first line (or its name) becomes the description.
+
+A requirement may also judge a prefix: ``prefix(text_so_far) -> bool`` is ``False`` when
+the text so far already fails the requirement whatever may follow. While an answer streams
+in, the engine asks it after each piece and stops the generation at the first ``False``
+(early stop). ``max_words``, ``max_chars`` and ``not_contains`` have one.
 """
 
 from __future__ import annotations
@@ -30,9 +35,12 @@ M = TypeVar("M", bound=BaseModel)
 CheckResult = bool | ValidationResult
 Check = Callable[..., CheckResult | Awaitable[CheckResult]]
 """``check(text)`` or ``check(text, context)``, sync or async."""
+Prefix = Callable[[str], bool]
+"""``prefix(text_so_far)``: ``False`` when the text already fails, whatever may follow."""
 
 __all__ = [
     "Check",
+    "Prefix",
     "Requirement",
     "ValidationResult",
     "as_requirements",
@@ -40,6 +48,7 @@ __all__ = [
     "is_json",
     "llm_judge",
     "matches",
+    "matches_schema",
     "max_chars",
     "max_words",
     "min_words",
@@ -55,17 +64,36 @@ DEFAULT_CHECK_TIMEOUT_S = 60.0
 
 
 class Requirement:
-    """A description of what an answer must satisfy, and the check that decides it."""
+    """A description of what an answer must satisfy, and the check that decides it.
 
-    __slots__ = ("_verdicts", "check", "description", "row_fields", "wants_context")
+    ``prefix``, when given, is a plain (not async) ``prefix(text_so_far) -> bool`` that
+    returns ``False`` as soon as the text so far fails the requirement whatever follows
+    (for "at most 40 words": more than 40 words already). It must never return ``False``
+    for a text that could still pass: the engine stops the generation there, and the
+    attempt fails with this requirement unmet (see ``docs/spending-fewer-tokens.md``).
+    """
 
-    def __init__(self, description: str, check: Check, *, row_fields: Iterable[str] = ()) -> None:
+    __slots__ = ("_verdicts", "check", "description", "prefix", "row_fields", "wants_context")
+
+    def __init__(
+        self,
+        description: str,
+        check: Check,
+        prefix: Prefix | None = None,
+        *,
+        row_fields: Iterable[str] = (),
+    ) -> None:
         """``row_fields`` names the dataset fields the check reads (``CheckContext.row``): a
         batch run refuses, before any generation, a dataset whose first line lacks one."""
         if not callable(check):
             raise TypeError(f"Requirement {description!r}: check must be callable, got {check!r}")
+        if prefix is not None and not callable(prefix):
+            raise TypeError(
+                f"Requirement {description!r}: prefix must be callable or None, got {prefix!r}"
+            )
         self.description = description
         self.check = check
+        self.prefix = prefix
         self.row_fields = tuple(row_fields)
         # decided once: a check taking (text, context) is given a CheckContext
         self.wants_context = takes_context(check)
@@ -261,21 +289,28 @@ def contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
 
 
 def not_contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
-    """The text does not contain ``needle`` (case-insensitive by default)."""
+    """The text does not contain ``needle`` (case-insensitive by default); a text that
+    already contains it fails whatever follows (its prefix check)."""
+
+    def found(text: str) -> bool:
+        return needle in text if case_sensitive else needle.lower() in text.lower()
 
     def check(text: str) -> ValidationResult:
-        found = needle in text if case_sensitive else needle.lower() in text.lower()
         return (
             ValidationResult(False, f"The answer must not contain {needle!r}.")
-            if found
+            if found(text)
             else (ValidationResult(True))
         )
 
-    return Requirement(f"does not contain {needle!r}", check)
+    def prefix(text: str) -> bool:
+        return not found(text)
+
+    return Requirement(f"does not contain {needle!r}", check, prefix)
 
 
 def max_words(limit: int) -> Requirement:
-    """At most ``limit`` words; the score falls as the answer grows past it."""
+    """At most ``limit`` words; the score falls as the answer grows past it. A text with
+    more words already fails (its prefix check: more text never has fewer words)."""
 
     def check(text: str) -> ValidationResult:
         n = _words(text)
@@ -285,7 +320,10 @@ def max_words(limit: int) -> Requirement:
             False, f"The answer has {n} words; it must have at most {limit}.", score=limit / n
         )
 
-    return Requirement(f"at most {limit} words", check)
+    def prefix(text: str) -> bool:
+        return _words(text) <= limit
+
+    return Requirement(f"at most {limit} words", check, prefix)
 
 
 def min_words(limit: int) -> Requirement:
@@ -303,7 +341,7 @@ def min_words(limit: int) -> Requirement:
 
 
 def max_chars(limit: int) -> Requirement:
-    """At most ``limit`` characters."""
+    """At most ``limit`` characters (a longer text already fails: its prefix check)."""
 
     def check(text: str) -> ValidationResult:
         n = len(text)
@@ -315,7 +353,10 @@ def max_chars(limit: int) -> Requirement:
             score=limit / n,
         )
 
-    return Requirement(f"at most {limit} characters", check)
+    def prefix(text: str) -> bool:
+        return len(text) <= limit
+
+    return Requirement(f"at most {limit} characters", check, prefix)
 
 
 def _strip_fence(text: str) -> str:
@@ -363,6 +404,76 @@ def parses_as(model: type[BaseModel]) -> Requirement:
         return ValidationResult(True)
 
     return Requirement(f"is JSON matching {model.__name__}", check)
+
+
+def schema_validator(schema: Any) -> Any:
+    """A ``jsonschema`` validator of ``schema`` (``ValueError`` when it is no valid schema)."""
+    import jsonschema
+
+    if not isinstance(schema, dict):
+        raise ValueError(f"a JSON schema is an object, not {type(schema).__name__}")
+    try:
+        validator_class = jsonschema.validators.validator_for(schema)
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"not a valid JSON schema: {exc.message}") from None
+    return validator_class(schema)
+
+
+def matches_schema(schema: dict[str, Any]) -> Requirement:
+    """The text is JSON that is valid under the JSON ``schema`` (checked with
+    ``jsonschema``; a bad schema is refused here with a ``ValueError``)."""
+    validator = schema_validator(schema)
+    title = schema.get("title") if isinstance(schema.get("title"), str) else None
+
+    def check(text: str) -> ValidationResult:
+        try:
+            value = json.loads(_strip_fence(text))
+        except ValueError as exc:
+            return ValidationResult(
+                False, f"The answer must be valid JSON ({exception_text(exc)})."
+            )
+        problems = [
+            f"{'.'.join(str(p) for p in error.absolute_path) or '(root)'}: {error.message}"
+            for error in list(validator.iter_errors(value))[:5]
+        ]
+        if problems:
+            return ValidationResult(
+                False, f"The answer must be JSON matching the schema: {'; '.join(problems)}."
+            )
+        return ValidationResult(True)
+
+    return Requirement(f"is JSON matching {title or 'the schema'}", check)
+
+
+def parse_format(format: Any, text: str) -> Any:
+    """``text`` parsed as ``format`` asks: a pydantic model's instance, or (for a JSON
+    schema) the JSON value; raises ``ValueError`` when it does not parse."""
+    if isinstance(format, dict):
+        return json.loads(_strip_fence(text))
+    return parse_model(format, text)
+
+
+def format_schema(format: Any) -> dict[str, Any]:
+    """The JSON schema of ``format``: a pydantic model's, or the dict itself."""
+    if isinstance(format, dict):
+        return format
+    return _model_format(format).model_json_schema()
+
+
+def format_requirement(format: Any) -> Requirement:
+    """The parse check of ``format``: :func:`parses_as` a model, :func:`matches_schema` a dict."""
+    if isinstance(format, dict):
+        return matches_schema(format)
+    return parses_as(_model_format(format))
+
+
+def _model_format(format: Any) -> type[BaseModel]:
+    if isinstance(format, type) and issubclass(format, BaseModel):
+        return format
+    raise TypeError(
+        f"format must be a pydantic model class or a JSON schema (a dict), not {format!r}"
+    )
 
 
 def llm_judge(

@@ -31,8 +31,9 @@ from pydantic import (
 )
 
 from sampling_core.engine.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
+from sampling_core.engine.launch import DEFAULT_STAGGER_S
 from sampling_core.hooks.options import number_as_written, number_kinds
-from sampling_core.requirements.checks import DEFAULT_CHECK_TIMEOUT_S
+from sampling_core.requirements.checks import DEFAULT_CHECK_TIMEOUT_S, schema_validator
 
 __all__ = [
     "BackendConfig",
@@ -190,6 +191,25 @@ class BudgetsConfig(_Strict):
         description="Stop a prompt's other subsamples at its first pass; `false` runs each "
         "subsample until it passes or spends its loop budget (for pass@k).",
     )
+    early_stop: bool = _field(
+        "result",
+        True,
+        description="Stop a generation as soon as the text so far fails a requirement that "
+        "can tell (max_words, max_chars, not_contains): the attempt fails, and is repaired.",
+    )
+    launch: Literal["all", "staggered", "on_failure"] = _field(
+        "result",
+        "all",
+        description="When subsamples start: `all` at once, `staggered` (one every "
+        "`stagger_s`, unless the prompt is decided by then) or `on_failure` (the next each "
+        "time a running one fails an attempt or ends).",
+    )
+    stagger_s: float = _field(
+        "result",
+        DEFAULT_STAGGER_S,
+        ge=0,
+        description="`launch: staggered`: seconds between two subsamples' starts.",
+    )
 
     @field_validator("loop_budget", "concurrency_budget", mode="before")
     @classmethod
@@ -330,6 +350,12 @@ class RunConfig(_Strict):
     seed: int | None = _field(
         "result", None, description="Base seed; each prompt derives its own from it and its key."
     )
+    format: dict[str, Any] | None = _field(
+        "result",
+        None,
+        description="A JSON schema every answer must match (checked; the local and "
+        "OpenAI-compatible backends also constrain their decoding to it).",
+    )
     selection: Literal["first", "ordered"] = _field(
         "result", "first", description="`first` passing attempt, or the `ordered` one."
     )
@@ -347,3 +373,10 @@ class RunConfig(_Strict):
         description="Seconds one requirement check may take before it fails (null: no limit).",
     )
     run: RunSettings = _block("throughput", RunSettings, description="Runner throughput settings.")
+
+    @field_validator("format")
+    @classmethod
+    def _a_json_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            schema_validator(schema)  # ValueError: not a valid JSON schema
+        return schema

@@ -20,7 +20,8 @@ The tables (read them with :meth:`RunIndex.query`)::
                                its samples for pass@k, partial = 1 when they were counted
                                from a cut attempt list; cached_calls, cached_tokens: what
                                the response cache answered; not_run: a rescore's attempts
-                               the source never ran
+                               the source never ran; not_started, stopped_early: the
+                               subsamples never started, the attempts stopped early
     reason(line, text)         what a record that is not ok missed, one row a reason
     latest(line, key)          the latest own record of each prompt: the one counted
     first(line, key)           each prompt's first own record that holds samples (n > 0):
@@ -55,7 +56,7 @@ CREATE TABLE rec(
     sampling_id TEXT, attempts INTEGER, passes INTEGER, cancelled INTEGER, reason TEXT,
     unmet TEXT, input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL,
     elapsed_s REAL, n INTEGER, c INTEGER, partial INTEGER, cached_calls INTEGER,
-    cached_tokens INTEGER, not_run INTEGER);
+    cached_tokens INTEGER, not_run INTEGER, not_started INTEGER, stopped_early INTEGER);
 CREATE TABLE reason(line INTEGER NOT NULL, text TEXT NOT NULL);
 """
 _LINKS = """
@@ -200,9 +201,9 @@ class _Batches:
 _REC_COLUMNS = (
     "line, offset, key, hash, seq, session, status, sampling_id, attempts, passes, cancelled, "
     "reason, unmet, input_tokens, output_tokens, cost_usd, latency_s, elapsed_s, n, c, partial, "
-    "cached_calls, cached_tokens, not_run"
+    "cached_calls, cached_tokens, not_run, not_started, stopped_early"
 )
-_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 24)})"
+_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 26)})"
 
 
 def _rec_values(line: int, offset: int, record: dict[str, Any]) -> tuple[Any, ...]:
@@ -233,6 +234,8 @@ def _rec_values(line: int, offset: int, record: dict[str, Any]) -> tuple[Any, ..
         c,
         int(partial),
         *usage_extras(record),
+        row.not_started,
+        row.stopped_early,
     )
 
 

@@ -5,8 +5,10 @@ whether it passed, the requirements it missed and why, its latency, tokens and c
 whole text, and the messages it sent when they were not the prompt's (a repaired
 attempt's). The record writer moves the whole texts and the messages to ``texts.jsonl``
 and leaves a preview in the record (:mod:`sampling_core.runs.kept_texts`). An attempt
-answered from the response cache says ``"cached": true``. Attempts whose backend call
-failed are entries with ``"error"``.
+answered from the response cache says ``"cached": true``, one a prefix check cut short
+``"stopped_early": true``. Attempts whose backend call failed are entries with
+``"error"``. A token count is ``null`` when unknown (an attempt cancelled in flight that
+did not stream).
 Records written before these fields existed (no ``sampling_id``, no tokens per attempt)
 are still read: every reader takes each field as optional.
 """
@@ -40,6 +42,8 @@ def attempt_entries(result: SamplingResult) -> list[dict[str, Any]]:
         }
         if a.generation.cached:
             entry["cached"] = True
+        if a.stopped_early:
+            entry["stopped_early"] = True
         if a.attempt > 1 and a.messages != prompt:
             entry["messages"] = a.messages
         if not a.passed:
@@ -61,14 +65,20 @@ def attempt_entries(result: SamplingResult) -> list[dict[str, Any]]:
 
 
 def usage_entry(result: SamplingResult) -> dict[str, Any]:
-    """The call's totals: tokens, cost (``None`` when unknown) and summed backend latency;
-    with ``cached`` the calls the response cache answered and the tokens (and cost) they
-    took when they were generated, which this call did not spend again."""
+    """The call's totals: tokens and cost (``None`` when unknown), cancelled attempts
+    included, what those spent apart, and summed backend latency; with ``cached`` the calls
+    the response cache answered and the tokens (and cost) they took when they were
+    generated, which this call did not spend again."""
+    cancelled = result.cancelled_usage
     entry: dict[str, Any] = {
         "input_tokens": result.usage.input_tokens,
         "output_tokens": result.usage.output_tokens,
         "cost_usd": result.usage.cost_usd,
         "latency_s": round(sum(a.latency_s for a in result.attempts), 4),
+        "cancelled": {
+            "input_tokens": cancelled.input_tokens,
+            "output_tokens": cancelled.output_tokens,
+        },
     }
     if result.cached_calls:
         saved = result.cached_usage

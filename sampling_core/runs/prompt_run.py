@@ -69,6 +69,10 @@ async def _sample(parts: Components, item: PromptItem, own: list[Any]) -> Sampli
         selection=config.selection,
         options=parts.options,
         early_exit=config.budgets.early_exit,
+        early_stop=config.budgets.early_stop,
+        launch=config.budgets.launch,
+        stagger_s=config.budgets.stagger_s,
+        format=config.format,
     )
 
 
@@ -91,7 +95,13 @@ def error_outcome(reason: str) -> dict[str, Any]:
         "status": "error",
         "reason": reason,
         "text": None,
-        "attempts": {"used": 0, "cancelled": 0, "passing": 0, "stop_reason": "error"},
+        "attempts": {
+            "used": 0,
+            "cancelled": 0,
+            "not_started": 0,
+            "passing": 0,
+            "stop_reason": "error",
+        },
         "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": None},
     }
 
@@ -125,6 +135,8 @@ def outcome_fields(result: SamplingResult) -> dict[str, Any]:
         "attempts": {
             "used": result.iterations_used,
             "cancelled": result.cancelled,
+            "not_started": result.not_started,
+            "stopped_early": sum(1 for a in result.attempts if a.stopped_early),
             "passing": sum(1 for a in result.attempts if a.passed),
             "stop_reason": result.stop_reason,
             "loop_budget": result.loop_budget,

@@ -286,7 +286,7 @@ def _retries(index: RunIndex, prompts: int, *, measure: bool) -> Retries | None:
 
 _ROW_FIELDS = (
     "key, sampling_id, status, attempts, passes, cancelled, unmet, reason, input_tokens, "
-    "output_tokens, cost_usd, latency_s, elapsed_s"
+    "output_tokens, cost_usd, latency_s, elapsed_s, not_started, stopped_early"
 )
 
 
@@ -297,9 +297,20 @@ def row_columns(table: str) -> str:
 
 def row_from(values: Iterable[Any]) -> PromptRow:
     """A :class:`PromptRow` from the columns :func:`row_columns` names, in that order."""
-    (key, sampling_id, status, attempts, passes, cancelled, unmet, reason, *numbers) = values
+    (key, sampling_id, status, attempts, passes, cancelled, unmet, reason, *rest) = values
+    *numbers, not_started, stopped_early = rest
     return PromptRow(
-        key, sampling_id, status, attempts, passes, cancelled, json.loads(unmet), reason, *numbers
+        key,
+        sampling_id,
+        status,
+        attempts,
+        passes,
+        cancelled,
+        json.loads(unmet),
+        reason,
+        *numbers,
+        not_started=not_started or 0,
+        stopped_early=stopped_early or 0,
     )
 
 

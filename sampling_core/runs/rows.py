@@ -34,6 +34,10 @@ class PromptRow:
     elapsed_s: float | None
     samples: tuple[int, int, bool] = (0, 0, False)
     """``(n, c, partial)``: :func:`sample_counts` of the record."""
+    not_started: int = 0
+    """Subsamples that never started (the prompt was decided before their launch)."""
+    stopped_early: int = 0
+    """Attempts whose generation a prefix check stopped early."""
 
     def as_dict(self) -> dict[str, Any]:
         """As JSON-ready data."""
@@ -44,6 +48,8 @@ class PromptRow:
             "attempts": self.attempts,
             "passes": self.passes,
             "cancelled": self.cancelled,
+            "not_started": self.not_started,
+            "stopped_early": self.stopped_early,
             "unmet_requirements": self.unmet,
             "reason": self.reason,
             "input_tokens": self.input_tokens,
@@ -132,7 +138,15 @@ def prompt_row(record: dict[str, Any]) -> PromptRow:
         else (sum(_number(e.get("latency_s")) or 0.0 for e in each) if each else None),
         elapsed_s=_number(timings.get("elapsed_s")),
         samples=sample_counts(record),
+        not_started=_count(attempts.get("not_started")) or 0,
+        stopped_early=_stopped_early(attempts, each),
     )
+
+
+def _stopped_early(attempts: dict[str, Any], each: list[dict[str, Any]]) -> int:
+    """Attempts stopped early by a prefix check: the record's count, else its entries'."""
+    counted = _count(attempts.get("stopped_early"))
+    return counted if counted is not None else sum(bool(e.get("stopped_early")) for e in each)
 
 
 def _tokens(usage: dict[str, Any], name: str) -> int | None:

@@ -33,6 +33,10 @@ class RunSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     usage_unknown: int = 0
+    not_started: int = 0
+    """Subsamples that never started (the prompt was decided before their launch)."""
+    stopped_early: int = 0
+    """Attempts whose generation a prefix check stopped early."""
     """Prompts whose backend did not report their tokens (left out of the token sums)."""
     wall_time_s: float = 0.0
     sessions: int = 0
@@ -100,14 +104,20 @@ class RunSummary:
         total = self.input_tokens + self.output_tokens
         unknown = (
             f"; unknown for {self.usage_unknown} prompt(s) whose backend did not report "
-            "usage (not counted)"
+            "usage, or that cancelled an attempt before it reported any (not counted)"
             if self.usage_unknown
             else ""
         )
+        at_least = "at least " if self.usage_unknown else ""
         lines.append(
-            f"Tokens: {self.input_tokens:,} in, {self.output_tokens:,} out ({total:,} total)"
-            f"{unknown}"
+            f"Tokens: {at_least}{self.input_tokens:,} in, {self.output_tokens:,} out "
+            f"({total:,} total){unknown}"
         )
+        if self.stopped_early or self.not_started:
+            lines.append(
+                f"Saved: {self.stopped_early} attempt(s) stopped early, "
+                f"{self.not_started} subsample(s) never started"
+            )
         if self.cached_calls:
             lines.append(
                 f"Cached: {self.cached_calls:,} calls answered from the response cache "
@@ -148,6 +158,8 @@ class RunSummary:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "usage_unknown_prompts": self.usage_unknown,
+            "stopped_early": self.stopped_early,
+            "not_started": self.not_started,
             "wall_time_s": round(self.wall_time_s, 3),
             "sessions": self.sessions,
             "foreign_records": self.foreign,
@@ -191,13 +203,15 @@ def summary_of(index: RunIndex) -> RunSummary:
         "SELECT TOTAL(input_tokens), TOTAL(output_tokens) FROM latest JOIN rec USING (line)"
     )
     summary.input_tokens, summary.output_tokens = (int(t) for t in next(tokens))
-    unknown, cached_calls, cached_tokens, not_run_prompts, not_run = next(
+    unknown, cached_calls, cached_tokens, not_run_prompts, not_run, not_started, early = next(
         index.query(
             "SELECT COUNT(*) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL), "
             "TOTAL(cached_calls), TOTAL(cached_tokens), COUNT(*) FILTER (WHERE not_run > 0), "
-            "TOTAL(not_run) FROM latest JOIN rec USING (line)"
+            "TOTAL(not_run), TOTAL(not_started), TOTAL(stopped_early) "
+            "FROM latest JOIN rec USING (line)"
         )
     )
+    summary.not_started, summary.stopped_early = int(not_started), int(early)
     summary.usage_unknown = int(unknown)  # the backend did not say: not counted as 0
     summary.cached_calls, summary.cached_tokens = int(cached_calls), int(cached_tokens)
     summary.not_run = (int(not_run_prompts), int(not_run))

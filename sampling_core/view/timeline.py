@@ -1,13 +1,14 @@
 """Per prompt, its attempts as lanes (one per subsample), from ``events.jsonl`` or the records.
 
-A step is one attempt with its outcome: ``passed``, ``failed``, ``error`` (the backend
-call raised for good) or ``cancelled`` (in flight when another subsample's pass ended the
-call). The hook events say all of it, as :mod:`sampling_core.events.attempts` reads them
-(the same reading ``samplehooks trace show`` prints): an attempt that no
-``sampling_iteration`` or final ``generation_error`` ended was cancelled. Without
-events (the ``recorder`` plugin was off) the record's attempts are used; a subsample
-that stopped short of its budget on a failure, in a call that cancelled attempts, is
-shown with one cancelled step.
+A step is one attempt with its outcome: ``passed``, ``failed``, ``error`` (the backend call
+raised for good) or ``cancelled`` (in flight when another subsample's pass ended the call);
+``stopped_early`` marks a failed one whose generation a prefix check cut short, and a
+cancelled one that streamed shows the tokens it received. The hook events say all of it, as
+:mod:`sampling_core.events.attempts` reads them (the same reading ``samplehooks trace show``
+prints): an attempt that no ``sampling_iteration`` or final ``generation_error`` ended was
+cancelled. Without events (the ``recorder`` plugin was off) the record's attempts are used;
+a subsample that stopped short of its budget on a failure, in a call that cancelled
+attempts, is shown with one cancelled step.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _sum(inputs: Any, outputs: Any) -> int | None:
+    """Input and output tokens together; ``None`` when either is unknown."""
+    if _int(inputs) is None or _int(outputs) is None:
+        return None
+    return int(inputs) + int(outputs)
+
+
 def _step(attempt: int, outcome: str, **extra: Any) -> dict[str, Any]:
     return {"attempt": attempt, "outcome": outcome, **extra}
 
@@ -80,10 +88,11 @@ def _attempt_step(row: RecordedAttempt) -> dict[str, Any]:
     if outcome == "error":
         return _step(row.attempt, outcome, reasons=[reason[:300] for reason in row.reasons])
     if outcome == "cancelled":
-        return _step(row.attempt, outcome, time=row.started)
+        return _step(row.attempt, outcome, time=row.started, tokens=row.chunks)
     return _step(
         row.attempt,
         outcome,
+        stopped_early=row.stopped_early,
         sequence=row.sequence,
         reasons=row.reasons,
         latency_s=row.latency_s,
@@ -118,6 +127,7 @@ def lanes_from_record(record: dict[str, Any]) -> list[dict[str, Any]]:
         steps[(index, number)] = _step(
             number,
             "passed" if e.get("passed") else "failed",
+            stopped_early=bool(e.get("stopped_early")),
             sequence=e.get("sequence"),
             reasons=[str(r) for r in e.get("failed") or []],
             latency_s=e.get("latency_s"),
