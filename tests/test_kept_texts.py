@@ -34,8 +34,11 @@ def answer(request: GenerationRequest) -> str:
 
 def test_whole_texts_are_kept_beside_records_that_keep_a_preview(tmp_path: Path) -> None:
     dataset = write_dataset(tmp_path / "d.jsonl", 2)
-    config = write_config(
-        tmp_path / "c.yaml", dataset, strategy="repair", budgets={"loop_budget": 2}
+    config = write_config(  # no early stop: max_words would stop the long answer
+        tmp_path / "c.yaml",
+        dataset,
+        strategy="repair",
+        budgets={"loop_budget": 2, "early_stop": False},
     )
     run_batch_sync(config, tmp_path / "run", backend=ScriptedBackend(answer))
 
@@ -127,7 +130,9 @@ async def test_a_texts_file_that_is_a_symbolic_link_refuses_the_resume(tmp_path:
 
 def test_the_view_and_trace_show_can_show_whole_texts(tmp_path: Path) -> None:
     dataset = write_dataset(tmp_path / "d.jsonl", 2)
-    config = write_config(tmp_path / "c.yaml", dataset, plugins=["recorder"])  # no content
+    config = write_config(  # no content captured; no early stop (the answer is long)
+        tmp_path / "c.yaml", dataset, plugins=["recorder"], budgets={"early_stop": False}
+    )
     run_batch_sync(config, tmp_path / "run", backend=ScriptedBackend([LONG]))
     run = tmp_path / "run"
 

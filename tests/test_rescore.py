@@ -130,7 +130,12 @@ async def test_checks_with_context_get_the_row_the_messages_and_the_options(
     kinds.register("requirement", "ends_with_field", saw, plugin="tests")
     rows = {"p0": {"capital": "Paris"}, "p1": {"capital": "Paris"}, "p2": {"capital": "Lima"}}
     data = dataset(tmp_path / "d.jsonl", **rows)
-    same = {"strategy": "repair", "budgets": {"loop_budget": 2}, "options": {"temperature": 0.5}}
+    same = {
+        "strategy": "repair",
+        # whole answers to rescore: max_words would otherwise stop them at their 6th word
+        "budgets": {"loop_budget": 2, "early_stop": False},
+        "options": {"temperature": 0.5},
+    }
     # every long reply fails max_words: a repaired attempt follows each first one
     config = write_config(tmp_path / "run.yaml", data, **same, requirements=[{"max_words": 5}])
     await run_batch(config, tmp_path / "src", backend=ScriptedBackend(long_reply))
