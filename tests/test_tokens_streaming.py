@@ -269,9 +269,9 @@ async def test_a_cancelled_call_closes_its_stream_and_counts_what_arrived() -> N
 
 
 def test_server_sent_events_are_read_as_text_usage_and_counts() -> None:
-    from sampling_core.backends.openai_compat import _DONE, _StreamedReply
+    from sampling_core.backends.sse import DONE, StreamedReply
 
-    chat = _StreamedReply()
+    chat = StreamedReply()
     events = [
         ": a comment",
         "",
@@ -283,10 +283,10 @@ def test_server_sent_events_are_read_as_text_usage_and_counts() -> None:
         'data: {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 2}}',
     ]
     assert [chat.read(line, "chat") for line in events] == ["", "", "", "Hel", "lo", "", ""]
-    assert chat.read("data: [DONE]", "chat") is _DONE
+    assert chat.read("data: [DONE]", "chat") is DONE
     assert (chat.model, chat.finish_reason) == ("m", "stop")
     assert chat.usage == Usage(10, 2) and chat.usage_so_far() == Usage(10, 1)
-    plain = _StreamedReply()
+    plain = StreamedReply()
     assert plain.read('data: {"choices": [{"text": "Hi"}]}', "completions") == "Hi"
     assert plain.usage is None and plain.usage_so_far() is None
 

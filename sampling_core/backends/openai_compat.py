@@ -22,8 +22,6 @@ is scrubbed *before* it is cut to length. A redirect (3xx) is an error: it is ne
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
 import threading
@@ -36,9 +34,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from hook_specs.records import UNKNOWN_USAGE, Generation, Message, Usage
+from hook_specs.records import Generation, Message, Usage
 from sampling_core.backends.base import Chunk, GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
+from sampling_core.backends.sse import DONE, StreamedReply, usage_of
 from sampling_core.backends.transport import TransientBackendError
 from sampling_core.errors import SamplehooksError, exception_text
 from sampling_core.pricing import priced
@@ -310,7 +309,7 @@ class OpenAIBackend:
         body["stream_options"] = {"include_usage": True}
         client = self._client()
         pieces: list[str] = []
-        reply = _StreamedReply()
+        reply = StreamedReply()
         async with self.limits.slot() as epoch:
             began = time.perf_counter()
             try:
@@ -331,7 +330,7 @@ class OpenAIBackend:
                     async for line in response.aiter_lines():
                         timings = reply.timings
                         piece = reply.read(line, self.mode)
-                        if piece is _DONE:
+                        if piece is DONE:
                             break
                         if piece:
                             pieces.append(piece)
@@ -408,90 +407,12 @@ class OpenAIBackend:
             ) from None
         return Generation(
             text=text or "",
-            usage=self._priced(_usage(data.get("usage")), data.get("model") or self.model),
+            usage=self._priced(usage_of(data.get("usage")), data.get("model") or self.model),
             finish_reason=choice.get("finish_reason"),
             model=data.get("model") or self.model,
             latency_s=latency,
             raw=data,
         )
-
-
-_DONE: Any = object()
-
-
-class _StreamedReply:
-    """What the events of one streamed reply said so far: model, finish reason, usage."""
-
-    __slots__ = ("finish_reason", "model", "timings", "usage")
-
-    def __init__(self) -> None:
-        self.model: str | None = None
-        self.finish_reason: str | None = None
-        self.usage: Usage | None = None
-        self.timings: tuple[int, int] | None = None  # llama.cpp's (input, output) so far
-
-    def read(self, line: str, mode: Mode) -> Any:
-        """The text an event line brings (``""`` for none), or ``_DONE`` at the end."""
-        if not line.startswith("data:"):
-            return ""  # a blank separator, a comment, an ``event:`` line
-        data_text = line[5:].strip()
-        if data_text == "[DONE]":
-            return _DONE
-        try:
-            data = json.loads(data_text)
-        except ValueError:
-            return ""
-        if not isinstance(data, Mapping):
-            return ""
-        if isinstance(data.get("model"), str):
-            self.model = data["model"]
-        if isinstance(data.get("usage"), Mapping):
-            self.usage = _usage(data["usage"])
-        timings = data.get("timings")
-        if isinstance(timings, Mapping):
-            prompt, predicted = (
-                _tokens(timings.get("prompt_n")),
-                _tokens(timings.get("predicted_n")),
-            )
-            if prompt is not None and predicted is not None:
-                self.timings = (prompt + (_tokens(timings.get("cache_n")) or 0), predicted)
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-            return ""
-        choice = choices[0]
-        if choice.get("finish_reason"):
-            self.finish_reason = str(choice["finish_reason"])
-        if mode == "chat":
-            delta = choice.get("delta")
-            return content_text(delta.get("content")) if isinstance(delta, Mapping) else ""
-        return content_text(choice.get("text"))
-
-    def usage_so_far(self) -> Usage | None:
-        """The tokens of the call so far, when the server says (llama.cpp's timings)."""
-        return None if self.timings is None else Usage(*self.timings)
-
-
-def _usage(usage: Any) -> Usage:
-    """The reply's token counts; a reply without ``usage`` (or a count that is not one) is
-    unknown, never 0."""
-    if not isinstance(usage, Mapping):
-        return UNKNOWN_USAGE
-    return Usage(_tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens")))
-
-
-def _tokens(value: Any) -> int | None:
-    """A token count from a server's reply; what is not a count is unknown (``None``)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if not math.isfinite(number) or number < 0 or number != int(number):
-        return None
-    return int(number)
 
 
 def _error_detail(response: httpx.Response) -> str:

@@ -38,8 +38,8 @@ from sampling_core.requirements.checks import (
     Check,
     Requirement,
     as_requirements,
-    format_requirement,
 )
+from sampling_core.requirements.formats import format_requirement
 from sampling_core.strategies import RejectionSampling, Strategy
 
 if TYPE_CHECKING:

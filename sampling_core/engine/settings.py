@@ -12,7 +12,8 @@ from sampling_core.backends.base import Backend
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.budgets import BudgetCaps
 from sampling_core.engine.launch import DEFAULT_STAGGER_S, check_launch
-from sampling_core.requirements.checks import Requirement, format_schema
+from sampling_core.requirements.checks import Requirement
+from sampling_core.requirements.formats import format_schema
 from sampling_core.strategies import Strategy
 
 

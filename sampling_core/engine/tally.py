@@ -38,7 +38,7 @@ from sampling_core.engine.streaming import Flight
 from sampling_core.engine.subsample_tasks import SubsampleTasks
 from sampling_core.errors import exception_text
 from sampling_core.hooks.faults import PluginFault
-from sampling_core.requirements.checks import parse_format
+from sampling_core.requirements.formats import parse_format
 from sampling_core.strategies import Strategy
 
 logger = structlog.get_logger("samplehooks")

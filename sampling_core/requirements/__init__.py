@@ -6,8 +6,9 @@
 
 This package's ``__all__`` is its public surface. Its modules: ``checks`` (``Requirement``
 and the built-in checks), ``fields`` (checks that compare with the dataset line),
-``context`` (``CheckContext``, what a check taking ``(text, context)`` is given) and
-``linear_regex`` (regular expressions that run in linear time; internal).
+``context`` (``CheckContext``, what a check taking ``(text, context)`` is given),
+``formats`` (JSON answers to a schema, and ``format=``) and ``linear_regex`` (regular
+expressions that run in linear time; internal).
 """
 
 from sampling_core.requirements.checks import (
@@ -22,7 +23,6 @@ from sampling_core.requirements.checks import (
     is_json,
     llm_judge,
     matches,
-    matches_schema,
     max_chars,
     max_words,
     min_words,
@@ -31,6 +31,7 @@ from sampling_core.requirements.checks import (
 )
 from sampling_core.requirements.context import CheckContext
 from sampling_core.requirements.fields import contains_field, equals_field, normalize_text
+from sampling_core.requirements.formats import matches_schema
 
 __all__ = [
     "COUNTED",

@@ -33,7 +33,8 @@ from pydantic import (
 from sampling_core.engine.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
 from sampling_core.engine.launch import DEFAULT_STAGGER_S
 from sampling_core.hooks.options import number_as_written, number_kinds
-from sampling_core.requirements.checks import DEFAULT_CHECK_TIMEOUT_S, schema_validator
+from sampling_core.requirements.checks import DEFAULT_CHECK_TIMEOUT_S
+from sampling_core.requirements.formats import schema_validator
 
 __all__ = [
     "BackendConfig",
