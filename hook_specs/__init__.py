@@ -28,11 +28,6 @@ from hook_specs.payloads import (
     GenerationPreCallPayload,
     HookPayload,
     ObserveOnlyPayload,
-    PromptEndPayload,
-    PromptStartPayload,
-    RunEndPayload,
-    RunPayload,
-    RunStartPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
@@ -48,6 +43,13 @@ from hook_specs.records import (
     Message,
     Usage,
     ValidationResult,
+)
+from hook_specs.run_payloads import (
+    PromptEndPayload,
+    PromptStartPayload,
+    RunEndPayload,
+    RunPayload,
+    RunStartPayload,
 )
 
 __all__ = [

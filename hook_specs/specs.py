@@ -19,15 +19,17 @@ from hook_specs.payloads import (
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
-    PromptEndPayload,
-    PromptStartPayload,
-    RunEndPayload,
-    RunStartPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
     SamplingRepairPayload,
     SamplingValidatePayload,
+)
+from hook_specs.run_payloads import (
+    PromptEndPayload,
+    PromptStartPayload,
+    RunEndPayload,
+    RunStartPayload,
 )
 
 

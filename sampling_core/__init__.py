@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from sampling_core.backends import AttemptTimeout, Backend, GenerationRequest, ScriptedBackend
     from sampling_core.backends.transport import RetryPolicy, TransientBackendError
     from sampling_core.engine.context import current_iteration
+    from sampling_core.engine.default import sample, sample_sync
     from sampling_core.engine.results import AttemptError, SamplingResult
-    from sampling_core.engine.sampler import Sampler, sample, sample_sync
+    from sampling_core.engine.sampler import Sampler
     from sampling_core.errors import BudgetError, PluginError, SamplehooksError
     from sampling_core.hooks.faults import PluginFault
     from sampling_core.requirements.checks import Requirement
@@ -67,8 +68,8 @@ _EXPORTS = {
     "RepairTemplate": "sampling_core.strategies",
     "Requirement": "sampling_core.requirements.checks",
     "RetryPolicy": "sampling_core.backends.transport",
-    "sample": "sampling_core.engine.sampler",
-    "sample_sync": "sampling_core.engine.sampler",
+    "sample": "sampling_core.engine.default",
+    "sample_sync": "sampling_core.engine.default",
     "SamplehooksError": "sampling_core.errors",
     "Sampler": "sampling_core.engine.sampler",
     "SamplingResult": "sampling_core.engine.results",

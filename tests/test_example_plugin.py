@@ -67,7 +67,7 @@ def test_it_fires_during_sample(site: Path) -> None:
         """
         import json
         from sampling_core import ScriptedBackend, sample_sync
-        from sampling_core.engine.sampler import default_sampler
+        from sampling_core.engine.default import default_sampler
 
         backend = ScriptedBackend(["no", "yes"])
         result = sample_sync("Say yes.", backend=backend,

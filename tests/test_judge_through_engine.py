@@ -14,7 +14,7 @@ from hook_specs import HookName
 from hook_specs.records import Generation, Usage
 from sampling_core import GenerationRequest, Sampler, ScriptedBackend
 from sampling_core.backends.transport import TransientBackendError
-from sampling_core.requirements.checks import llm_judge
+from sampling_core.requirements import llm_judge
 from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio

@@ -19,7 +19,7 @@ from view_helpers import make_run
 from hook_specs import hookimpl
 from sampling_core import PluginError, Requirement, Sampler, ScriptedBackend, ValidationResult
 from sampling_core.kinds import collect_kinds
-from sampling_core.requirements.checks import llm_judge
+from sampling_core.requirements import llm_judge
 from sampling_core.runs import ConfigError, DatasetError, run_batch_sync
 from sampling_core.runs.summary import RunSummary
 from sampling_core.view import build_page

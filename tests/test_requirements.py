@@ -21,7 +21,6 @@ from sampling_core.requirements.checks import (
     as_requirements,
     contains,
     is_json,
-    llm_judge,
     matches,
     max_chars,
     max_words,
@@ -30,6 +29,7 @@ from sampling_core.requirements.checks import (
     parses_as,
     validate_all,
 )
+from sampling_core.requirements.judge import llm_judge
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,6 @@ from sampling_core.requirements.checks import (
     as_requirements,
     contains,
     is_json,
-    llm_judge,
     matches,
     max_chars,
     max_words,
@@ -32,6 +31,7 @@ from sampling_core.requirements.checks import (
 from sampling_core.requirements.context import CheckContext
 from sampling_core.requirements.fields import contains_field, equals_field, normalize_text
 from sampling_core.requirements.formats import matches_schema
+from sampling_core.requirements.judge import llm_judge
 
 __all__ = [
     "COUNTED",
