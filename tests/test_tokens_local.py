@@ -111,11 +111,18 @@ async def test_cancelled_streams_count_what_the_server_decoded(llama_server: Any
         )
         after, pinned_in, pinned_out = await settled(base, range(SLOTS))
     assert result.success and result.cancelled >= 1  # the first answer cancelled the others
-    assert result.cancelled_usage.output_tokens is not None and result.usage.known
+    # a streamed attempt's output is known as it arrived
+    assert result.cancelled_usage.output_tokens is not None
     server_in, server_out = decoded(before, after)
     counted_out = result.usage.output_tokens
+    assert counted_out is not None
     assert counted_out <= server_out - pinned_out <= counted_out + 3 * result.cancelled
-    assert result.usage.input_tokens == server_in - pinned_in  # llama.cpp's per-token timings
+    # llama.cpp's per-token timings and prompt progress give the input tokens; a sibling
+    # cancelled before the server even began its prompt (a rare race) leaves them unknown
+    if result.usage.input_tokens is not None:
+        assert result.usage.input_tokens == server_in - pinned_in
+    else:
+        assert result.cancelled_usage.input_tokens is None
 
 
 async def test_without_streaming_cancelled_work_is_unknown_not_zero(llama_server: Any) -> None:
