@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -32,10 +31,11 @@ from typing import Any
 
 import yaml
 
+from benchmarks.memory import peak_rss_mb, rss_mb
+
 __all__ = ["MemoryRow", "main"]
 
 STEPS = ("run", "resume", "report", "view")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(slots=True)
@@ -54,15 +54,6 @@ class MemoryRow:
     def growth_mb(self) -> float:
         """Peak over the resident memory before the step."""
         return self.rss_peak_mb - self.rss_before_mb
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * PAGE / 1e6
-
-
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6  # KiB on Linux
 
 
 def write_dataset(path: Path, count: int) -> Path:
@@ -109,7 +100,7 @@ def child(spec: dict[str, Any]) -> MemoryRow:
     import sampling_core.cli.app  # noqa: F401  (the imports are not the step's)
 
     step, out, count = spec["step"], Path(spec["out"]), spec["count"]
-    before = _rss_mb()
+    before = rss_mb()
     started = time.perf_counter()
     written = 0
     if step in ("run", "resume"):
@@ -127,7 +118,7 @@ def child(spec: dict[str, Any]) -> MemoryRow:
     else:
         raise ValueError(step)
     seconds = time.perf_counter() - started
-    return MemoryRow(step, count, seconds, before, _peak_mb(), written // 1024)
+    return MemoryRow(step, count, seconds, before, peak_rss_mb(), written // 1024)
 
 
 def _child(spec: dict[str, Any]) -> MemoryRow:

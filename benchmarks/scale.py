@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -32,10 +31,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.memory import rss_mb
+
 __all__ = ["ScaleRow", "main", "measure"]
 
 WORKERS, CALLS_PER_WORKER = 2, 16
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(slots=True)
@@ -57,11 +57,6 @@ class ScaleRow:
     def growth_mb(self) -> float:
         """Peak RSS over the RSS before the run."""
         return self.rss_peak_mb - self.rss_before_mb
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * PAGE / 1e6
 
 
 def write_dataset(path: Path, count: int) -> Path:
@@ -99,7 +94,7 @@ def measure(executor: str, latency_ms: float, dataset: Path, count: int, out: Pa
         }
     )
     samples: list[tuple[float, int]] = []
-    peak = [_rss_mb()]
+    peak = [rss_mb()]
     sampling_peak = [peak[0]]
     stop = threading.Event()
     records = out / "records.jsonl"
@@ -107,14 +102,14 @@ def measure(executor: str, latency_ms: float, dataset: Path, count: int, out: Pa
 
     def watch() -> None:
         while not stop.wait(0.05):
-            rss = _rss_mb()
+            rss = rss_mb()
             with contextlib.suppress(FileNotFoundError):
                 samples.append((time.perf_counter(), records.stat().st_size))
                 if progress_file.exists() and '"state": "running"' in progress_file.read_text():
                     sampling_peak[0] = max(sampling_peak[0], rss)
             peak[0] = max(peak[0], rss)
 
-    before = _rss_mb()
+    before = rss_mb()
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     started = time.perf_counter()
@@ -125,7 +120,7 @@ def measure(executor: str, latency_ms: float, dataset: Path, count: int, out: Pa
         stop.set()
         watcher.join()
     samples.append((time.perf_counter(), records.stat().st_size))
-    peak[0] = max(peak[0], _rss_mb())
+    peak[0] = max(peak[0], rss_mb())
     progress = json.loads((out / "progress.json").read_text())
     elapsed = progress["sessions"][-1]["elapsed_s"] or (time.perf_counter() - started)
     first, last = _edge_rates(samples, count)
