@@ -152,7 +152,10 @@ def as_generation(reply: Any, latency: float) -> Generation:
     if not isinstance(usage, Usage):
         raise BadReply(f"backend returned usage of type {type(usage).__name__}, not Usage")
     inputs, outputs = usage.input_tokens, usage.output_tokens
-    if not (type(inputs) is int and type(outputs) is int and inputs >= 0 and outputs >= 0):
+    if not (
+        (inputs is None or (type(inputs) is int and inputs >= 0))
+        and (outputs is None or (type(outputs) is int and outputs >= 0))
+    ):  # else the counts are whole numbers or unknown, as they must be: kept as they are
         reply.usage = Usage(_count(inputs, "input"), _count(outputs, "output"), usage.cost_usd)
     reported = reply.latency_s
     if not (type(reported) is float and 0.0 < reported < math.inf):  # else: kept as it is
