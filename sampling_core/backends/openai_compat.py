@@ -276,6 +276,15 @@ class OpenAIBackend:
             }
         return body
 
+    def _transient(self, exc: httpx.TransportError) -> TransientBackendError:
+        """A request that failed on its way (a timeout, a dropped connection): retried."""
+        where = f"{self.base_url}{self._path}"
+        if isinstance(exc, httpx.TimeoutException):
+            return TransientBackendError(f"{where} timed out ({type(exc).__name__})")
+        return TransientBackendError(
+            self._scrub(f"{where}: {type(exc).__name__}: {exception_text(exc)}")
+        )
+
     async def generate(self, request: GenerationRequest) -> Generation:
         """Send ``request`` and map the reply into a :class:`Generation`."""
         body = self.build_body(request)
@@ -284,16 +293,8 @@ class OpenAIBackend:
             began = time.perf_counter()
             try:
                 response = await client.post(self._path, json=body)
-            except httpx.TimeoutException as exc:
-                raise TransientBackendError(
-                    f"{self.base_url}{self._path} timed out ({type(exc).__name__})"
-                ) from None
-            except httpx.TransportError as exc:
-                raise TransientBackendError(
-                    self._scrub(
-                        f"{self.base_url}{self._path}: {type(exc).__name__}: {exception_text(exc)}"
-                    )
-                ) from None
+            except httpx.TransportError as exc:  # timeouts included
+                raise self._transient(exc) from None
             latency = time.perf_counter() - began
         if response.status_code >= 300:
             self._raise_for(response, epoch)
@@ -337,16 +338,8 @@ class OpenAIBackend:
                             yield Chunk(piece, reply.usage_so_far())
                         elif reply.timings != timings:  # the server's count moved (the prompt)
                             yield Chunk("", reply.usage_so_far())
-            except httpx.TimeoutException as exc:
-                raise TransientBackendError(
-                    f"{self.base_url}{self._path} timed out ({type(exc).__name__})"
-                ) from None
-            except httpx.TransportError as exc:
-                raise TransientBackendError(
-                    self._scrub(
-                        f"{self.base_url}{self._path}: {type(exc).__name__}: {exception_text(exc)}"
-                    )
-                ) from None
+            except httpx.TransportError as exc:  # timeouts included
+                raise self._transient(exc) from None
             latency = time.perf_counter() - began
         self.limits.on_success()
         model = reply.model or self.model
