@@ -77,12 +77,17 @@ class SamplingCall:
     """One ``sample()`` call while it runs: its settings, hook channel and tally (which holds
     the subsample tasks, ``None`` while none runs)."""
 
-    # Unless the call's settings say otherwise (set in __init__ or _run_subsamples):
-    wants_context = False  # a check takes a CheckContext
-    prefixes: Prefixes = ()  # the requirements with a prefix check (early stop on)
-    streams = False  # the backend streams: someone needs the pieces, and it can
-    launcher: Launcher | None = None  # a launch policy other than "all"
-    json_schema: dict[str, Any] | None = None  # sent to backends that constrain decoding
+    __slots__ = (
+        "hooks",
+        "json_schema",
+        "launcher",
+        "prefixes",
+        "s",
+        "stopped_by",
+        "streams",
+        "tally",
+        "wants_context",
+    )
 
     def __init__(self, settings: CallSettings, hooks: CallHooks) -> None:
         self.s = settings
@@ -90,17 +95,24 @@ class SamplingCall:
         self.tally = Tally(
             settings.sampling_id, settings.strategy, settings.selection, settings.early_exit
         )
-        # Decided once: a CheckContext is built only when a check asks for one, and the
-        # backend streams when someone needs the pieces (prefix checks, generation_chunk).
+        # Decided once (every attribute is set here: the attempt path reads them all, and an
+        # attribute found on the instance is read faster than a default on the class).
+        # A CheckContext is built only when a check asks for one; the backend streams when
+        # someone needs the pieces (prefix checks, generation_chunk), and it can.
+        self.wants_context = False  # a check takes a CheckContext
+        prefixes: Prefixes = ()  # the requirements with a prefix check (early stop on)
         for position, requirement in enumerate(settings.requirements):
             if requirement.wants_context:
                 self.wants_context = True
             if requirement.prefix is not None and settings.tokens.early_stop:
-                self.prefixes += ((position, requirement),)
-        if settings.tokens.json_schema is not None:
-            self.json_schema = settings.tokens.json_schema
-        if (self.prefixes or hooks.firing.generation_chunk) and can_stream(settings.backend):
-            self.streams = True
+                prefixes += ((position, requirement),)
+        self.prefixes = prefixes
+        self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
+        self.launcher: Launcher | None = None  # a launch policy other than "all"
+        self.streams = bool(
+            (prefixes or hooks.firing.generation_chunk) and can_stream(settings.backend)
+        )
+        if self.streams:
             self.tally.flights = {}
             self.stopped_by: dict[int, Failed] = {}  # iteration -> prefixes that stopped it
 

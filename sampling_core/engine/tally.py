@@ -60,7 +60,9 @@ class Tally:
         "flights",
         "in_flight",
         "input_tokens",
+        "judges_passes",
         "output_tokens",
+        "over",
         "priced",
         "sampling_id",
         "selection",
@@ -79,7 +81,9 @@ class Tally:
         self.sampling_id = sampling_id
         self.strategy = strategy
         self.selection = selection
-        self.early_exit = early_exit and not strategy.runs_whole_budget
+        # A strategy that runs the whole budget judges no pass before its pick at the end.
+        self.judges_passes = not strategy.runs_whole_budget
+        self.early_exit = early_exit and self.judges_passes
         self.attempts: list[Attempt] = []
         self.errors: list[AttemptError] = []
         self.input_tokens: int | None = 0  # None once a call did not report its tokens
@@ -94,23 +98,17 @@ class Tally:
         self.winner: Attempt | None = None
         self.best_key: tuple[int, int] | None = None  # selection="ordered"
         self.stopped = False
+        self.over = False  # no attempt should start any more (stopped, failed, or won)
         self.stopped_by: str | None = None  # the plugin that raised StopSampling first
         self.fatal: BaseException | None = None
         self.current_attempt: list[int] = []
         self.tasks: SubsampleTasks | None = None  # the subsample tasks; None while none runs
         self.started = time.perf_counter()
 
-    @property
-    def over(self) -> bool:
-        """Whether no attempt should start any more (stopped, failed, or won)."""
-        return (
-            self.stopped or self.fatal is not None or (self.winner is not None and self.early_exit)
-        )
-
     def may_start(self, index: int, number: int) -> bool:
         """Whether subsample ``index`` may start attempt ``number`` (and note that it does)."""
-        if self.stopped or self.fatal is not None or (self.winner is not None and self.early_exit):
-            return False  # as self.over says, inlined: this runs before every attempt
+        if self.over:
+            return False
         if self.early_exit and self.best_key is not None and (number, index) > self.best_key:
             return False  # selection="ordered": this subsample can no longer win
         self.current_attempt[index] = number
@@ -156,7 +154,7 @@ class Tally:
             messages,
         )
         self.attempts.append(attempt)
-        if attempt.passed and not self.strategy.runs_whole_budget:
+        if attempt.passed and self.judges_passes:
             self._judge_pass(attempt)
         return attempt
 
@@ -174,7 +172,7 @@ class Tally:
         The first stop names the plugin the loop end's ``failure_reason`` gives."""
         if not self.stopped:
             self.stopped_by = getattr(stop, "plugin_name", None)
-        self.stopped = True
+        self.stopped = self.over = True
         logger.info("sampling.stopped_by_plugin", sampling_id=self.sampling_id, reason=stop.reason)
         if self.tasks is not None:
             self.tasks.cancel_all()
@@ -183,6 +181,7 @@ class Tally:
         """A plugin failed closed (or a strategy raised): the call ends with ``exc``."""
         if self.fatal is None:
             self.fatal = exc
+        self.over = True
         if self.tasks is not None:
             self.tasks.cancel_all()
 
@@ -191,6 +190,7 @@ class Tally:
         if self.selection == "first":
             if self.winner is None:
                 self.winner = attempt
+                self.over = self.early_exit
                 if tasks is not None:
                     tasks.cancel_all()
             return
@@ -279,7 +279,7 @@ class Tally:
         )
 
     def _pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
-        if not self.strategy.runs_whole_budget:
+        if self.judges_passes:
             if self.winner is not None:
                 return self.winner
             if self.best_key is not None:
