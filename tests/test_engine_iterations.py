@@ -146,3 +146,38 @@ async def test_structlog_contextvars_carry_the_attempt():
     assert ids == {(0, 1, 1), (0, 2, 2), (1, 1, 3), (1, 2, 4)}
     assert {c["sampling_id"] for c in lines} == {result.sampling_id}
     assert "iteration" not in structlog.contextvars.get_contextvars()
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_every_call_binds_its_attempts_even_after_the_context_was_cleared(concurrency):
+    """The first call binds through structlog; later calls set the same variables directly.
+    Either way each log line of an attempt carries that attempt, a cleared context changes
+    nothing, and the caller's own values come back when a call ends."""
+    seen: list[dict[str, object]] = []
+
+    def check(text: str) -> bool:
+        """logs"""
+        seen.append(dict(structlog.contextvars.get_contextvars()))
+        return False
+
+    sampler = Sampler(ScriptedBackend(["x"]), load_entrypoints=False)
+    structlog.contextvars.bind_contextvars(attempt="the caller's", request="r-1")
+    try:
+        for _ in range(3):
+            seen.clear()
+            result = await sampler.sample(
+                "q", requirements=[check], loop_budget=3, concurrency_budget=concurrency
+            )
+            got = sorted((c["subsample_index"], c["attempt"], c["iteration"]) for c in seen)
+            assert got == [
+                (i, a, i * 3 + a) for i in range(concurrency) for a in range(1, 4)
+            ]
+            assert {c["sampling_id"] for c in seen} == {result.sampling_id}
+            assert {c["request"] for c in seen} == {"r-1"}  # the caller's bindings show too
+            after = structlog.contextvars.get_contextvars()
+            assert after == {"attempt": "the caller's", "request": "r-1"}
+            assert current_iteration() is None
+            structlog.contextvars.clear_contextvars()
+            structlog.contextvars.bind_contextvars(attempt="the caller's", request="r-1")
+    finally:
+        structlog.contextvars.clear_contextvars()

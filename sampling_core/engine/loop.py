@@ -31,7 +31,6 @@ from typing import Any
 
 import anyio
 import structlog
-from structlog.contextvars import bind_contextvars
 
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
@@ -44,7 +43,12 @@ from sampling_core.backends.base import (
     generate_within,
 )
 from sampling_core.backends.transport import is_transient
-from sampling_core.engine.context import enter_attempt, leave_attempt
+from sampling_core.engine.context import (
+    Entered,
+    enter_next_attempt,
+    enter_subsample,
+    leave_subsample,
+)
 from sampling_core.engine.launch import Launcher
 from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.seeds import derive_seed
@@ -198,25 +202,16 @@ class SamplingCall:
         # In a task of its own, the subsample's context is dropped when it ends; run inline,
         # it restores the caller's values when it ends.
         inline = tally.tasks is None
-        undo: tuple[Any, Any] | None = None  # what the first attempt's bindings replaced
+        entered: Entered | None = None  # what the first attempt's bindings replaced
         try:
             for number in range(1, s.loop_budget + 1):
                 if not tally.may_start(index, number):
                     return
                 info = IterationInfo(s.sampling_id, index, number, index * s.loop_budget + number)
-                if undo is None:  # the subsample's bindings and the first attempt's, at once
-                    undo = (
-                        bind_contextvars(
-                            sampling_id=s.sampling_id,
-                            subsample_index=index,
-                            attempt=number,
-                            iteration=info.iteration,
-                        ),
-                        enter_attempt(info),
-                    )
+                if entered is None:  # the subsample's bindings and the first attempt's, at once
+                    entered = enter_subsample(info)
                 else:
-                    bind_contextvars(attempt=number, iteration=info.iteration)
-                    enter_attempt(info)
+                    enter_next_attempt(info)
                 attempt = await self._attempt(info, messages)
                 if launcher is not None and not tally.over:  # failed, or ends the subsample
                     launcher.attempt_ended()
@@ -235,10 +230,8 @@ class SamplingCall:
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
             self.tally.fail(exc)
         finally:
-            if inline and undo is not None:
-                for token in undo[0].values():  # the contextvars tokens structlog returned
-                    token.var.reset(token)
-                leave_attempt(undo[1])
+            if inline and entered is not None:
+                leave_subsample(entered)
 
     # -- one attempt --------------------------------------------------------------------
 
