@@ -169,9 +169,7 @@ async def test_every_call_binds_its_attempts_even_after_the_context_was_cleared(
                 "q", requirements=[check], loop_budget=3, concurrency_budget=concurrency
             )
             got = sorted((c["subsample_index"], c["attempt"], c["iteration"]) for c in seen)
-            assert got == [
-                (i, a, i * 3 + a) for i in range(concurrency) for a in range(1, 4)
-            ]
+            assert got == [(i, a, i * 3 + a) for i in range(concurrency) for a in range(1, 4)]
             assert {c["sampling_id"] for c in seen} == {result.sampling_id}
             assert {c["request"] for c in seen} == {"r-1"}  # the caller's bindings show too
             after = structlog.contextvars.get_contextvars()
