@@ -107,7 +107,7 @@ class CachedGeneration(Generation):
     cached: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class IterationInfo:
     """Which attempt is running: what :func:`sampling_core.current_iteration` returns.
 
@@ -120,6 +120,19 @@ class IterationInfo:
     subsample_index: int
     attempt: int
     iteration: int
+
+    def __init__(
+        self, sampling_id: str, subsample_index: int, attempt: int, iteration: int
+    ) -> None:
+        # What the generated __init__ of a frozen dataclass does, with object.__setattr__
+        # looked up once, not once per field: one is made for every attempt.
+        _set_frozen(self, "sampling_id", sampling_id)
+        _set_frozen(self, "subsample_index", subsample_index)
+        _set_frozen(self, "attempt", attempt)
+        _set_frozen(self, "iteration", iteration)
+
+
+_set_frozen = object.__setattr__
 
 
 @dataclass(frozen=True, slots=True)
