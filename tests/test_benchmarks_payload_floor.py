@@ -7,8 +7,10 @@ from collections import Counter
 
 from benchmarks.payload_floor import (
     BUILD,
+    ENGINE_WAY,
     LOOP_BUDGET,
     ONE_HOOK,
+    above_floor,
     builders,
     field_values,
     measure,
@@ -65,3 +67,12 @@ def test_a_plugin_on_one_hook_implements_that_hook_only() -> None:
     for hooks in ONE_HOOK.values():
         plugin = plugin_on(hooks)
         assert {name for name in every if callable(getattr(plugin, name, None))} == set(hooks)
+
+
+def test_above_floor_is_the_plugins_cost_less_the_attempt_and_its_payloads_per_event() -> None:
+    us = {
+        "no plugin": 7.0,
+        "trivial plugin on every hook": 20.0,
+        f"{BUILD}{ENGINE_WAY}": 6.0,
+    }
+    assert above_floor(us, events_per_attempt=5.0) == (20.0 - 7.0 - 6.0) / 5.0
