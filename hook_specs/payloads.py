@@ -109,6 +109,12 @@ class HookPayload(BaseModel):
 
 _new = object.__new__
 _set = object.__setattr__
+
+credit_writes: Callable[[HookPayload, str | None], None] = HookPayload.__dict__[
+    "_writer_now"
+].__set__
+"""``credit_writes(payload, plugin_name)``: :meth:`HookPayload.track_writes` without a Python
+call (the slot's own setter), for hosts that deliver several payloads per attempt."""
 _BUILDERS: dict[type[HookPayload], Callable[[dict[str, Any]], Any]] = {}
 
 

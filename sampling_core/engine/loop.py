@@ -13,9 +13,10 @@ is a stream read by :mod:`sampling_core.engine.streaming` (``generation_chunk`` 
 prefix checks, early stop). Subsamples after the first wait for their turn when the launch
 policy says so (:mod:`sampling_core.engine.launch`).
 
-Every hook is one ``await self.hooks.<hook>(...)`` on the call's hook channel
+Every hook is one call of the call's hook channel
 (:class:`~sampling_core.hooks.channel.CallHooks`), which builds the payload, calls the plugins
-and applies the fault policy. What the call has produced so far (attempts, errors, tokens,
+and applies the fault policy; it answers at once when no implementation must be awaited,
+else with an awaitable the loop awaits. What the call has produced so far (attempts, errors, tokens,
 the winner) is a :class:`~sampling_core.engine.tally.Tally`. An attempt is *completed* once
 validated; its ``sampling_iteration`` event is then delivered even if a sibling's success
 cancels the group meanwhile. Nothing started here outlives :meth:`SamplingCall.run`.
@@ -224,7 +225,8 @@ class SamplingCall:
                 failures.append(attempt)
                 messages = s.strategy.repair(s.messages, failures)
                 if firing.sampling_repair:
-                    messages = await self.hooks.repair(info, attempt, messages)
+                    repaired = self.hooks.repair(info, attempt, messages)
+                    messages = repaired if type(repaired) is list else await repaired
         except StopSampling as stop:
             self.tally.stop(stop)
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
@@ -262,11 +264,14 @@ class SamplingCall:
             if stopped is not None:  # a prefix check stopped it: that requirement is unmet
                 validations = unmet_early(validations, stopped, self.s.requirements)
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
-            validations = await self.hooks.validate(info, sent.messages, generation, validations)
+            judged = self.hooks.validate(info, sent.messages, generation, validations)
+            validations = judged if type(judged) is tuple else await judged
         tally.in_flight -= 1
         attempt = tally.record(info, messages, generation, validations)
         if self.hooks.firing.sampling_iteration:
-            await self.hooks.iteration(info, attempt, lambda: self._shield(info.subsample_index))
+            pending = self.hooks.iteration(info, attempt, self._shield)
+            if pending is not None:
+                await pending
         return attempt
 
     async def _judge_call(
@@ -306,9 +311,8 @@ class SamplingCall:
         while True:
             call_messages, call_options = messages, options
             if firing.generation_pre_call:
-                call_messages, call_options = await hooks.pre_call(
-                    info, messages, options, retry, purpose
-                )
+                sent = hooks.pre_call(info, messages, options, retry, purpose)
+                call_messages, call_options = sent if type(sent) is tuple else await sent
             if retry == 0 and not judging:  # in flight from here: a refused attempt never was
                 self.tally.in_flight += 1
             request = GenerationRequest(call_messages, call_options, info, self.json_schema)
@@ -362,7 +366,9 @@ class SamplingCall:
                     self.tally.cut_short += 1  # what it spent is unknown
                 raise
             if firing.generation_post_call:
-                await hooks.post_call(info, generation, retry, purpose)
+                pending = hooks.post_call(info, generation, retry, purpose)
+                if pending is not None:
+                    await pending
             return generation, request
 
     async def _stream(
@@ -380,7 +386,9 @@ class SamplingCall:
         if self.hooks.firing.generation_chunk:
 
             async def on_chunk(flight: Flight, delta: str) -> None:
-                await self.hooks.chunk(info, delta, flight.text, flight.chunks - 1, retry)
+                pending = self.hooks.chunk(info, delta, flight.text, flight.chunks - 1, retry)
+                if pending is not None:
+                    await pending
 
         free = bool(getattr(backend, "free_of_charge", False))
         timeout = self.s.attempt_timeout

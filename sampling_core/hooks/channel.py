@@ -35,9 +35,9 @@ path are derived from those; the engine then fires it where it happens with
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pluggy
@@ -45,8 +45,17 @@ import structlog
 
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName
-from hook_specs.payloads import HookPayload
-from hook_specs.records import Attempt, Generation, IterationInfo, Message, ValidationResult
+from hook_specs.payloads import HookPayload, credit_writes
+from hook_specs.records import (
+    STOPPED_EARLY,
+    Attempt,
+    Generation,
+    IterationInfo,
+    Message,
+    ValidationResult,
+    count_passed,
+    failure_reasons,
+)
 from sampling_core.errors import PluginError
 from sampling_core.hooks.faults import PluginFault, PluginTimeout, describe, log_fault, not_awaited
 from sampling_core.hooks.table import HookTable, Route
@@ -54,6 +63,10 @@ from sampling_core.hooks.table import HookTable, Route
 logger = structlog.get_logger("samplehooks")
 
 H = HookName
+T = TypeVar("T")
+
+Sent = tuple[list[Message], dict[str, Any]]
+"""The messages and options a backend call sends, as ``generation_pre_call`` left them."""
 
 _STOPS_SAMPLING = frozenset(HookName.per_call()) - {H.SAMPLING_LOOP_END}
 """Where ``StopSampling`` ends the call; anywhere else (the loop's end, the run hooks) it is
@@ -75,42 +88,28 @@ class HookChannel:
     async def fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
         """Fire ``hook`` with a payload built from ``fields``: the payload as the plugins
         left it, or ``None`` (and no payload built) when nothing implements or monitors it."""
-        if not getattr(self.firing, hook.value):
+        if not getattr(self.firing, hook):  # a HookName is its own value: the attribute's name
             return None
-        return await self._fire(getattr(self._routes, hook.value), fields)
+        return await self._fire(getattr(self._routes, hook), fields)
 
     # -- behind every hook ---------------------------------------------------------------
 
     async def _fire(self, route: Route, fields: dict[str, Any]) -> Any:
         """Build the hook's payload, deliver it, and return it (as plugins left it).
 
-        The hooks fired per attempt call :meth:`_fire_now` themselves for a direct route,
-        which saves a coroutine per hook.
+        A direct route is delivered by its ``deliver`` (the hooks fired per attempt call it
+        themselves, which saves a coroutine per event).
         """
         if route.direct:
-            return self._fire_now(route, fields)
+            return route.deliver(self, fields)
         payload = route.build(fields)
         await self._deliver(route, payload)
         return payload
 
-    def _fire_now(self, route: Route, fields: dict[str, Any]) -> Any:
-        """:meth:`_fire` for a direct route (every implementation a plain function, no
-        monitor, no background observer): they are called right here, in a loop nothing
-        can suspend."""
-        payload = route.build(fields)
-        writable = route.writable
-        for impl in route.inline:
-            if writable:
-                payload.track_writes(impl.plugin_name)
-            try:
-                out = impl.function(payload) if impl.takes_payload else impl.function()
-                if out is not None and inspect.isawaitable(out):
-                    raise not_awaited(out)
-            except Exception as exc:
-                self._fault(route.hook, impl.plugin_name, exc, writable)
-        if writable:  # a write made after the hook is nobody's
-            payload.track_writes(None)
-        return payload
+    async def _fire_then(self, route: Route, fields: dict[str, Any], then: Callable[[Any], T]) -> T:
+        """:meth:`_fire`, then what ``then`` reads from the payload (a route that is not
+        direct, for the methods that return at once on a direct one)."""
+        return then(await self._fire(route, fields))
 
     async def _deliver(self, route: Route, payload: HookPayload) -> None:
         """Deliver to every implementation, awaiting async ones, with monitors around the
@@ -120,7 +119,7 @@ class HookChannel:
         try:
             for impl in route.inline:
                 if writable:
-                    payload.track_writes(impl.plugin_name)
+                    credit_writes(payload, impl.plugin_name)
                 try:
                     out = impl.function(payload) if impl.takes_payload else impl.function()
                     if impl.is_async:
@@ -128,9 +127,9 @@ class HookChannel:
                     elif out is not None and inspect.isawaitable(out):
                         raise not_awaited(out)
                 except Exception as exc:
-                    self._fault(hook, impl.plugin_name, exc, writable)
+                    self.fault(hook, impl.plugin_name, exc, writable)
             if writable and route.inline:
-                payload.track_writes(None)
+                credit_writes(payload, None)
         except BaseException as exc:
             if monitored is not None:
                 self._after(hook, monitored, _outcome_of(exc))
@@ -171,7 +170,7 @@ class HookChannel:
         for _, after in self.table.monitors:
             after(outcome, hook.value, impls, kwargs)
 
-    def _fault(self, hook: HookName, plugin_name: str, exc: Exception, writable: bool) -> None:
+    def fault(self, hook: HookName, plugin_name: str, exc: Exception, writable: bool) -> None:
         """Raise or isolate what an implementation raised, as the hook's rules say."""
         if isinstance(exc, StopSampling):
             if hook in _STOPS_SAMPLING:
@@ -210,65 +209,95 @@ class CallHooks(HookChannel):
     async def fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
         """:meth:`HookChannel.fire`, the call's ``sampling_id``, ``strategy_name`` and
         ``prompt_key`` added."""
-        if not getattr(self.firing, hook.value):
+        if not getattr(self.firing, hook):
             return None
         fields["sampling_id"], fields["strategy_name"] = self._id, self._strategy
         fields["prompt_key"] = self._prompt_key
-        return await self._fire(getattr(self._routes, hook.value), fields)
+        route = getattr(self._routes, hook)
+        if route.direct:
+            return route.deliver(self, fields)
+        return await self._fire(route, fields)
 
     # -- one method per hook, in the order they fire -----------------------------------
+    #
+    # The loop calls each only when its hook fires (``firing``). On a direct route the
+    # plugins are called before the method returns, and it returns its answer itself; else
+    # it returns an awaitable of the answer (``None`` when there is none to give). An
+    # attempt's events thus create no coroutine when no implementation is async.
+    # Each builds its payload's fields in one dict, in the order the payload declares them.
 
-    async def pre_call(
+    def pre_call(
         self,
         info: IterationInfo,
         messages: list[Message],
         options: dict[str, Any],
         retry: int,
         purpose: str = "sample",
-    ) -> tuple[list[Message], dict[str, Any]]:
+    ) -> Sent | Awaitable[Sent]:
         """Fire ``generation_pre_call``; the messages and options to send."""
-        if not self.firing.generation_pre_call:
-            return messages, options
-        fields = self._attempt_fields(info, None)
-        fields["messages"] = list(messages)
-        fields["options"] = dict(options)
-        fields["retry"] = retry
-        fields["purpose"] = purpose
+        fields = {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "prompt_key": self._prompt_key,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": None,
+            "messages": list(messages),
+            "options": dict(options),
+            "retry": retry,
+            "purpose": purpose,
+        }
         route = self._routes.generation_pre_call
-        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
-        return payload.messages, payload.options
+        if route.direct:
+            return _sent(route.deliver(self, fields))
+        return self._fire_then(route, fields, _sent)
 
-    async def post_call(
+    def post_call(
         self, info: IterationInfo, generation: Generation, retry: int, purpose: str = "sample"
-    ) -> None:
+    ) -> Awaitable[object] | None:
         """Fire ``generation_post_call``."""
-        if self.firing.generation_post_call:
-            fields = self._attempt_fields(info, None)
-            fields["generation"] = generation
-            fields["latency_s"] = generation.latency_s
-            fields["retry"] = retry
-            fields["purpose"] = purpose
-            route = self._routes.generation_post_call
-            if route.direct:
-                self._fire_now(route, fields)
-            else:
-                await self._fire(route, fields)
+        fields = {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "prompt_key": self._prompt_key,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": None,
+            "generation": generation,
+            "latency_s": generation.latency_s,
+            "retry": retry,
+            "purpose": purpose,
+        }
+        route = self._routes.generation_post_call
+        if route.direct:
+            route.deliver(self, fields)
+            return None
+        return self._fire(route, fields)
 
-    async def chunk(
+    def chunk(
         self, info: IterationInfo, delta: str, text: str, index: int, retry: int
-    ) -> None:
+    ) -> Awaitable[object] | None:
         """Fire ``generation_chunk`` for one piece of a streamed generation."""
-        if self.firing.generation_chunk:
-            fields = self._attempt_fields(info, None)
-            fields["delta"] = delta
-            fields["text"] = text
-            fields["index"] = index
-            fields["retry"] = retry
-            route = self._routes.generation_chunk
-            if route.direct:
-                self._fire_now(route, fields)
-            else:
-                await self._fire(route, fields)
+        fields = {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "prompt_key": self._prompt_key,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": None,
+            "delta": delta,
+            "text": text,
+            "index": index,
+            "retry": retry,
+        }
+        route = self._routes.generation_chunk
+        if route.direct:
+            route.deliver(self, fields)
+            return None
+        return self._fire(route, fields)
 
     async def error(
         self,
@@ -281,120 +310,153 @@ class CallHooks(HookChannel):
         purpose: str = "sample",
     ) -> None:
         """Fire ``generation_error``; ``latency_s``: how long the failed call ran."""
-        if self.firing.generation_error:
-            fields = self._attempt_fields(info, None)
-            fields["exception"] = exc
-            fields["error_type"] = type(exc).__name__
-            fields["latency_s"] = latency_s
-            fields["will_retry"] = will_retry
-            fields["retry_in_s"] = retry_in_s
-            fields["retry"] = retry
-            fields["purpose"] = purpose
-            await self._fire(self._routes.generation_error, fields)
-
-    async def validate(
-        self,
-        info: IterationInfo,
-        messages: list[Message],
-        generation: Generation,
-        validations: tuple[ValidationResult, ...],
-    ) -> tuple[ValidationResult, ...]:
-        """Fire ``sampling_validate``; the verdicts the attempt is judged by."""
-        if not self.firing.sampling_validate:
-            return validations
-        fields = self._attempt_fields(info, None)
-        fields["text"] = generation.text
-        fields["messages"] = list(messages)
-        fields["generation"] = generation
-        fields["results"] = list(validations)
-        route = self._routes.sampling_validate
-        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
-        results = payload.well_formed_results()
-        if results is None:
-            writer = payload.written_by("results") or "a plugin"
-            raise PluginError(
-                writer,
-                H.SAMPLING_VALIDATE.value,
-                "payload.results must be a list of ValidationResult",
-            )
-        return tuple(results)
-
-    async def iteration(
-        self,
-        info: IterationInfo,
-        attempt: Attempt,
-        shield: Callable[[], AbstractContextManager[object]],
-    ) -> None:
-        """Fire ``sampling_iteration`` for a recorded attempt.
-
-        Events of one call are delivered one at a time, in ``sequence`` order, and shielded
-        (``shield()``): the attempt is counted, so no cancellation may cut its delivery
-        short. When no implementation is async nothing is awaited, so nothing can come
-        between two events and there is nothing to shield.
-        """
-        if not self.firing.sampling_iteration:
-            return
-        validations = attempt.validations
-        generation = attempt.generation
-        fields = self._attempt_fields(info, attempt.sequence)
-        fields["generation"] = generation
-        fields["text"] = attempt.text
-        fields["validations"] = list(validations)
-        fields["passed"] = attempt.passed
-        fields["valid_count"] = attempt.valid_count
-        fields["total_count"] = len(validations)
-        fields["latency_s"] = generation.latency_s
-        fields["usage"] = generation.usage
-        fields["cached"] = generation.cached
-        fields["stopped_early"] = attempt.stopped_early
-        route = self._routes.sampling_iteration
-        if not self.table.awaits_iteration and not (
-            self._delivery_lock is not None and self._delivery_lock.locked()
-        ):
-            if route.direct:
-                self._fire_now(route, fields)
-            else:
-                await self._fire(route, fields)
-            return
-        if self._delivery_lock is None:
-            self._delivery_lock = anyio.Lock(fast_acquire=True)
-        with shield():
-            async with self._delivery_lock:
-                await self._fire(route, fields)
-
-    async def repair(
-        self, info: IterationInfo, failed: Attempt, messages: list[Message]
-    ) -> list[Message]:
-        """Fire ``sampling_repair``; the next attempt's messages."""
-        if not self.firing.sampling_repair:
-            return messages
-        fields = self._attempt_fields(info, failed.sequence)
-        fields["text"] = failed.text
-        fields["validations"] = list(failed.validations)
-        fields["failure_reasons"] = failed.failure_reasons
-        fields["next_attempt"] = failed.attempt + 1
-        fields["messages"] = list(messages)
-        route = self._routes.sampling_repair
-        payload = self._fire_now(route, fields) if route.direct else await self._fire(route, fields)
-        repaired = payload.messages
-        if not isinstance(repaired, list):
-            writer = payload.written_by("messages") or "a plugin"
-            raise PluginError(
-                writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
-            )
-        return repaired
-
-    def _attempt_fields(self, info: IterationInfo, sequence: int | None) -> dict[str, Any]:
-        """The fields every attempt's payload starts with (the hook's own are added to it)."""
-        return {
+        fields = {
             "sampling_id": self._id,
             "strategy_name": self._strategy,
             "prompt_key": self._prompt_key,
             "subsample_index": info.subsample_index,
             "attempt": info.attempt,
             "iteration": info.iteration,
-            "sequence": sequence,
+            "sequence": None,
+            "exception": exc,
+            "error_type": type(exc).__name__,
+            "latency_s": latency_s,
+            "will_retry": will_retry,
+            "retry_in_s": retry_in_s,
+            "retry": retry,
+            "purpose": purpose,
         }
+        await self._fire(self._routes.generation_error, fields)
+
+    def validate(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        generation: Generation,
+        validations: tuple[ValidationResult, ...],
+    ) -> tuple[ValidationResult, ...] | Awaitable[tuple[ValidationResult, ...]]:
+        """Fire ``sampling_validate``; the verdicts the attempt is judged by."""
+        fields = {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "prompt_key": self._prompt_key,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": None,
+            "text": generation.text,
+            "messages": list(messages),
+            "generation": generation,
+            "results": list(validations),
+        }
+        route = self._routes.sampling_validate
+        if route.direct:
+            return _verdicts(route.deliver(self, fields))
+        return self._fire_then(route, fields, _verdicts)
+
+    def iteration(
+        self,
+        info: IterationInfo,
+        attempt: Attempt,
+        shield: Callable[[int], AbstractContextManager[object]],
+    ) -> Awaitable[None] | None:
+        """Fire ``sampling_iteration`` for a recorded attempt.
+
+        Events of one call are delivered one at a time, in ``sequence`` order, and shielded
+        (``shield(subsample_index)``): the attempt is counted, so no cancellation may cut
+        its delivery short. When no implementation is async nothing is awaited, so nothing
+        can come between two events and there is nothing to shield.
+        """
+        validations = attempt.validations
+        generation = attempt.generation
+        fields = {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "prompt_key": self._prompt_key,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": attempt.sequence,
+            "generation": generation,
+            "text": attempt.text,
+            "validations": list(validations),
+            "passed": attempt.passed,
+            "valid_count": len(validations) if attempt.passed else count_passed(validations),
+            "total_count": len(validations),
+            "latency_s": generation.latency_s,
+            "usage": generation.usage,
+            "cached": generation.cached,
+            "stopped_early": generation.finish_reason == STOPPED_EARLY,
+        }
+        route = self._routes.sampling_iteration
+        if self.table.awaits_iteration:  # an implementation may suspend: one at a time
+            return self._iteration_in_order(route, fields, shield(info.subsample_index))
+        if route.direct:
+            route.deliver(self, fields)
+            return None
+        return self._fire(route, fields)
+
+    async def _iteration_in_order(
+        self, route: Route, fields: dict[str, Any], shielded: AbstractContextManager[object]
+    ) -> None:
+        if self._delivery_lock is None:
+            self._delivery_lock = anyio.Lock(fast_acquire=True)
+        with shielded:
+            async with self._delivery_lock:
+                await self._fire(route, fields)
+
+    def repair(
+        self, info: IterationInfo, failed: Attempt, messages: list[Message]
+    ) -> list[Message] | Awaitable[list[Message]]:
+        """Fire ``sampling_repair``; the next attempt's messages."""
+        validations = failed.validations
+        fields = {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "prompt_key": self._prompt_key,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": failed.sequence,
+            "text": failed.text,
+            "validations": list(validations),
+            "failure_reasons": failure_reasons(validations),
+            "next_attempt": failed.attempt + 1,
+            "messages": list(messages),
+        }
+        route = self._routes.sampling_repair
+        if route.direct:
+            return _repaired(route.deliver(self, fields))
+        return self._fire_then(route, fields, _repaired)
+
+
+def _sent(payload: Any) -> Sent:
+    """What ``generation_pre_call`` left to send."""
+    return payload.messages, payload.options
+
+
+def _verdicts(payload: Any) -> tuple[ValidationResult, ...]:
+    """The verdicts ``sampling_validate`` left: ``PluginError`` naming the plugin that
+    wrote something other than a list of ``ValidationResult``."""
+    results = payload.well_formed_results()
+    if results is not None:
+        return tuple(results)
+    writer = payload.written_by("results") or "a plugin"
+    raise PluginError(
+        writer, H.SAMPLING_VALIDATE.value, "payload.results must be a list of ValidationResult"
+    )
+
+
+def _repaired(payload: Any) -> list[Message]:
+    """The messages ``sampling_repair`` left: ``PluginError`` naming the plugin that wrote
+    something other than a list."""
+    repaired = payload.messages
+    if not isinstance(repaired, list):
+        writer = payload.written_by("messages") or "a plugin"
+        raise PluginError(
+            writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
+        )
+    return repaired
 
 
 def _outcome_of(exc: BaseException | None) -> pluggy.Result[list[Any]]:

@@ -19,7 +19,8 @@ import pluggy
 from hook_specs.contract import PAYLOAD_TYPES, may_write
 from hook_specs.markers import is_background
 from hook_specs.names import HookName
-from hook_specs.payloads import HookPayload
+from hook_specs.payloads import HookPayload, credit_writes
+from sampling_core.hooks.faults import not_awaited
 
 FIRED = HookName.fired()
 """The hooks a table routes: every hook fired with a payload (per-call and run hooks)."""
@@ -130,13 +131,26 @@ def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementa
     return tuple(reversed(ordered))
 
 
+class FaultPolicy(Protocol):
+    """What a delivery hands an implementation's exception to (a hook channel)."""
+
+    def fault(self, hook: HookName, plugin_name: str, exc: Exception, writable: bool) -> None:
+        """Raise or isolate ``exc``, as the hook's rules say."""
+
+
+Deliver = Callable[[FaultPolicy, dict[str, Any]], Any]
+"""A direct route's delivery: ``deliver(channel, fields)`` builds the payload from
+``fields``, calls every implementation and returns the payload as they left it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     """How one hook is delivered with one table, worked out once when the table is made.
 
     ``direct`` holds when nothing can suspend the delivery: every inline implementation is
-    a plain function, no monitor watches and no background observer waits. The channel then
-    calls the implementations in a plain loop (see ``CallHooks._fire``).
+    a plain function, no monitor watches and no background observer waits. ``deliver``
+    (made by :func:`direct_delivery`) then builds the payload and calls the implementations
+    in a plain loop, without a coroutine.
     """
 
     hook: HookName
@@ -145,6 +159,52 @@ class Route:
     background: tuple[HookImplementation, ...]
     writable: bool
     direct: bool
+    deliver: Deliver
+
+
+def direct_delivery(
+    hook: HookName,
+    build: Callable[[dict[str, Any]], Any],
+    inline: tuple[HookImplementation, ...],
+    writable: bool,
+) -> Deliver:
+    """The delivery of a direct route, made once per table: what it reads per event (the
+    builder, each implementation's function, whether it takes the payload, its name) is
+    bound here, so an event costs the payload and the calls, little more. Writes to a
+    writable payload are credited to the implementation making them
+    (:func:`~hook_specs.payloads.credit_writes`); a write made after the hook is nobody's."""
+    calls = tuple((impl.function, impl.takes_payload, impl.plugin_name) for impl in inline)
+    isawaitable = inspect.isawaitable
+
+    if not writable:
+
+        def deliver(channel: FaultPolicy, fields: dict[str, Any]) -> Any:
+            payload = build(fields)
+            for function, takes_payload, name in calls:
+                try:
+                    out = function(payload) if takes_payload else function()
+                    if out is not None and isawaitable(out):
+                        raise not_awaited(out)
+                except Exception as exc:
+                    channel.fault(hook, name, exc, False)
+            return payload
+
+        return deliver
+
+    def deliver_credited(channel: FaultPolicy, fields: dict[str, Any]) -> Any:
+        payload = build(fields)
+        for function, takes_payload, name in calls:
+            credit_writes(payload, name)
+            try:
+                out = function(payload) if takes_payload else function()
+                if out is not None and isawaitable(out):
+                    raise not_awaited(out)
+            except Exception as exc:
+                channel.fault(hook, name, exc, True)
+        credit_writes(payload, None)
+        return payload
+
+    return deliver_credited
 
 
 def _one_attribute_per_hook(name: str, kind: type, doc: str) -> type:
@@ -211,13 +271,15 @@ class HookTable:
         ordered = call_order(registered)
         inline = tuple(impl for impl in ordered if not impl.background)
         background = tuple(impl for impl in ordered if impl.background)
+        build, writable = BUILDERS[hook], may_write(hook)
         return Route(
             hook=hook,
-            build=BUILDERS[hook],
+            build=build,
             inline=inline,
             background=background,
-            writable=may_write(hook),
+            writable=writable,
             direct=not (self.monitors or background or any(i.is_async for i in inline)),
+            deliver=direct_delivery(hook, build, inline, writable),
         )
 
     def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
