@@ -14,7 +14,12 @@ Message = dict[str, Any]
 """One chat message: ``{"role": "user" | "assistant" | "system", "content": str}``."""
 
 
-@dataclass(frozen=True, slots=True)
+_set_frozen = object.__setattr__
+"""How a frozen record's own ``__init__`` sets its fields (what dataclasses' generated one
+does, with the lookup of ``object.__setattr__`` made once instead of once per field)."""
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Usage:
     """Tokens spent by one backend call, or summed over many. Add two with ``+``.
 
@@ -29,6 +34,17 @@ class Usage:
     input_tokens: int | None = 0
     output_tokens: int | None = 0
     cost_usd: float | None = None
+
+    def __init__(
+        self,
+        input_tokens: int | None = 0,
+        output_tokens: int | None = 0,
+        cost_usd: float | None = None,
+    ) -> None:
+        # As IterationInfo's: one is made per call, and per backend call that reports usage.
+        _set_frozen(self, "input_tokens", input_tokens)
+        _set_frozen(self, "output_tokens", output_tokens)
+        _set_frozen(self, "cost_usd", cost_usd)
 
     @property
     def total_tokens(self) -> int | None:
@@ -130,9 +146,6 @@ class IterationInfo:
         _set_frozen(self, "subsample_index", subsample_index)
         _set_frozen(self, "attempt", attempt)
         _set_frozen(self, "iteration", iteration)
-
-
-_set_frozen = object.__setattr__
 
 
 @dataclass(frozen=True, slots=True)
