@@ -16,8 +16,10 @@ import sampling_core
 from hook_specs import hookimpl
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.backends import CacheError, ResponseCache, cache_identity
+from sampling_core.backends.base import can_stream
 from sampling_core.backends.cache import probe_problem
 from sampling_core.cli.app import app
+from sampling_core.requirements import max_words
 from sampling_core.runs import ConfigError, load_config, run_batch
 from sampling_core.runs.run_cache import shared_cache_problem, with_cache
 
@@ -266,3 +268,60 @@ async def test_a_cached_answer_whose_usage_was_unknown_stays_unknown(tmp_path: P
     assert again.cached_calls == 1 and again.text == "an answer without usage"
     assert again.cached_usage.input_tokens is None  # never stored or read back as 0
     assert again.usage.total_tokens == 0  # and the hit spent nothing
+
+
+class SeesChunks:
+    """Keeps the pieces ``generation_chunk`` hands out."""
+
+    def __init__(self) -> None:
+        self.deltas: list[str] = []
+
+    @hookimpl
+    def generation_chunk(self, payload: Any) -> None:
+        self.deltas.append(payload.delta)
+
+
+async def test_with_a_cache_a_call_still_streams_and_a_hit_arrives_whole(tmp_path: Path) -> None:
+    backend = ScriptedBackend(["red green blue"])
+    chunks = SeesChunks()
+    sampler = Sampler(backend, cache=tmp_path / "c.sqlite", plugins=[chunks])
+    first = await sampler.sample("Name three colours.", seed=1)
+    assert chunks.deltas == ["red", " green", " blue"]  # streamed through the cache
+    assert backend.chunks_sent == 3 and not first.attempts[0].cached
+
+    chunks.deltas.clear()
+    second = await sampler.sample("Name three colours.", seed=1)
+    await sampler.aclose()
+    assert backend.calls == 1  # answered from the cache: the stored answer, whole
+    assert chunks.deltas == [] and second.attempts[0].cached
+    assert second.text == first.text == "red green blue"
+
+
+async def test_with_a_cache_early_stop_cuts_the_stream_and_nothing_cut_is_kept(
+    tmp_path: Path,
+) -> None:
+    backend = ScriptedBackend(["one two three four five six", "short"])
+    sampler = Sampler(backend, cache=tmp_path / "c.sqlite")
+    ask = {"requirements": [max_words(3)], "seed": 3}
+    result = await sampler.sample("Count.", **ask)
+    assert result.success is False and result.attempts[0].stopped_early
+    assert backend.streams_closed_early == 1 and backend.chunks_sent == 4  # no sixth word
+
+    again = await sampler.sample("Count.", **ask)  # the cut answer was not stored
+    await sampler.aclose()
+    assert backend.calls == 2 and again.text == "short" and not again.attempts[0].cached
+
+
+def test_only_a_backend_that_streams_streams_through_the_cache(tmp_path: Path) -> None:
+    class Plain:
+        model = "plain"
+
+        async def generate(self, request: Any) -> str:
+            return "x"
+
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    try:
+        assert can_stream(cache.serving(ScriptedBackend(["x"])))
+        assert not can_stream(cache.serving(Plain()))
+    finally:
+        cache.close()

@@ -30,6 +30,8 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,11 +39,24 @@ from typing import Any
 
 import anyio
 
-from hook_specs.records import CachedGeneration, Generation, Usage
-from sampling_core.backends.base import Backend, GenerationRequest, as_generation
+from hook_specs.records import STOPPED_EARLY, CachedGeneration, Generation, Usage
+from sampling_core.backends.base import (
+    Backend,
+    Chunk,
+    GenerationRequest,
+    as_generation,
+    can_stream,
+)
 from sampling_core.errors import SamplehooksError, exception_text
 
-__all__ = ["CacheError", "CachedBackend", "ResponseCache", "cache_identity", "request_key"]
+__all__ = [
+    "CacheError",
+    "CachedBackend",
+    "CachedStreamingBackend",
+    "ResponseCache",
+    "cache_identity",
+    "request_key",
+]
 
 APPLICATION_ID = 0x53484B43  # "SHKC" in the SQLite header: this file is a samplehooks cache
 FORMAT = 1  # PRAGMA user_version
@@ -215,7 +230,10 @@ class ResponseCache:
         return token
 
     def serving(self, backend: Backend) -> CachedBackend:
-        """``backend`` seen through this cache (what a ``sample()`` call sends its calls to)."""
+        """``backend`` seen through this cache (what a ``sample()`` call sends its calls to);
+        one that can stream still can (:class:`CachedStreamingBackend`)."""
+        if can_stream(backend):
+            return CachedStreamingBackend(backend, self)
         return CachedBackend(backend, self)
 
     def close(self) -> None:
@@ -325,18 +343,53 @@ class CachedBackend:
         """The stored answer to ``request``, or the backend's (then stored)."""
         key = request_key(self.identity, request)
         began = time.perf_counter()
-        found = await self.cache.aget(key, self.identity)
-        if found is not None:
-            return CachedGeneration(
-                text=found.text,
-                usage=NO_NEW_TOKENS,
-                finish_reason=found.finish_reason,
-                model=found.model,
-                latency_s=max(time.perf_counter() - began, 1e-9),
-                cached_usage=found.usage,
-            )
+        stored = await self._stored(key, began)
+        if stored is not None:
+            return stored
         reply = await self.backend.generate(request)
         generation = as_generation(reply, time.perf_counter() - began)
-        if not getattr(generation, "stopped_early", False):  # a part of an answer is not kept
+        if generation.finish_reason != STOPPED_EARLY:  # a part of an answer is not kept
             await self.cache.aput(key, self.identity, generation)
         return generation
+
+    async def _stored(self, key: str, began: float) -> CachedGeneration | None:
+        found = await self.cache.aget(key, self.identity)
+        if found is None:
+            return None
+        return CachedGeneration(
+            text=found.text,
+            usage=NO_NEW_TOKENS,
+            finish_reason=found.finish_reason,
+            model=found.model,
+            latency_s=max(time.perf_counter() - began, 1e-9),
+            cached_usage=found.usage,
+        )
+
+
+class CachedStreamingBackend(CachedBackend):
+    """A backend that streams, seen through the cache: a call still streams (so that early
+    stop and ``generation_chunk`` work with a cache as without one).
+
+    A stored answer arrives whole (one :class:`CachedGeneration`, no chunk); any other is
+    streamed from the backend, chunk by chunk, and stored once it arrived whole. An answer
+    cut short (a prefix check stopped it, or a cancellation) never reaches its last piece,
+    so a part of an answer is never stored.
+    """
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk | Generation]:
+        """The stored answer to ``request``, or the backend's stream (its answer then stored)."""
+        key = request_key(self.identity, request)
+        began = time.perf_counter()
+        stored = await self._stored(key, began)
+        if stored is not None:
+            yield stored
+            return
+        async with aclosing(self.backend.stream(request)) as pieces:  # type: ignore[attr-defined]
+            async for item in pieces:
+                if isinstance(item, Generation):
+                    generation = as_generation(item, time.perf_counter() - began)
+                    if generation.finish_reason != STOPPED_EARLY:
+                        await self.cache.aput(key, self.identity, generation)
+                    yield generation
+                    return
+                yield item
