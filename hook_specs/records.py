@@ -183,11 +183,11 @@ def failure_reasons(
     validations: tuple[ValidationResult, ...] | list[ValidationResult],
 ) -> list[str]:
     """The reason of every failed check (its requirement's description when it gave none)."""
-    return [
-        v.reason or v.requirement or "a requirement was not met"
-        for v in validations
-        if not v.passed
-    ]
+    reasons = []  # a loop, not a comprehension: one frame less, for every repair
+    for v in validations:
+        if not v.passed:
+            reasons.append(v.reason or v.requirement or "a requirement was not met")
+    return reasons
 
 
 @dataclass(slots=True)

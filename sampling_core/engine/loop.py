@@ -28,6 +28,7 @@ import time
 from collections import deque
 from contextlib import AbstractContextManager
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 import anyio
@@ -72,6 +73,8 @@ from sampling_core.requirements.checks import validate_all
 from sampling_core.requirements.context import CheckContext
 
 logger = structlog.get_logger("samplehooks")
+
+_description = attrgetter("description")
 
 
 class _BackendFailed(Exception):
@@ -152,8 +155,8 @@ class SamplingCall:
                 {
                     "loop_budget": s.loop_budget,
                     "concurrency_budget": s.concurrency_budget,
-                    "messages": [dict(m) for m in s.messages],
-                    "requirements": [r.description for r in s.requirements],
+                    "messages": list(map(dict, s.messages)),
+                    "requirements": list(map(_description, s.requirements)),
                     "selection": s.selection,
                     "seed": s.seed,
                     "options": dict(s.options),

@@ -345,11 +345,10 @@ class Tally:
             return f"stopped by plugin {_one_line(by)}" if by else "stopped by a plugin"
         picked = result.picked
         if picked is not None:
-            unmet = [
-                v.requirement or "a requirement"  # a description: never the output's text
-                for v in picked.validations
-                if not v.passed
-            ]
+            unmet = []
+            for v in picked.validations:
+                if not v.passed:  # named by its description: never the output's text
+                    unmet.append(v.requirement or "a requirement")
             if unmet:
                 return _one_line("unmet requirements: " + "; ".join(unmet))
         return "budget exhausted"

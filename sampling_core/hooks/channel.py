@@ -250,7 +250,8 @@ class CallHooks(HookChannel):
         }
         route = self._routes.generation_pre_call
         if route.direct:
-            return _sent(route.deliver(self, fields))
+            payload = route.deliver(self, fields)
+            return payload.messages, payload.options
         return self._fire_then(route, fields, _sent)
 
     def post_call(
@@ -351,7 +352,9 @@ class CallHooks(HookChannel):
         }
         route = self._routes.sampling_validate
         if route.direct:
-            return _verdicts(route.deliver(self, fields))
+            payload = route.deliver(self, fields)
+            results = payload.well_formed_results()
+            return tuple(results) if results is not None else _verdicts(payload)
         return self._fire_then(route, fields, _verdicts)
 
     def iteration(
@@ -426,7 +429,9 @@ class CallHooks(HookChannel):
         }
         route = self._routes.sampling_repair
         if route.direct:
-            return _repaired(route.deliver(self, fields))
+            payload = route.deliver(self, fields)
+            repaired = payload.messages
+            return repaired if type(repaired) is list else _repaired(payload)
         return self._fire_then(route, fields, _repaired)
 
 
