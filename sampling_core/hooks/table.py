@@ -176,35 +176,22 @@ def direct_delivery(
     calls = tuple((impl.function, impl.takes_payload, impl.plugin_name) for impl in inline)
     isawaitable = inspect.isawaitable
 
-    if not writable:
-
-        def deliver(channel: FaultPolicy, fields: dict[str, Any]) -> Any:
-            payload = build(fields)
-            for function, takes_payload, name in calls:
-                try:
-                    out = function(payload) if takes_payload else function()
-                    if out is not None and isawaitable(out):
-                        raise not_awaited(out)
-                except Exception as exc:
-                    channel.fault(hook, name, exc, False)
-            return payload
-
-        return deliver
-
-    def deliver_credited(channel: FaultPolicy, fields: dict[str, Any]) -> Any:
+    def deliver(channel: FaultPolicy, fields: dict[str, Any]) -> Any:
         payload = build(fields)
         for function, takes_payload, name in calls:
-            credit_writes(payload, name)
+            if writable:
+                credit_writes(payload, name)
             try:
                 out = function(payload) if takes_payload else function()
                 if out is not None and isawaitable(out):
                     raise not_awaited(out)
             except Exception as exc:
-                channel.fault(hook, name, exc, True)
-        credit_writes(payload, None)
+                channel.fault(hook, name, exc, writable)
+        if writable:
+            credit_writes(payload, None)
         return payload
 
-    return deliver_credited
+    return deliver
 
 
 def _one_attribute_per_hook(name: str, kind: type, doc: str) -> type:
