@@ -214,6 +214,8 @@ class SamplingCall:
                 info = IterationInfo(s.sampling_id, index, number, index * s.loop_budget + number)
                 if entered is None:  # the subsample's bindings and the first attempt's, at once
                     entered = enter_subsample(info)
+                    if not inline:  # a task's context ends with it: nothing to restore
+                        entered = ()
                 else:
                     enter_next_attempt(info)
                 attempt = await self._attempt(info, messages)
@@ -235,7 +237,7 @@ class SamplingCall:
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
             self.tally.fail(exc)
         finally:
-            if inline and entered is not None:
+            if entered:  # run inline: the caller's values come back
                 leave_subsample(entered)
 
     # -- one attempt --------------------------------------------------------------------

@@ -27,9 +27,10 @@ is re-raised once all have finished (several: as a ``BaseExceptionGroup``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import inspect
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 
@@ -40,7 +41,7 @@ try:
 except ImportError:  # pragma: no cover - anyio no longer requires sniffio
     sniffio = None  # type: ignore[assignment]
 
-Subsample = Callable[[int], Awaitable[None]]
+Subsample = Callable[[int], Coroutine[Any, Any, None]]
 
 
 class SubsampleTasks(Protocol):
@@ -127,7 +128,6 @@ class AsyncioSubsampleTasks:
         "_pending",
         "_remaining",
         "_shielded",
-        "_started",
         "_tasks",
         "_waiter",
     )
@@ -135,7 +135,6 @@ class AsyncioSubsampleTasks:
     def __init__(self, count: int) -> None:
         self._tasks: list[asyncio.Task[None]] = []
         self._shielded = [False] * count
-        self._started = [False] * count
         self._pending = [False] * count  # cancelled while shielded
         self._remaining = 0
         self._waiter: asyncio.Future[None] | None = None
@@ -148,7 +147,7 @@ class AsyncioSubsampleTasks:
         self._remaining = count
         tasks = self._tasks
         for index in range(count):
-            task = loop.create_task(self._run_one(subsample, index))
+            task = loop.create_task(subsample(index))
             task.add_done_callback(self._finished)
             tasks.append(task)
         cancelled: BaseException | None = None
@@ -169,10 +168,6 @@ class AsyncioSubsampleTasks:
             if len(self._errors) == 1:
                 raise self._errors[0]
             raise BaseExceptionGroup("subsamples failed", self._errors)
-
-    async def _run_one(self, subsample: Subsample, index: int) -> None:
-        self._started[index] = True
-        await subsample(index)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._remaining -= 1
@@ -197,7 +192,7 @@ class AsyncioSubsampleTasks:
         if self._shielded[index]:
             self._pending[index] = True
             return
-        if not self._started[index] or task is asyncio.current_task():
+        if task is asyncio.current_task() or _not_started(task):
             # Not started yet, or running now: like anyio, try again on the next turn of
             # the event loop (by then it waits, or has finished).
             assert self._loop is not None
@@ -215,6 +210,11 @@ class AsyncioSubsampleTasks:
     def shielded(self, index: int) -> _Shield:
         """A block of subsample ``index`` that :meth:`cancel` does not interrupt."""
         return _Shield(self, index)
+
+
+def _not_started(task: asyncio.Task[None]) -> bool:
+    """Whether ``task`` has not begun to run its coroutine yet (asked only to cancel it)."""
+    return inspect.getcoroutinestate(task.get_coro()) == inspect.CORO_CREATED
 
 
 def one_of(group: BaseExceptionGroup) -> BaseException:
