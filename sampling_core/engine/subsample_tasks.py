@@ -146,9 +146,10 @@ class AsyncioSubsampleTasks:
         loop = self._loop = asyncio.get_running_loop()
         self._remaining = count
         tasks = self._tasks
+        finished = self._finished  # one bound method for every task
         for index in range(count):
             task = loop.create_task(subsample(index))
-            task.add_done_callback(self._finished)
+            task.add_done_callback(finished)
             tasks.append(task)
         cancelled: BaseException | None = None
         while self._remaining:
