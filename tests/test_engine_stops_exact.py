@@ -140,3 +140,21 @@ async def test_an_inline_subsamples_iteration_event_is_delivered_whole_when_the_
         await entered.wait()
         group.cancel_scope.cancel()
     assert delivered == [1]  # finished although cancelled; no second attempt started
+
+
+@pytest.mark.parametrize("ended_by", ["stop", "fail"])
+def test_a_pass_recorded_after_the_call_ended_does_not_start_it_again(ended_by):
+    """``early_exit=False``: a pass still being recorded after a stop (or a fatal error)
+    leaves the call over; no attempt starts after it."""
+    from hook_specs.records import Generation, IterationInfo, ValidationResult
+    from sampling_core.engine.tally import Tally
+    from sampling_core.strategies import RejectionSampling
+
+    tally = Tally("s", RejectionSampling(), "first", False)
+    tally.current_attempt = [1, 1]
+    if ended_by == "stop":
+        tally.stop(StopSampling("enough"))
+    else:
+        tally.fail(RuntimeError("a strategy broke"))
+    tally.record(IterationInfo("s", 1, 1, 2), [], Generation("ok"), (ValidationResult(True),))
+    assert tally.over and not tally.may_start(0, 2)

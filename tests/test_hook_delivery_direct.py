@@ -242,3 +242,34 @@ def test_a_background_plain_function_returning_an_awaitable_is_refused_the_same_
         "returned coroutine from a plain function; an implementation whose work must be "
         "awaited is declared `async def`"
     )
+
+
+class _Messages(list):
+    """A list of messages of a plugin's own kind."""
+
+
+class _SyncRewrap:
+    @hookimpl
+    def sampling_repair(self, payload):
+        payload.messages = _Messages(payload.messages)
+
+
+class _AsyncRewrap:
+    @hookimpl
+    async def sampling_repair(self, payload):
+        payload.messages = _Messages(payload.messages)
+
+
+@pytest.mark.parametrize("plugin", [_SyncRewrap, _AsyncRewrap], ids=["plain", "async"])
+async def test_a_repair_may_write_a_list_of_its_own_kind(plugin):
+    """The answer of a hook is told from an awaitable by its kind, not its exact type: a
+    list subclass written by a plain implementation is the next attempt's messages."""
+
+    def starts_ok(text: str) -> bool:
+        """starts with ok"""
+        return text.startswith("ok")
+
+    sampler = Sampler(ScriptedBackend(["no", "ok"]), plugins=[plugin()], load_entrypoints=False)
+    result = await sampler.sample("q", requirements=[starts_ok], loop_budget=2)
+    assert result.success and len(result.attempts) == 2
+    assert type(result.attempts[1].messages) is _Messages

@@ -325,3 +325,17 @@ def test_only_a_backend_that_streams_streams_through_the_cache(tmp_path: Path) -
         assert not can_stream(cache.serving(Plain()))
     finally:
         cache.close()
+
+
+async def test_a_free_backend_stays_free_through_the_cache(tmp_path: Path) -> None:
+    """What the engine reads of the backend (``free_of_charge``) is seen through the cache:
+    an attempt stopped early by a local model costs 0.0, not an unknown cost."""
+
+    class Local(ScriptedBackend):
+        free_of_charge = True
+
+    sampler = Sampler(Local(["one two three four five"]), cache=tmp_path / "c.sqlite")
+    result = await sampler.sample("Count.", requirements=[max_words(2)], seed=1)
+    await sampler.aclose()
+    assert result.attempts[0].stopped_early
+    assert result.usage.cost_usd == 0.0

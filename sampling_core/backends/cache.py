@@ -337,7 +337,9 @@ class CachedBackend:
         self.backend = backend
         self.cache = cache
         self.identity = canonical(cache_identity(backend))
+        # What the engine reads of the backend itself, seen through the cache as well.
         self.provider_name = getattr(backend, "provider_name", None)
+        self.free_of_charge = bool(getattr(backend, "free_of_charge", False))
 
     async def generate(self, request: GenerationRequest) -> Generation:
         """The stored answer to ``request``, or the backend's (then stored)."""

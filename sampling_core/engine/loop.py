@@ -231,7 +231,7 @@ class SamplingCall:
                 messages = s.strategy.repair(s.messages, failures)
                 if firing.sampling_repair:
                     repaired = self.hooks.repair(info, attempt, messages)
-                    messages = repaired if type(repaired) is list else await repaired
+                    messages = repaired if isinstance(repaired, list) else await repaired
         except StopSampling as stop:
             self.tally.stop(stop)
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
@@ -270,7 +270,7 @@ class SamplingCall:
                 validations = unmet_early(validations, stopped, self.s.requirements)
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             judged = self.hooks.validate(info, sent.messages, generation, validations)
-            validations = judged if type(judged) is tuple else await judged
+            validations = judged if isinstance(judged, tuple) else await judged
         tally.in_flight -= 1
         attempt = tally.record(info, messages, generation, validations)
         if self.hooks.firing.sampling_iteration:
@@ -317,7 +317,7 @@ class SamplingCall:
             call_messages, call_options = messages, options
             if firing.generation_pre_call:
                 sent = hooks.pre_call(info, messages, options, retry, purpose)
-                call_messages, call_options = sent if type(sent) is tuple else await sent
+                call_messages, call_options = sent if isinstance(sent, tuple) else await sent
             if retry == 0 and not judging:  # in flight from here: a refused attempt never was
                 self.tally.in_flight += 1
             request = GenerationRequest(call_messages, call_options, info, self.json_schema)

@@ -190,7 +190,8 @@ class Tally:
         if self.selection == "first":
             if self.winner is None:
                 self.winner = attempt
-                self.over = self.early_exit
+                if self.early_exit:  # else the call goes on (never undoing a stop)
+                    self.over = True
                 if tasks is not None:
                     tasks.cancel_all()
             return

@@ -431,7 +431,7 @@ class CallHooks(HookChannel):
         if route.direct:
             payload = route.deliver(self, fields)
             repaired = payload.messages
-            return repaired if type(repaired) is list else _repaired(payload)
+            return repaired if isinstance(repaired, list) else _repaired(payload)
         return self._fire_then(route, fields, _repaired)
 
 
