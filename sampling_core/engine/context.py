@@ -15,6 +15,7 @@ values as if they had been bound.
 
 from __future__ import annotations
 
+import threading
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -27,6 +28,8 @@ _current: ContextVar[IterationInfo | None] = ContextVar("samplehooks_iteration",
 _log_vars: tuple[ContextVar[Any], ...] = ()
 """structlog's variables for sampling_id, subsample_index, attempt and iteration, in that
 order, once the first attempt of the process has bound them."""
+
+_first_binding = threading.Lock()
 
 Entered = tuple[Token[Any], ...]
 """What :func:`enter_subsample` replaced, for :func:`leave_subsample`."""
@@ -42,15 +45,18 @@ def enter_subsample(info: IterationInfo) -> Entered:
     :func:`current_iteration` and in structlog's contextvars; returns what it replaced."""
     global _log_vars
     if not _log_vars:
-        tokens = bind_contextvars(
-            sampling_id=info.sampling_id,
-            subsample_index=info.subsample_index,
-            attempt=info.attempt,
-            iteration=info.iteration,
-        )
-        _log_vars = tuple(
-            tokens[key].var for key in ("sampling_id", "subsample_index", "attempt", "iteration")
-        )
+        with _first_binding:  # two threads' first calls must not make a variable each
+            tokens = bind_contextvars(
+                sampling_id=info.sampling_id,
+                subsample_index=info.subsample_index,
+                attempt=info.attempt,
+                iteration=info.iteration,
+            )
+            if not _log_vars:
+                _log_vars = tuple(
+                    tokens[key].var
+                    for key in ("sampling_id", "subsample_index", "attempt", "iteration")
+                )
         return (*tokens.values(), _current.set(info))
     sampling_id, subsample_index, attempt, iteration = _log_vars
     return (
