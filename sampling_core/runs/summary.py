@@ -33,11 +33,11 @@ class RunSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     usage_unknown: int = 0
+    """Prompts whose backend did not report their tokens (left out of the token sums)."""
     not_started: int = 0
     """Subsamples that never started (the prompt was decided before their launch)."""
     stopped_early: int = 0
     """Attempts whose generation a prefix check stopped early."""
-    """Prompts whose backend did not report their tokens (left out of the token sums)."""
     wall_time_s: float = 0.0
     sessions: int = 0
     top_reasons: list[tuple[str, int]] = field(default_factory=list)
