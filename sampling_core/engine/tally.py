@@ -364,8 +364,6 @@ _by_position = attrgetter("subsample_index", "attempt")
 
 def _one_line(text: str) -> str:
     """``text`` on one line: each line break becomes a space."""
-    if text.isprintable():  # no line break of any kind: every one is unprintable
-        return text
     return " ".join(text.splitlines())
 
 
