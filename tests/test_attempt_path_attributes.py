@@ -18,7 +18,7 @@ from hook_specs.records import Attempt, IterationInfo, Usage, ValidationResult
 from sampling_core.engine.loop import SamplingCall
 from sampling_core.engine.settings import CallSettings, TokenSettings
 from sampling_core.engine.tally import Tally
-from sampling_core.hooks.channel import CallHooks
+from sampling_core.hooks.call_hooks import CallHooks
 from sampling_core.hooks.table import HookImplementation, Route
 from sampling_core.requirements.checks import Requirement
 

@@ -14,7 +14,7 @@ prefix checks, early stop). Subsamples after the first wait for their turn when 
 policy says so (:mod:`sampling_core.engine.launch`).
 
 Every hook is one call of the call's hook channel
-(:class:`~sampling_core.hooks.channel.CallHooks`), which builds the payload, calls the plugins
+(:class:`~sampling_core.hooks.call_hooks.CallHooks`), which builds the payload, calls the plugins
 and applies the fault policy; it answers at once when no implementation must be awaited,
 else with an awaitable the loop awaits. What the call has produced so far (attempts, errors, tokens,
 the winner) is a :class:`~sampling_core.engine.tally.Tally`. An attempt is *completed* once
@@ -67,7 +67,7 @@ from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
 from sampling_core.engine.suspension import finish, note_yield, overdue
 from sampling_core.engine.tally import Tally
 from sampling_core.errors import CheckCallFailed
-from sampling_core.hooks.channel import CallHooks
+from sampling_core.hooks.call_hooks import CallHooks
 from sampling_core.hooks.faults import describe
 from sampling_core.requirements.checks import validate_all
 from sampling_core.requirements.context import CheckContext

@@ -28,7 +28,7 @@ from sampling_core.engine.settings import DEFAULT_TOKENS, CallSettings, token_se
 from sampling_core.engine.subsample_tasks import running_event_loop
 from sampling_core.hooks.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
 from sampling_core.hooks.background import BackgroundDelivery
-from sampling_core.hooks.channel import CallHooks
+from sampling_core.hooks.call_hooks import CallHooks
 from sampling_core.hooks.entry_points import PluginSettings, PluginSpec
 from sampling_core.hooks.faults import PluginFault
 from sampling_core.hooks.registry import PluginRegistry

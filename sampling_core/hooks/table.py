@@ -1,7 +1,7 @@
 """What a registry compiles its plugins into: each hook's implementations in call order.
 
 A :class:`HookTable` never changes once made; :mod:`sampling_core.hooks.channel` fires hooks
-through it: one :class:`~sampling_core.hooks.channel.CallHooks` per ``sample()`` call, and a
+through it: one :class:`~sampling_core.hooks.call_hooks.CallHooks` per ``sample()`` call, and a
 :class:`~sampling_core.hooks.channel.HookChannel` for a batch run's run hooks.
 """
 
