@@ -113,3 +113,31 @@ def test_without_out_a_new_directory_under_runs_is_used(
     assert (made / "records.jsonl").exists()
     refused = invoke("run", config, "--resume")
     assert refused.exit_code == 2 and "--out DIR" in refused.stderr
+
+
+def test_run_reads_its_records_once_for_the_summary_and_the_report(
+    tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a run's records is most of the time a large run's end takes (about 40 s a
+    million): `samplehooks run` prints the summary and the report from one reading, and a
+    resume reads them once more only to know what is left."""
+    from sampling_core.runs.index import RunIndex
+
+    built: list[Path] = []
+    real_build = RunIndex.build.__func__
+
+    def counting_build(cls, run_dir):
+        built.append(run_dir.path)
+        return real_build(cls, run_dir)
+
+    monkeypatch.setattr(RunIndex, "build", classmethod(counting_build))
+    out = tmp_path / "out"
+    first = invoke("run", config, "--out", out)
+    assert first.exit_code == 0, first.output
+    assert "success rate: 80.0%" in first.stdout
+    assert built == [out]
+    built.clear()
+    again = invoke("run", config, "--out", out, "--resume")
+    assert again.exit_code == 0, again.output
+    assert "success rate: 80.0%" in again.stdout
+    assert built == [out, out]

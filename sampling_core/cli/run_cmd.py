@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from datetime import UTC, datetime
@@ -16,7 +17,8 @@ from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.errors import exception_text
 from sampling_core.runs import RunError, run_batch_sync
-from sampling_core.runs.report import build_report, write_report_json
+from sampling_core.runs.index import RunIndex
+from sampling_core.runs.report import RunReport, build_report, report_of, write_report_json
 from sampling_core.runs.runner import default_log
 
 __all__ = ["report_command", "run_command"]
@@ -106,6 +108,13 @@ def run_command(
         if sys.argv[1:2] == ["run"]
         else _argv(config, out, resume, retry_failed, plugin)
     )
+    reports: list[RunReport] = []
+
+    def report(index: RunIndex) -> None:
+        """The report ``samplehooks report DIR`` prints, from the run's last reading."""
+        with contextlib.suppress(RunError):  # the summary is printed instead
+            reports.append(report_of(index))
+
     previous = signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly as on Ctrl-C
     try:
         with logs_to_stderr():  # plugins' log lines never mix with the summary on stdout
@@ -121,6 +130,7 @@ def run_command(
                 ray_address=ray_address,
                 workers=workers,
                 cache=cache,
+                with_index=report,
             )
     except RunError as exc:
         fail(exception_text(exc))
@@ -133,10 +143,8 @@ def run_command(
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-    try:  # the same report as `samplehooks report DIR` (failed prompts, cost, pass@k)
-        typer.echo(build_report(summary.run_dir).render())
-    except RunError:
-        typer.echo(summary.render())
+    # the same report as `samplehooks report DIR` (failed prompts, cost, pass@k)
+    typer.echo(reports[0].render() if reports else summary.render())
 
 
 def default_run_dir(config: Path, now: datetime | None = None) -> Path:

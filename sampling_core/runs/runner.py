@@ -62,7 +62,7 @@ from sampling_core.runs.resume import (
 from sampling_core.runs.run_cache import open_run_cache, with_cache
 from sampling_core.runs.session import BatchSession, run_locally
 from sampling_core.runs.store import FORMAT, RunDirectory, utc_now
-from sampling_core.runs.summary import RunSummary, summarize
+from sampling_core.runs.summary import RunSummary, summary_of
 
 __all__ = ["run_batch", "run_batch_sync"]
 
@@ -86,6 +86,7 @@ async def run_batch(
     ray_address: str | None = None,
     workers: int | None = None,
     cache: str | Path | None = None,
+    with_index: Callable[[RunIndex], None] | None = None,
 ) -> RunSummary:
     """Sample every prompt of the config's dataset into the run directory ``out_dir``.
 
@@ -101,6 +102,9 @@ async def run_batch(
     the runner's messages (default: structlog). ``executor``, ``ray_address`` and
     ``workers`` replace ``run.executor``, ``run.ray.address`` and ``run.ray.workers``;
     ``cache`` replaces ``run.cache`` (the response cache, a throughput setting).
+    ``with_index`` is called with the run's index once the run has ended, the one the
+    summary is then read from (``samplehooks run`` reads its report there: the records are
+    read once for both).
 
     Raises :class:`~sampling_core.runs.errors.RunError` (a refused resume is
     :class:`~sampling_core.runs.errors.ResumeRefused`) before anything is written.
@@ -202,7 +206,10 @@ async def run_batch(
             await aclose_backend(chosen_backend)
         if responses is not None:
             responses.close()
-    return summarize(run_dir.path)
+    with RunIndex.open(run_dir.path) as index:
+        if with_index is not None:
+            with_index(index)
+        return summary_of(index)
 
 
 def run_batch_sync(
