@@ -125,13 +125,25 @@ async def test_cancelled_streams_count_what_the_server_decoded(llama_server: Any
         assert result.cancelled_usage.input_tokens is None
 
 
+class FirstIsShort:
+    """Subsample 0 asks for 4 tokens, the others for 200: it answers first and its pass
+    cancels siblings still decoding (with equal lengths the slots, decoded in step, could
+    all finish before the cancellation lands)."""
+
+    @hookimpl
+    def generation_pre_call(self, payload: Any) -> None:
+        payload.options = {
+            **payload.options,
+            "max_tokens": 4 if payload.subsample_index == 0 else 200,
+        }
+
+
 async def test_without_streaming_cancelled_work_is_unknown_not_zero(llama_server: Any) -> None:
     async with LocalBackend(server=llama_server) as backend:
-        result = await Sampler(backend, load_entrypoints=False).sample(
+        result = await Sampler(backend, plugins=[FirstIsShort()], load_entrypoints=False).sample(
             RAMBLE,
             requirements=[lambda text: True],
             concurrency_budget=SLOTS,
-            options={"max_tokens": 24},
             seed=3,
         )
         await settled(llama_server.base_url, range(SLOTS))
