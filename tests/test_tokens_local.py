@@ -97,16 +97,28 @@ async def test_a_failing_prefix_closes_the_request_and_the_server_stops_decoding
     assert llama_server.running  # the backend was lent the server: it left it running
 
 
+class FirstIsShort:
+    """Subsample 0 asks for 4 tokens, the others for 200: it answers first and its pass
+    cancels siblings still decoding (with equal lengths the slots, decoded in step, could
+    all finish before the cancellation lands)."""
+
+    @hookimpl
+    def generation_pre_call(self, payload: Any) -> None:
+        payload.options = {
+            **payload.options,
+            "max_tokens": 4 if payload.subsample_index == 0 else 200,
+        }
+
+
 async def test_cancelled_streams_count_what_the_server_decoded(llama_server: Any) -> None:
     base = llama_server.base_url
     async with LocalBackend(server=llama_server) as backend:
-        sampler = Sampler(backend, plugins=[Listens()], load_entrypoints=False)
+        sampler = Sampler(backend, plugins=[Listens(), FirstIsShort()], load_entrypoints=False)
         before, _, _ = await settled(base, range(SLOTS))
         result = await sampler.sample(
             RAMBLE,
             requirements=[lambda text: True],
             concurrency_budget=SLOTS,
-            options={"max_tokens": 48},
             seed=3,
         )
         after, pinned_in, pinned_out = await settled(base, range(SLOTS))
@@ -123,19 +135,6 @@ async def test_cancelled_streams_count_what_the_server_decoded(llama_server: Any
         assert result.usage.input_tokens == server_in - pinned_in
     else:
         assert result.cancelled_usage.input_tokens is None
-
-
-class FirstIsShort:
-    """Subsample 0 asks for 4 tokens, the others for 200: it answers first and its pass
-    cancels siblings still decoding (with equal lengths the slots, decoded in step, could
-    all finish before the cancellation lands)."""
-
-    @hookimpl
-    def generation_pre_call(self, payload: Any) -> None:
-        payload.options = {
-            **payload.options,
-            "max_tokens": 4 if payload.subsample_index == 0 else 200,
-        }
 
 
 async def test_without_streaming_cancelled_work_is_unknown_not_zero(llama_server: Any) -> None:
