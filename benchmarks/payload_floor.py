@@ -15,7 +15,9 @@ This prints that floor, measured in this process:
 3. a ``sample()`` attempt without plugins, with the trivial plugin, and with a plugin on one
    hook (or the pair ``sampling_loop_start``/``_end``) only: what each hook adds;
 4. the ratio a trivial plugin could reach if building its payloads were the only cost the
-   plugin added: ``1 + payload time per attempt / no-plugin attempt``.
+   plugin added: ``1 + payload time per attempt / no-plugin attempt``;
+5. what delivering one hook event costs beyond building its payload (:func:`above_floor`),
+   against its target of :data:`ABOVE_FLOOR_TARGET_US` µs.
 
 Every figure is a median of ``--repeats`` runs taken in alternation, so the ratios compare
 numbers taken under the same load.
