@@ -48,13 +48,14 @@ from sampling_core.runs.report import write_report_json
 from sampling_core.runs.rescore_record import Rescoring, completed_entries, rescore_record
 from sampling_core.runs.resume import (
     compare_configs,
+    new_run_meta,
     one_line,
     provenance_header,
     read_effective_config,
     render_effective_config,
     samplehooks_version,
 )
-from sampling_core.runs.store import FORMAT, RunDirectory, utc_now
+from sampling_core.runs.store import RunDirectory, utc_now
 from sampling_core.runs.summary import RunSummary, summarize
 
 __all__ = ["REPORT_FILE", "rescore", "rescore_sync"]
@@ -277,16 +278,7 @@ def _meta(
     kinds: KindRegistry,
 ) -> dict[str, Any]:
     return {
-        "format": FORMAT,
-        "samplehooks_version": samplehooks_version(),
-        "created": utc_now(),
-        "dataset": {
-            "path": str(dataset.path),
-            "count": dataset.count,
-            "fingerprint": dataset.fingerprint,
-            "hashes": dataset.hashes(),
-        },
-        SETTINGS_KEY: settings_meta(config, resolved, kinds),
+        **new_run_meta(dataset, settings_meta(config, resolved, kinds)),
         "rescored_from": {
             "run_dir": str(source.path.resolve()),
             "requirements": [spec.model_dump(mode="json") for spec in config.requirements],

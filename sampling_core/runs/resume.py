@@ -27,9 +27,10 @@ from sampling_core.runs.config import STRICTNESS, Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
 from sampling_core.runs.index import RunIndex
+from sampling_core.runs.integrity import SETTINGS_KEY
 from sampling_core.runs.labelled import labelled_settings
 from sampling_core.runs.loading import describe_errors, describe_yaml_error, load_yaml
-from sampling_core.runs.store import RunDirectory, utc_now
+from sampling_core.runs.store import FORMAT, RunDirectory, utc_now
 
 __all__ = [
     "Difference",
@@ -73,6 +74,25 @@ def samplehooks_version() -> str:
         return metadata.version("samplehooks")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "unknown"
+
+
+def new_run_meta(dataset: Dataset, settings: dict[str, Any]) -> dict[str, Any]:
+    """The ``meta.json`` of a new run directory (a run's, or a rescore's before it adds its
+    ``rescored_from``): its format and samplehooks version, when it was made, the dataset
+    (path, count, fingerprint, content hash of every prompt) and the run's settings as
+    :func:`~sampling_core.runs.integrity.settings_meta` labels them."""
+    return {
+        "format": FORMAT,
+        "samplehooks_version": samplehooks_version(),
+        "created": utc_now(),
+        "dataset": {
+            "path": str(dataset.path),
+            "count": dataset.count,
+            "fingerprint": dataset.fingerprint,
+            "hashes": dataset.hashes(),
+        },
+        SETTINGS_KEY: settings,
+    }
 
 
 def provenance_header(version: str, argv: Sequence[str], source: Path | None) -> list[str]:

@@ -36,7 +36,6 @@ from sampling_core.runs.dataset import Dataset, read_dataset
 from sampling_core.runs.errors import ConfigError, RunDirError
 from sampling_core.runs.index import RunIndex
 from sampling_core.runs.integrity import (
-    SETTINGS_KEY,
     check_settings,
     foreign_records,
     recorded_settings,
@@ -53,6 +52,7 @@ from sampling_core.runs.resume import (
     check_dataset,
     compare_configs,
     lineage_note,
+    new_run_meta,
     provenance_header,
     read_effective_config,
     refuse,
@@ -61,7 +61,7 @@ from sampling_core.runs.resume import (
 )
 from sampling_core.runs.run_cache import open_run_cache, with_cache
 from sampling_core.runs.session import BatchSession, run_locally
-from sampling_core.runs.store import FORMAT, RunDirectory, utc_now
+from sampling_core.runs.store import RunDirectory
 from sampling_core.runs.summary import RunSummary, summary_of
 
 __all__ = ["run_batch", "run_batch_sync"]
@@ -288,18 +288,7 @@ def _create(
     objects: Sequence[PluginSpec],
 ) -> None:
     header = provenance_header(samplehooks_version(), argv, source)
-    meta = {
-        "format": FORMAT,
-        "samplehooks_version": samplehooks_version(),
-        "created": utc_now(),
-        "dataset": {
-            "path": str(dataset.path),
-            "count": dataset.count,
-            "fingerprint": dataset.fingerprint,
-            "hashes": dataset.hashes(),
-        },
-        SETTINGS_KEY: settings_meta(config, resolved, kinds, objects=objects),
-    }
+    meta = new_run_meta(dataset, settings_meta(config, resolved, kinds, objects=objects))
     run_dir.create(render_effective_config(config, header), meta)
     run_dir.lock()
 
