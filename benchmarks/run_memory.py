@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.datasets import write_prompts
 from benchmarks.memory import peak_rss_mb, rss_mb
 
 __all__ = ["MemoryRow", "main"]
@@ -54,17 +55,6 @@ class MemoryRow:
     def growth_mb(self) -> float:
         """Peak over the resident memory before the step."""
         return self.rss_peak_mb - self.rss_before_mb
-
-
-def write_dataset(path: Path, count: int) -> Path:
-    """``count`` short prompts with an ``id`` field."""
-    with path.open("w", encoding="utf-8") as out:
-        for start in range(0, count, 10_000):
-            out.writelines(
-                f'{{"id": "q{i}", "prompt": "Question number {i}: name a colour."}}\n'
-                for i in range(start, min(start + 10_000, count))
-            )
-    return path
 
 
 def write_config(path: Path, dataset: Path) -> Path:
@@ -163,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         for size in sizes:
             scratch = Path(tmp) / f"s{size}"
             scratch.mkdir()
-            dataset = write_dataset(scratch / "dataset.jsonl", size)
+            dataset = write_prompts(scratch / "dataset.jsonl", size, ids=True)
             config = write_config(scratch / "config.yaml", dataset)
             for step in steps:
                 spec = {

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.datasets import write_prompts
 from benchmarks.memory import rss_mb
 
 __all__ = ["ScaleRow", "main", "measure"]
@@ -57,17 +58,6 @@ class ScaleRow:
     def growth_mb(self) -> float:
         """Peak RSS over the RSS before the run."""
         return self.rss_peak_mb - self.rss_before_mb
-
-
-def write_dataset(path: Path, count: int) -> Path:
-    """``count`` short prompts, keyed by line number (no id field: nothing to check twice)."""
-    with path.open("w", encoding="utf-8") as out:
-        for start in range(0, count, 10_000):
-            out.writelines(
-                f'{{"prompt": "Question number {i}: name a colour."}}\n'
-                for i in range(start, min(start + 10_000, count))
-            )
-    return path
 
 
 def measure(executor: str, latency_ms: float, dataset: Path, count: int, out: Path) -> ScaleRow:
@@ -237,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         datasets: dict[int, Path] = {}
         for number, (executor, latency, size) in enumerate(plan):
             if size not in datasets:
-                datasets[size] = write_dataset(Path(tmp) / f"d{size}.jsonl", size)
+                datasets[size] = write_prompts(Path(tmp) / f"d{size}.jsonl", size, ids=False)
             spec = {
                 "executor": executor,
                 "latency_ms": latency,
