@@ -81,8 +81,8 @@ class HookImplementation:
         return made
 
     def call(self, payload: HookPayload) -> Any:
-        """Call the implementation (what it returns may be awaitable). The channel inlines
-        this, on its hot path."""
+        """Call the implementation (what it returns may be awaitable). The delivery loops
+        (:func:`direct_delivery`, the channel's awaiting one) inline this, on their hot path."""
         return self.function(payload) if self.takes_payload else self.function()
 
 
