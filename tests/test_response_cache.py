@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,50 +138,6 @@ async def test_a_damaged_or_foreign_file_is_one_clear_error_naming_it(tmp_path: 
     )
     assert result.exit_code == 2 and str(garbage) in result.output
     assert result.output.count("\n") == 1
-
-
-WRITER = """
-import sys
-from sampling_core.backends.cache import ResponseCache
-from hook_specs.records import Generation, Usage
-cache = ResponseCache(sys.argv[1])  # both processes make the new file a cache at once
-print("ready", flush=True)
-sys.stdin.readline()
-for i in range(200):
-    cache.put(f"{sys.argv[2]}-{i}", "identity", Generation(f"text {i}", Usage(1, 2)))
-print(len(cache), flush=True)
-"""
-
-
-def test_two_processes_write_at_once(tmp_path: Path) -> None:
-    path = tmp_path / "shared.sqlite"
-    root = str(Path(sampling_core.__file__).resolve().parent.parent)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path), name],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"},
-        )
-        for name in ("a", "b")
-    ]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    for proc in procs:  # both go at once
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    for proc in procs:
-        _, errors = proc.communicate(timeout=60)
-        assert proc.returncode == 0, errors
-    cache = ResponseCache(path)
-    assert len(cache) == 400
-    found = cache.get("b-199", "identity")
-    assert found is not None and (found.text, found.usage.output_tokens) == ("text 199", 2)
-    assert cache.get("b-199", "another model") is None
-    cache.close()
 
 
 async def test_a_run_whose_every_call_is_cached_generates_no_tokens(tmp_path: Path) -> None:

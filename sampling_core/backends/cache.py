@@ -135,9 +135,9 @@ class ResponseCache:
                     f"version of samplehooks does not read (it reads {FORMAT}); give "
                     "another path, or delete the file to start an empty cache"
                 )
-            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = self._into_wal()
         except sqlite3.DatabaseError as exc:
-            raise self._damaged(exc) from exc
+            raise self._failure(exc) from exc
         if str(mode).lower() != "wal":
             raise CacheError(
                 f"the response cache {self.path} cannot use SQLite's WAL mode here "
@@ -160,12 +160,41 @@ class ResponseCache:
         self._db.execute(f"PRAGMA user_version = {FORMAT}")
         self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
-    def _damaged(self, exc: BaseException) -> CacheError:
-        return CacheError(
-            f"the response cache {self.path} is damaged or not an SQLite file "
-            f"({exception_text(exc)}); delete it (or give another path) to start an empty "
-            "cache"
-        )
+    def _into_wal(self) -> str:
+        """Put the file in WAL mode (it stays so) and say the mode it is in.
+
+        SQLite does not wait for the lock this needs when another connection holds the
+        write lock: it answers "busy" at once. That happens whenever several processes open
+        a new cache together (one converts it while another is in :meth:`_claim`), so a
+        busy answer is tried again until :data:`BUSY_TIMEOUT_S` is spent.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        pause = 0.005
+        while True:
+            try:
+                return str(self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if _code(exc) not in _HELD or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
+
+    def _failure(self, exc: sqlite3.Error) -> CacheError:
+        """What an SQLite error means for the cache, as a :class:`CacheError`."""
+        code = _code(exc)
+        if code in _HELD:
+            return CacheError(
+                f"the response cache {self.path} stayed locked by another process for more "
+                f"than {BUSY_TIMEOUT_S:g} s ({exception_text(exc)}); let that process "
+                "finish, or give another path"
+            )
+        if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return CacheError(
+                f"the response cache {self.path} is damaged or not an SQLite file "
+                f"({exception_text(exc)}); delete it (or give another path) to start an "
+                "empty cache"
+            )
+        return CacheError(f"cannot use the response cache {self.path}: {exception_text(exc)}")
 
     # -- entries ----------------------------------------------------------------------
 
@@ -179,7 +208,7 @@ class ResponseCache:
                     (key, identity),
                 ).fetchone()
         except sqlite3.DatabaseError as exc:
-            raise self._damaged(exc) from exc
+            raise self._failure(exc) from exc
         if row is None:
             return None
         text, finish_reason, model, tokens_in, tokens_out, cost = row
@@ -205,7 +234,7 @@ class ResponseCache:
                     ),
                 )
         except sqlite3.DatabaseError as exc:
-            raise self._damaged(exc) from exc
+            raise self._failure(exc) from exc
 
     async def aget(self, key: str, identity: str) -> CachedAnswer | None:
         """:meth:`get` in a worker thread."""
@@ -216,8 +245,11 @@ class ResponseCache:
         await anyio.to_thread.run_sync(self.put, key, identity, generation)
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
+        try:
+            with self._lock:
+                return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise self._failure(exc) from exc
 
     # -- is it the same file elsewhere? -------------------------------------------------
 
@@ -225,8 +257,11 @@ class ResponseCache:
         """A random token stored in the file, by which another process (a Ray worker on
         another node) can tell it opens this very file (:func:`probe_problem`)."""
         token = os.urandom(16).hex()
-        with self._lock:
-            self._db.execute("INSERT INTO probes VALUES (?, ?)", (token, _now()))
+        try:
+            with self._lock:
+                self._db.execute("INSERT INTO probes VALUES (?, ?)", (token, _now()))
+        except sqlite3.DatabaseError as exc:
+            raise self._failure(exc) from exc
         return token
 
     def serving(self, backend: Backend) -> CachedBackend:
@@ -257,6 +292,14 @@ def probe_problem(path: str | os.PathLike[str], token: str) -> str | None:
     except sqlite3.Error as exc:
         return f"{where} cannot be read as the cache ({exception_text(exc)})"
     return None if row is not None else f"{where} is another file than the driver's"
+
+
+_HELD = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another connection has the lock
+
+
+def _code(exc: sqlite3.Error) -> int:
+    """SQLite's primary result code for ``exc`` (0 for an error of Python's module)."""
+    return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
 
 
 def _now() -> str:
