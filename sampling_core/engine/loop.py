@@ -163,9 +163,12 @@ class SamplingCall:
                     "provider_name": getattr(s.backend, "provider_name", None),
                 },
             )
-            s.loop_budget, s.concurrency_budget = s.caps.check(
-                payload.loop_budget, payload.concurrency_budget, payload.written_by
-            )
+            loop_budget, concurrency_budget = payload.loop_budget, payload.concurrency_budget
+            if loop_budget is not s.loop_budget or concurrency_budget is not s.concurrency_budget:
+                # A plugin wrote a budget (the caller's were checked by the sampler).
+                s.loop_budget, s.concurrency_budget = s.caps.check(
+                    loop_budget, concurrency_budget, payload.written_by
+                )
         except StopSampling as stop:
             self.tally.stop(stop)
 
