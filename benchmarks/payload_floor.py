@@ -17,7 +17,12 @@ This prints that floor, measured in this process:
 4. the ratio a trivial plugin could reach if building its payloads were the only cost the
    plugin added: ``1 + payload time per attempt / no-plugin attempt``;
 5. what delivering one hook event costs beyond building its payload (:func:`above_floor`),
-   against its target of :data:`ABOVE_FLOOR_TARGET_US` µs.
+   against its target of :data:`ABOVE_FLOOR_TARGET_US` µs;
+6. where that goes: the same figure with a bare delivery (:func:`bare_delivery`: the
+   payload built and handed to each implementation, nothing else), so that what is left is
+   the engine gathering each payload's values into its dict; and the least any delivery
+   adds, timed outside the engine: each payload's dict made from its values by a dict
+   display, the payload built from it and handed to a function that does nothing.
 
 Every figure is a median of ``--repeats`` runs taken in alternation, so the ratios compare
 numbers taken under the same load.
@@ -29,16 +34,20 @@ import argparse
 import asyncio
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 from benchmarks.fakes import FakeModel, TrivialPlugin, configure_logging, engine_runner
 from benchmarks.timing import Runner, median, time_batches
 from hook_specs import HookPayload, hookimpl
+from sampling_core.hooks import table as hook_table
 from sampling_core.testing import HookRecorder
 
 LOOP_BUDGET = 4
 
 
 ENGINE_WAY = "HookPayload.builder (pickle protocol; the engine's way)"
+LEAST_WAY = "from their values (a dict display each), each handed to a no-op plugin"
+BARE = "trivial plugin on every hook, bare delivery"
 BUILD = "build its payloads: "
 """The prefix of the figures of :func:`builders`' ways."""
 
@@ -98,12 +107,68 @@ def builders(payloads: list[HookPayload]) -> dict[str, Callable[[], object]]:
     def validate() -> object:
         return [cls.model_validate(dict(fields)) for cls, fields in specs]
 
+    displays = [
+        (build, dict_display(tuple(fields)), tuple(fields.values())) for build, fields in made
+    ]
+
+    def least_delivery() -> object:
+        handed = []
+        for build, display, values in displays:
+            payload = build(display(*values))
+            _do_nothing(payload)
+            handed.append(payload)
+        return handed
+
     return {
         "the field dicts alone": dicts_only,
         ENGINE_WAY: engine_builder,
         "model_construct": construct,
         "model_validate": validate,
+        LEAST_WAY: least_delivery,
     }
+
+
+def _do_nothing(payload: HookPayload) -> None:
+    """A plugin's implementation that does nothing."""
+
+
+def dict_display(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
+    """A function taking one value per name, in order, and returning them as a dict made by
+    a dict display (``{"a": a, "b": b}``): how a delivery gathers a payload's values, where
+    the floor copies a dict made beforehand."""
+    params = [f"v{i}" for i in range(len(names))]
+    items = ", ".join(f"{name!r}: {param}" for name, param in zip(names, params, strict=True))
+    namespace: dict[str, Any] = {}
+    exec(f"def display({', '.join(params)}):\n    return {{{items}}}", namespace)
+    return namespace["display"]
+
+
+def bare_delivery(
+    hook: Any, build: Callable[[dict[str, Any]], Any], inline: tuple[Any, ...], writable: bool
+) -> Callable[[Any, dict[str, Any]], Any]:
+    """A direct route's delivery that builds the payload and calls each implementation, and
+    nothing else: no fault policy, no crediting of writes, no check for an unawaited
+    coroutine (what :func:`sampling_core.hooks.table.direct_delivery` adds). Measurement
+    only: a plugin raising would escape."""
+    functions = tuple(impl.function for impl in inline)
+
+    def deliver(channel: Any, fields: dict[str, Any]) -> Any:
+        payload = build(fields)
+        for function in functions:
+            function(payload)
+        return payload
+
+    return deliver
+
+
+def bare_engine(plugins: list[Any]) -> Runner:
+    """:func:`~benchmarks.fakes.engine_runner` whose sampler delivers with
+    :func:`bare_delivery`: its hook table is made by a first call while that delivery is in
+    place (the sampler keeps it while no plugin is registered)."""
+    run = engine_runner(FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=plugins)
+    with mock.patch.object(hook_table, "direct_delivery", bare_delivery):
+        asyncio.run(run())
+    return run
 
 
 def measure(calls: int, repeats: int) -> dict[str, Any]:
@@ -125,6 +190,7 @@ def measure(calls: int, repeats: int) -> dict[str, Any]:
     runners: dict[str, Runner] = {
         "no plugin": engine([]),
         "trivial plugin on every hook": engine([TrivialPlugin()]),
+        BARE: bare_engine([TrivialPlugin()]),
         **{f"plugin on {name} only": engine([plugin_on(h)]) for name, h in ONE_HOOK.items()},
         **{f"{BUILD}{name}": awaitable(way) for name, way in builders(payloads).items()},
     }
@@ -150,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     rows = [("sample() attempt, no plugin", base, "-")]
     rows.append(("sample() attempt, trivial plugin on every hook", plugin, "-"))
+    rows.append((f"sample() attempt, {BARE}", us[BARE], "no fault policy, no write crediting"))
     rows += [
         (f"sample() attempt, {name}", value, f"the hook adds {value - base:.2f} µs per attempt")
         for name, value in us.items()
@@ -170,6 +237,17 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"delivery above the payload floor: {above:.2f} µs per hook event "
         f"(target <= {ABOVE_FLOOR_TARGET_US}: {verdict})"
+    )
+    events = found["payloads per attempt"]
+    bare = above_floor({**us, "trivial plugin on every hook": us[BARE]}, events)
+    print(
+        f"  with a bare delivery (payload built, implementation called, nothing else): "
+        f"{bare:.2f} µs; the rest is the engine gathering each payload's values"
+    )
+    least = (us[f"{BUILD}{LEAST_WAY}"] - us[f"{BUILD}{ENGINE_WAY}"]) / events
+    print(
+        f"  the least any delivery adds, outside the engine (a dict display of the values, "
+        f"one call): {least:.2f} µs"
     )
 
 

@@ -3,20 +3,32 @@ rebuilds exactly those payloads each way it times."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from typing import Any
 
+import pytest
+
+from benchmarks.fakes import FakeModel, TrivialPlugin, engine_runner
 from benchmarks.payload_floor import (
+    BARE,
     BUILD,
     ENGINE_WAY,
+    LEAST_WAY,
     LOOP_BUDGET,
     ONE_HOOK,
     above_floor,
+    bare_delivery,
+    bare_engine,
     builders,
+    dict_display,
     field_values,
     measure,
     payloads_of_one_call,
     plugin_on,
 )
+from hook_specs import hookimpl
+from sampling_core.hooks import table as hook_table
 
 
 def test_it_keeps_every_payload_of_a_call() -> None:
@@ -38,7 +50,8 @@ def test_every_way_builds_the_same_payloads() -> None:
     payloads = payloads_of_one_call()
     expected = [field_values(p) for p in payloads]
     ways = builders(payloads)
-    assert len(ways) == 4
+    assert len(ways) == 5
+    assert LEAST_WAY in ways
     for name, build in ways.items():
         made = build()
         if name == "the field dicts alone":
@@ -54,6 +67,7 @@ def test_measure_reports_the_payloads_per_attempt_and_every_figure() -> None:
     assert set(found["us per attempt"]) == {
         "no plugin",
         "trivial plugin on every hook",
+        BARE,
         *(f"plugin on {name} only" for name in ONE_HOOK),
         *(f"{BUILD}{name}" for name in builders(payloads_of_one_call())),
     }
@@ -76,3 +90,46 @@ def test_above_floor_is_the_plugins_cost_less_the_attempt_and_its_payloads_per_e
         f"{BUILD}{ENGINE_WAY}": 6.0,
     }
     assert above_floor(us, events_per_attempt=5.0) == (20.0 - 7.0 - 6.0) / 5.0
+
+
+def test_a_dict_display_gathers_the_values_under_their_names_in_order() -> None:
+    display = dict_display(("sampling_id", "attempt", "text"))
+    made = display("abc", 2, "it's {odd}")
+    assert made == {"sampling_id": "abc", "attempt": 2, "text": "it's {odd}"}
+    assert list(made) == ["sampling_id", "attempt", "text"]
+
+
+def noting(seen: list[str], fail: list[bool]) -> object:
+    """A plugin on every hook the trivial plugin implements, noting each payload's hook;
+    its ``sampling_iteration`` raises while ``fail`` holds ``True``."""
+
+    def implementation(name: str) -> Any:
+        def note(self: object, payload: Any) -> None:
+            seen.append(type(payload).hook.value)
+            if name == "sampling_iteration" and fail[0]:
+                raise RuntimeError("an observer failing")
+
+        note.__name__ = name
+        return hookimpl(note)
+
+    names = [n for n in vars(TrivialPlugin) if n.startswith(("sampling_", "generation_"))]
+    return type("Notes", (), {name: implementation(name) for name in names})()
+
+
+def test_the_bare_engine_hands_the_same_payloads_through_the_bare_delivery() -> None:
+    seen: list[str] = []
+    fail = [False]
+    run = bare_engine([noting(seen, fail)])
+    assert hook_table.direct_delivery is not bare_delivery  # put back once the table was made
+    seen.clear()
+    result = asyncio.run(run())
+    assert not result.success and result.iterations_used == LOOP_BUDGET
+    assert seen == [type(p).hook.value for p in payloads_of_one_call()]
+    # The bare delivery has no fault policy: an observer's exception is not isolated there.
+    fail[0] = True
+    with pytest.raises(RuntimeError, match="an observer failing"):
+        asyncio.run(run())
+    isolated = engine_runner(
+        FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=[noting([], fail)]
+    )
+    assert len(asyncio.run(isolated()).plugin_errors) == LOOP_BUDGET
