@@ -198,3 +198,26 @@ def test_sample_and_sample_sync_take_exactly_the_sampler_s_arguments_plus_a_back
             assert parameter.default == method[name].default, name
     # what only a batch run passes (the dataset line and its key) is all they leave out
     assert internal <= {"row", "prompt_key"}
+
+
+@pytest.mark.parametrize("written", [True, 1.0], ids=repr)
+async def test_a_budget_written_equal_but_of_another_type_is_still_refused(written):
+    # The engine checks a budget again only when a plugin wrote one: equal is not unwritten.
+    backend = ScriptedBackend(["x"])
+    sampler = Sampler(backend, plugins=[SetBudgets(loop_budget=written)], load_entrypoints=False)
+    with pytest.raises(BudgetError, match="SetBudgets") as caught:
+        await sampler.sample("q", loop_budget=1)
+    assert caught.value.field == "loop_budget" and backend.calls == 0
+
+
+async def test_budgets_written_back_unchanged_are_kept():
+    class WritesThemBack:
+        @hookimpl
+        def sampling_loop_start(self, payload):
+            payload.loop_budget = payload.loop_budget
+            payload.concurrency_budget = payload.concurrency_budget
+
+    backend = ScriptedBackend(["x"])
+    sampler = Sampler(backend, plugins=[WritesThemBack()], load_entrypoints=False)
+    result = await sampler.sample("q", loop_budget=3, concurrency_budget=2)
+    assert (result.loop_budget, result.concurrency_budget, result.success) == (3, 2, True)
