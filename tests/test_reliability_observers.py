@@ -354,3 +354,115 @@ def test_ctrl_c_during_a_run_with_a_stuck_observer_ends_the_run(tmp_path: Path) 
     out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
     assert (child.returncode, err) == (130, "interrupted\n"), out
     assert 1 <= len(records(tmp_path / "out")) < 200
+
+
+# -- Ctrl-C does not wait for a stuck observer's whole timeout ------------------------------
+#
+# The timeouts below are far longer than the guard: a drain that waited for them would fail
+# the test by its guard, not by a timing assertion.
+
+LONG_TIMEOUT_S = 600.0
+
+
+@pytest.mark.parametrize("when", ["after the events", "before the events"])
+def test_hurry_leaves_a_stuck_observer_and_delivers_every_event_to_the_others(
+    release: threading.Event, when: str
+) -> None:
+    counter = Counter()
+    sampler = Sampler(
+        ScriptedBackend(["x"]),
+        plugins=[stuck_plugin(release), counter],
+        load_entrypoints=False,
+        plugin_timeout=LONG_TIMEOUT_S,
+    )
+    if when == "before the events":  # each event then starts with the short deadline
+        sampler.background.hurry(0.2)
+    result = anyio.run(lambda: sampler.sample("q", requirements=[never], loop_budget=3))
+    assert result.iterations_used == 3
+    sampler.background.hurry(0.2)  # as Ctrl-C does
+    sampler.background.hurry(LONG_TIMEOUT_S)  # a longer grace later changes nothing
+    returns(sampler.background.drain)
+    assert counter.seen == [1, 2, 3] and counter.ends == 1  # nothing lost for the others
+    [stuck, skipped] = faults_of(sampler, "Stuck")
+    assert "had not returned 0.2s after the program was interrupted" in stuck
+    assert "2 later events were not delivered" in skipped
+
+
+SAMPLE_SYNC_CHILD = """
+    import sys, threading
+    from hook_specs import background, hookimpl
+    from sampling_core import Sampler, ScriptedBackend
+
+    class Stuck:
+        @hookimpl
+        @background
+        def sampling_iteration(self, payload):
+            print("stuck", file=sys.stderr, flush=True)
+            threading.Event().wait()  # never set
+
+    sampler = Sampler(
+        ScriptedBackend(["x"]), plugins=[Stuck()], load_entrypoints=False,
+        plugin_timeout=float(sys.argv[1]),
+    )
+    sampler.sample_sync("q")  # then waits for the stuck observer: Ctrl-C comes there
+"""
+
+
+def test_ctrl_c_in_sample_sync_does_not_wait_for_a_stuck_observer() -> None:
+    child = run_child(SAMPLE_SYNC_CHILD, str(LONG_TIMEOUT_S))
+    assert child.stderr is not None
+    assert child.stderr.readline() == "stuck\n"
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
+    assert child.returncode in (-signal.SIGINT, 130) and "KeyboardInterrupt" in err
+    assert "had not returned 2s after the program was interrupted" in out
+
+
+def test_ctrl_c_during_a_run_does_not_wait_for_a_stuck_observer(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 200)
+    config = write_config(
+        tmp_path / "c.yaml",
+        dataset,
+        backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.01},
+        run={"max_concurrent_prompts": 1},
+    )
+    script = RUN_CHILD.replace("DEFAULT_TIMEOUT_S = 1.0", f"DEFAULT_TIMEOUT_S = {LONG_TIMEOUT_S}")
+    child = run_child(script, str(config), str(tmp_path / "out"))
+    assert child.stderr is not None
+    assert child.stderr.readline() == "stuck\n"  # the first prompt's observer is stuck
+    child.send_signal(signal.SIGINT)  # while the run goes on
+    out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
+    assert (child.returncode, err) == (130, "interrupted\n"), out
+    assert "had not returned 2s after the program was interrupted" in out
+    assert 1 <= len(records(tmp_path / "out")) < 200
+
+
+EXIT_ON_CTRL_C_CHILD = """
+    import asyncio, sys, threading
+    from hook_specs import background, hookimpl
+    from sampling_core import Sampler, ScriptedBackend
+
+    class Stuck:
+        @hookimpl
+        @background
+        def sampling_iteration(self, payload):
+            threading.Event().wait()  # never set
+
+    sampler = Sampler(
+        ScriptedBackend(["x"]), plugins=[Stuck()], load_entrypoints=False,
+        plugin_timeout=float(sys.argv[1]),
+    )
+    asyncio.run(sampler.sample("q"))
+    print("sampled", file=sys.stderr, flush=True)
+    threading.Event().wait()  # the program's own work, until Ctrl-C
+"""
+
+
+def test_an_interpreter_exiting_on_ctrl_c_does_not_wait_for_a_stuck_observer() -> None:
+    child = run_child(EXIT_ON_CTRL_C_CHILD, str(LONG_TIMEOUT_S))
+    assert child.stderr is not None
+    assert child.stderr.readline() == "sampled\n"
+    child.send_signal(signal.SIGINT)  # not in any samplehooks code: the exit hook hurries
+    out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
+    assert child.returncode in (-signal.SIGINT, 130) and "KeyboardInterrupt" in err
+    assert "had not returned 2s after the program was interrupted" in out

@@ -292,10 +292,15 @@ class Sampler:
     def sample_sync(self, prompt: Prompt, **kwargs: Any) -> SamplingResult:
         """Run :meth:`sample` to completion from synchronous code.
 
-        Returns once every background event of the call has been delivered too.
+        Returns once every background event of the call has been delivered too (after a
+        Ctrl-C, within :data:`~sampling_core.hooks.background.INTERRUPT_GRACE_S` seconds:
+        a stuck observer is then left running, and reported).
         """
         try:
             return run_sync(partial(self.sample, prompt, **kwargs))
+        except KeyboardInterrupt:
+            self.background.hurry()
+            raise
         finally:
             self.background.drain()
 

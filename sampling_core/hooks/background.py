@@ -24,7 +24,12 @@ Nothing an observer does can hang the program:
   delivered, so ``aclose()``, ``sample_sync``, the end of a batch run and interpreter exit
   return within the timeout. Called from an observer (one that uses the sampler: a nested
   ``sample_sync`` or ``aclose()``), it does not wait (a worker cannot wait for itself):
-  the nested call works, and its events are delivered after the observer returns.
+  the nested call works, and its events are delivered after the observer returns;
+* once the program is interrupted (Ctrl-C in ``sample_sync`` or in a batch run, or the
+  interpreter exiting on ``KeyboardInterrupt``), :meth:`hurry` shortens the wait: an event
+  may then run :data:`INTERRUPT_GRACE_S` more seconds at the most, so the observers that
+  keep up still get every event and a stuck one is left running, reported, within
+  seconds rather than the whole timeout.
 
 When ``maxsize`` events (default 10,000) are queued the engine waits for room, without
 blocking its event loop: nothing is dropped while the observers keep up (an observer's own
@@ -36,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
+import sys
 import threading
 import time
 import weakref
@@ -49,13 +55,16 @@ from hook_specs.payloads import HookPayload
 from sampling_core.hooks.faults import PluginFault, PluginTimeout, log_fault, not_awaited
 from sampling_core.hooks.table import HookImplementation
 
-__all__ = ["DEFAULT_MAXSIZE", "DEFAULT_TIMEOUT_S", "BackgroundDelivery"]
+__all__ = ["DEFAULT_MAXSIZE", "DEFAULT_TIMEOUT_S", "INTERRUPT_GRACE_S", "BackgroundDelivery"]
 
 DEFAULT_MAXSIZE = 10_000
 DEFAULT_TIMEOUT_S = 30.0
 """How long a background event may take when the sampler sets no ``plugin_timeout``."""
 IDLE_S = 2.0
 """A worker with nothing to deliver for this long stops (a new event starts another)."""
+INTERRUPT_GRACE_S = 2.0
+"""Once the program is interrupted (:meth:`BackgroundDelivery.hurry`), how long an event
+may still run before its observer is left running and reported."""
 ASYNC_GRACE_S = 0.5
 """An ``async`` observer is cancelled at the timeout; the watchdog waits this much longer
 for one that blocks its thread (and so cannot be cancelled)."""
@@ -103,6 +112,7 @@ class BackgroundDelivery:
         self._count = 0  # events queued or being delivered (not abandoned)
         self._watchdog: threading.Thread | None = None
         self._at_exit = False
+        self._hurried: float | None = None  # the grace left to events once interrupted
 
     async def put(self, hook: HookName, impl: HookImplementation, payload: HookPayload) -> None:
         """Queue one event; waits (off the event loop) while ``maxsize`` events are queued."""
@@ -124,13 +134,37 @@ class BackgroundDelivery:
 
     def drain(self) -> None:
         """Block until every event put so far was delivered, or reported as not delivered
-        (its plugin did not return within the timeout). From an observer: returns at once."""
+        (its plugin did not return within the timeout). From an observer: returns at once.
+        Interrupted (``KeyboardInterrupt``), it calls :meth:`hurry` first."""
         if _in_worker():
             return
+        try:
+            with self._lock:
+                self._idle.wait_for(lambda: self._count == 0)
+                for name, lane in self._lanes.items():
+                    self._report_skipped(name, lane)
+        except KeyboardInterrupt:
+            self.hurry()
+            raise
+
+    def hurry(self, grace: float = INTERRUPT_GRACE_S) -> None:
+        """The program is being interrupted: from now on an event runs ``grace`` seconds at
+        the most (those running now, ``grace`` from now), not the whole timeout.
+
+        Observers that keep up still get every event queued; one still running when its
+        grace is up is left running and reported, as at its timeout, so a drain returns
+        within about ``grace`` seconds of an interruption. There is no going back: the
+        sampler is ending.
+        """
         with self._lock:
-            self._idle.wait_for(lambda: self._count == 0)
-            for name, lane in self._lanes.items():
-                self._report_skipped(name, lane)
+            if self._hurried is not None and self._hurried <= grace:
+                return
+            self._hurried = grace
+            latest = time.monotonic() + grace
+            for lane in self._lanes.values():
+                if lane.current is not None and lane.deadline > latest:
+                    lane.deadline = latest
+            self._watch.notify()
 
     async def adrain(self) -> None:
         """:meth:`drain`, awaited without blocking the event loop (cancellable)."""
@@ -202,7 +236,11 @@ class BackgroundDelivery:
                     event = lane.items.popleft()
                     lane.current = event
                     grace = ASYNC_GRACE_S if event[1].is_async else 0.0
-                    lane.deadline = time.monotonic() + self.timeout + grace
+                    allowed = self.timeout + grace
+                    if self._hurried is not None:  # a deadline sooner than the watchdog knows
+                        allowed = min(allowed, self._hurried)
+                        self._watch.notify()
+                    lane.deadline = time.monotonic() + allowed
                 failure = self._call(loop, event)
                 with self._lock:
                     if lane.current is event:  # delivered (not abandoned by the watchdog)
@@ -234,7 +272,8 @@ class BackgroundDelivery:
         """The watchdog: abandon an event still running past its deadline; stop when idle.
 
         It sleeps until the earliest deadline, or for ``timeout`` when no event runs: an
-        event started later has a later deadline, so no worker needs to wake it."""
+        event started later has a later deadline, so no worker needs to wake it (once
+        hurried, a worker starting an event does wake it: that deadline may be sooner)."""
         with self._lock:
             while True:
                 now = time.monotonic()
@@ -252,10 +291,11 @@ class BackgroundDelivery:
         event = lane.current
         assert event is not None
         hook = event[0].value
-        text = (
-            f"did not return within {self.timeout:g}s; it was left running and its later "
-            "events are not delivered until it returns"
-        )
+        if self._hurried is None:
+            ran = f"did not return within {self.timeout:g}s"
+        else:
+            ran = f"had not returned {self._hurried:g}s after the program was interrupted"
+        text = f"{ran}; it was left running and its later events are not delivered until it returns"
         self._fault(name, hook, PluginTimeout(text))
         lane.current, lane.stalled = None, event
         lane.skipped += len(lane.items)
@@ -285,4 +325,13 @@ async def _bounded(pending: Any, timeout: float) -> BaseException | None:
 def _drain_at_exit(owner: weakref.ref[BackgroundDelivery]) -> None:
     delivery = owner()
     if delivery is not None:
+        if _exiting_on_interrupt():
+            delivery.hurry()
         delivery.drain()
+
+
+def _exiting_on_interrupt() -> bool:
+    """Whether the interpreter is exiting on an uncaught ``KeyboardInterrupt`` (Ctrl-C):
+    the exception Python printed last (``sys.last_exc``, ``sys.last_value`` before 3.12)."""
+    last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    return isinstance(last, KeyboardInterrupt)
