@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,6 +24,7 @@ from typing import Any, ClassVar
 import anyio
 import pytest
 from runs_helpers import records, write_config, write_dataset
+from structlog.testing import capture_logs
 
 import sampling_core
 from hook_specs import background, hookimpl
@@ -356,12 +358,13 @@ def test_ctrl_c_during_a_run_with_a_stuck_observer_ends_the_run(tmp_path: Path) 
     assert 1 <= len(records(tmp_path / "out")) < 200
 
 
-# -- Ctrl-C does not wait for a stuck observer's whole timeout ------------------------------
+# -- Ctrl-C: the first waits (and says so), the second stops waiting for a stuck observer ---
 #
 # The timeouts below are far longer than the guard: a drain that waited for them would fail
 # the test by its guard, not by a timing assertion.
 
 LONG_TIMEOUT_S = 600.0
+WAITING = "background.waiting"  # what a drain says once it waits after a Ctrl-C
 
 
 @pytest.mark.parametrize("when", ["after the events", "before the events"])
@@ -388,6 +391,52 @@ def test_hurry_leaves_a_stuck_observer_and_delivers_every_event_to_the_others(
     assert "2 later events were not delivered" in skipped
 
 
+def test_a_first_ctrl_c_does_not_cut_a_slow_observer_short(release: threading.Event) -> None:
+    counter = Counter()
+    slow = stuck_plugin(release)  # slow, not stuck: it is released once the drain waits
+    sampler = Sampler(
+        ScriptedBackend(["x"]),
+        plugins=[slow, counter],
+        load_entrypoints=False,
+        plugin_timeout=LONG_TIMEOUT_S,
+    )
+    anyio.run(lambda: sampler.sample("q", requirements=[never], loop_budget=3))
+    with capture_logs() as logs:
+        drained = threading.Thread(target=sampler.background.drain, args=(True,), daemon=True)
+        drained.start()  # as sample_sync's drain after a Ctrl-C
+        deadline = time.monotonic() + GUARD_S
+        while not [e for e in logs if e["event"] == WAITING]:
+            assert time.monotonic() < deadline, "the drain never said what it waits for"
+            time.sleep(0.01)
+        release.set()
+        drained.join(GUARD_S)
+    assert not drained.is_alive()
+    [waiting] = [e for e in logs if e["event"] == WAITING]
+    assert waiting["plugins"] == ["Stuck"] and "Ctrl-C again" in waiting["hint"]
+    assert type(slow).calls == 3 and counter.seen == [1, 2, 3]  # every event delivered
+    assert faults_of(sampler, "Stuck") == []
+
+
+def interrupt_twice(child: subprocess.Popen[str]) -> tuple[str, str]:
+    """Ctrl-C, then (once the child says it waits for its observers) Ctrl-C again; what it
+    printed on stdout and stderr."""
+    assert child.stdout is not None
+    child.send_signal(signal.SIGINT)
+    said: list[str] = []
+
+    def until_waiting() -> None:
+        for line in child.stdout:  # type: ignore[union-attr]
+            said.append(line)
+            if WAITING in line:
+                return
+
+    returns(until_waiting)
+    assert said and WAITING in said[-1], said
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
+    return "".join(said) + out, err
+
+
 SAMPLE_SYNC_CHILD = """
     import sys, threading
     from hook_specs import background, hookimpl
@@ -408,33 +457,13 @@ SAMPLE_SYNC_CHILD = """
 """
 
 
-def test_ctrl_c_in_sample_sync_does_not_wait_for_a_stuck_observer() -> None:
+def test_ctrl_c_twice_in_sample_sync_stops_waiting_for_a_stuck_observer() -> None:
     child = run_child(SAMPLE_SYNC_CHILD, str(LONG_TIMEOUT_S))
     assert child.stderr is not None
     assert child.stderr.readline() == "stuck\n"
-    child.send_signal(signal.SIGINT)
-    out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
+    out, err = interrupt_twice(child)
     assert child.returncode in (-signal.SIGINT, 130) and "KeyboardInterrupt" in err
     assert "had not returned 2s after the program was interrupted" in out
-
-
-def test_ctrl_c_during_a_run_does_not_wait_for_a_stuck_observer(tmp_path: Path) -> None:
-    dataset = write_dataset(tmp_path / "d.jsonl", 200)
-    config = write_config(
-        tmp_path / "c.yaml",
-        dataset,
-        backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.01},
-        run={"max_concurrent_prompts": 1},
-    )
-    script = RUN_CHILD.replace("DEFAULT_TIMEOUT_S = 1.0", f"DEFAULT_TIMEOUT_S = {LONG_TIMEOUT_S}")
-    child = run_child(script, str(config), str(tmp_path / "out"))
-    assert child.stderr is not None
-    assert child.stderr.readline() == "stuck\n"  # the first prompt's observer is stuck
-    child.send_signal(signal.SIGINT)  # while the run goes on
-    out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
-    assert (child.returncode, err) == (130, "interrupted\n"), out
-    assert "had not returned 2s after the program was interrupted" in out
-    assert 1 <= len(records(tmp_path / "out")) < 200
 
 
 EXIT_ON_CTRL_C_CHILD = """
@@ -458,11 +487,10 @@ EXIT_ON_CTRL_C_CHILD = """
 """
 
 
-def test_an_interpreter_exiting_on_ctrl_c_does_not_wait_for_a_stuck_observer() -> None:
+def test_ctrl_c_twice_as_the_interpreter_exits_stops_waiting_for_a_stuck_observer() -> None:
     child = run_child(EXIT_ON_CTRL_C_CHILD, str(LONG_TIMEOUT_S))
     assert child.stderr is not None
     assert child.stderr.readline() == "sampled\n"
-    child.send_signal(signal.SIGINT)  # not in any samplehooks code: the exit hook hurries
-    out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
+    out, err = interrupt_twice(child)  # not in samplehooks code: the exit hook waits
     assert child.returncode in (-signal.SIGINT, 130) and "KeyboardInterrupt" in err
     assert "had not returned 2s after the program was interrupted" in out

@@ -292,17 +292,18 @@ class Sampler:
     def sample_sync(self, prompt: Prompt, **kwargs: Any) -> SamplingResult:
         """Run :meth:`sample` to completion from synchronous code.
 
-        Returns once every background event of the call has been delivered too (after a
-        Ctrl-C, within :data:`~sampling_core.hooks.background.INTERRUPT_GRACE_S` seconds:
-        a stuck observer is then left running, and reported).
+        Returns once every background event of the call has been delivered too; after a
+        Ctrl-C it says what it waits for, and a second Ctrl-C stops the waiting for a stuck
+        observer (see :meth:`~sampling_core.hooks.background.BackgroundDelivery.drain`).
         """
+        interrupted = False
         try:
             return run_sync(partial(self.sample, prompt, **kwargs))
         except KeyboardInterrupt:
-            self.background.hurry()
+            interrupted = True
             raise
         finally:
-            self.background.drain()
+            self.background.drain(interrupted)
 
 
 _ids = random.Random()  # seeded from os.urandom; never the caller's global random state

@@ -25,11 +25,14 @@ Nothing an observer does can hang the program:
   return within the timeout. Called from an observer (one that uses the sampler: a nested
   ``sample_sync`` or ``aclose()``), it does not wait (a worker cannot wait for itself):
   the nested call works, and its events are delivered after the observer returns;
-* once the program is interrupted (Ctrl-C in ``sample_sync`` or in a batch run, or the
-  interpreter exiting on ``KeyboardInterrupt``), :meth:`hurry` shortens the wait: an event
-  may then run :data:`INTERRUPT_GRACE_S` more seconds at the most, so the observers that
-  keep up still get every event and a stuck one is left running, reported, within
-  seconds rather than the whole timeout.
+* a Ctrl-C does not cut delivery short (a slow observer, such as one writing to a remote
+  tracking server, still gets its events): once ``sample_sync`` or the interpreter's exit
+  is interrupted by Ctrl-C, a drain that has to wait more than :data:`NOTICE_AFTER_S`
+  says what it waits for; a second Ctrl-C then stops the waiting (:meth:`hurry`): an
+  event may run :data:`INTERRUPT_GRACE_S` more seconds at the most, so the observers
+  that keep up still get every event and a stuck one is left running, reported, within
+  seconds. (A batch run's end still waits up to the timeout: it waits from the event
+  loop, where a Ctrl-C does not reach the wait.)
 
 When ``maxsize`` events (default 10,000) are queued the engine waits for room, without
 blocking its event loop: nothing is dropped while the observers keep up (an observer's own
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import inspect
 import sys
 import threading
@@ -49,13 +53,22 @@ from collections import deque
 from typing import Any
 
 import anyio.to_thread
+import structlog
 
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
 from sampling_core.hooks.faults import PluginFault, PluginTimeout, log_fault, not_awaited
 from sampling_core.hooks.table import HookImplementation
 
-__all__ = ["DEFAULT_MAXSIZE", "DEFAULT_TIMEOUT_S", "INTERRUPT_GRACE_S", "BackgroundDelivery"]
+__all__ = [
+    "DEFAULT_MAXSIZE",
+    "DEFAULT_TIMEOUT_S",
+    "INTERRUPT_GRACE_S",
+    "NOTICE_AFTER_S",
+    "BackgroundDelivery",
+]
+
+logger = structlog.get_logger("samplehooks")
 
 DEFAULT_MAXSIZE = 10_000
 DEFAULT_TIMEOUT_S = 30.0
@@ -63,8 +76,10 @@ DEFAULT_TIMEOUT_S = 30.0
 IDLE_S = 2.0
 """A worker with nothing to deliver for this long stops (a new event starts another)."""
 INTERRUPT_GRACE_S = 2.0
-"""Once the program is interrupted (:meth:`BackgroundDelivery.hurry`), how long an event
-may still run before its observer is left running and reported."""
+"""Once the waiting is stopped (:meth:`BackgroundDelivery.hurry`: a second Ctrl-C), how
+long an event may still run before its observer is left running and reported."""
+NOTICE_AFTER_S = 1.0
+"""After a Ctrl-C, how long a drain waits before it says what it is waiting for."""
 ASYNC_GRACE_S = 0.5
 """An ``async`` observer is cancelled at the timeout; the watchdog waits this much longer
 for one that blocks its thread (and so cannot be cancelled)."""
@@ -132,20 +147,54 @@ class BackgroundDelivery:
         """Events queued or being delivered (an abandoned one is not counted)."""
         return self._count
 
-    def drain(self) -> None:
+    def drain(self, interrupted: bool = False) -> None:
         """Block until every event put so far was delivered, or reported as not delivered
         (its plugin did not return within the timeout). From an observer: returns at once.
-        Interrupted (``KeyboardInterrupt``), it calls :meth:`hurry` first."""
+
+        ``interrupted``: the program was interrupted (Ctrl-C) already. A Ctrl-C while it
+        waits does not cut delivery short: the first is kept (the drain then says what it
+        waits for, if that takes more than :data:`NOTICE_AFTER_S`), the next calls
+        :meth:`hurry`; the first is raised once every event is accounted for.
+        """
         if _in_worker():
             return
-        try:
-            with self._lock:
-                self._idle.wait_for(lambda: self._count == 0)
-                for name, lane in self._lanes.items():
-                    self._report_skipped(name, lane)
-        except KeyboardInterrupt:
-            self.hurry()
-            raise
+        caught: KeyboardInterrupt | None = None
+        noticed = False
+        while True:
+            try:
+                if interrupted and not noticed:
+                    noticed = True
+                    if not self._wait_idle(NOTICE_AFTER_S):
+                        self._notice()
+                self._wait_idle(None)
+                break
+            except KeyboardInterrupt as interruption:
+                caught = caught or interruption
+                if interrupted:
+                    self.hurry()
+                interrupted = True
+        with self._lock:
+            for name, lane in self._lanes.items():
+                self._report_skipped(name, lane)
+        if caught is not None:
+            raise caught
+
+    def _wait_idle(self, timeout: float | None) -> bool:
+        """Wait until no event is queued or being delivered; ``False`` if ``timeout`` ran out."""
+        with self._lock:
+            return self._idle.wait_for(lambda: self._count == 0, timeout)
+
+    def _notice(self) -> None:
+        """Say what a drain after a Ctrl-C waits for, and how to stop waiting."""
+        with self._lock:
+            running = sorted(name for name, lane in self._lanes.items() if lane.current)
+            pending = self._count
+        logger.warning(
+            "background.waiting",
+            plugins=running,
+            pending_events=pending,
+            hint="waiting for background observers to finish; press Ctrl-C again to stop",
+        )
 
     def hurry(self, grace: float = INTERRUPT_GRACE_S) -> None:
         """The program is being interrupted: from now on an event runs ``grace`` seconds at
@@ -325,9 +374,8 @@ async def _bounded(pending: Any, timeout: float) -> BaseException | None:
 def _drain_at_exit(owner: weakref.ref[BackgroundDelivery]) -> None:
     delivery = owner()
     if delivery is not None:
-        if _exiting_on_interrupt():
-            delivery.hurry()
-        delivery.drain()
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: the program is ending
+            delivery.drain(interrupted=_exiting_on_interrupt())
 
 
 def _exiting_on_interrupt() -> bool:

@@ -161,7 +161,6 @@ async def run_batch(
     parts = None
     driver = None  # under Ray: the run's plugins in this process, for their run hooks
     index = None
-    interrupted = False
     try:
         if resume:
             index = _prepare_resume(
@@ -191,17 +190,12 @@ async def run_batch(
                 cache=responses,
             )
             await batch.run(run_locally(parts), parts.sampler.plugins.hooks(), settings)
-    except BaseException as exc:
-        interrupted = _is_interruption(exc)  # then a stuck observer is not waited for
-        raise
     finally:
         if index is not None:
             index.close()
         for sampler in (parts.sampler if parts is not None else None, driver):
             if sampler is None:
                 continue
-            if interrupted:
-                sampler.background.hurry()
             with anyio.CancelScope(shield=True):  # every @background event, before the end
                 await sampler.background.adrain()
             close_plugins(sampler)
@@ -216,14 +210,6 @@ async def run_batch(
         if with_index is not None:
             with_index(index)
         return summary_of(index)
-
-
-def _is_interruption(exc: BaseException) -> bool:
-    """Whether ``exc`` ends the run because it was interrupted: Ctrl-C (``KeyboardInterrupt``,
-    which asyncio delivers as a cancellation) or a cancelled caller, alone or in a group."""
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_is_interruption(inner) for inner in exc.exceptions)
-    return isinstance(exc, KeyboardInterrupt | anyio.get_cancelled_exc_class())
 
 
 def run_batch_sync(
