@@ -494,3 +494,45 @@ def test_ctrl_c_twice_as_the_interpreter_exits_stops_waiting_for_a_stuck_observe
     out, err = interrupt_twice(child)  # not in samplehooks code: the exit hook waits
     assert child.returncode in (-signal.SIGINT, 130) and "KeyboardInterrupt" in err
     assert "had not returned 2s after the program was interrupted" in out
+
+
+def test_ctrl_c_twice_during_a_run_stops_waiting_for_a_stuck_observer(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 200)
+    config = write_config(
+        tmp_path / "c.yaml",
+        dataset,
+        backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.01},
+        run={"max_concurrent_prompts": 1},
+    )
+    script = RUN_CHILD.replace("DEFAULT_TIMEOUT_S = 1.0", f"DEFAULT_TIMEOUT_S = {LONG_TIMEOUT_S}")
+    child = run_child(script, str(config), str(tmp_path / "out"))
+    assert child.stderr is not None
+    assert child.stderr.readline() == "stuck\n"  # the first prompt's observer is stuck
+    out, err = interrupt_twice(child)  # while the run goes on
+    assert (child.returncode, err) == (130, "interrupted\n"), out
+    assert "had not returned 2s after the program was interrupted" in out
+    assert 1 <= len(records(tmp_path / "out")) < 200
+
+
+def test_ctrl_c_twice_once_a_run_is_done_stops_waiting_for_a_stuck_observer(
+    tmp_path: Path,
+) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 3)
+    config = write_config(tmp_path / "c.yaml", dataset)
+    script = RUN_CHILD.replace("DEFAULT_TIMEOUT_S = 1.0", f"DEFAULT_TIMEOUT_S = {LONG_TIMEOUT_S}")
+    child = run_child(script, str(config), str(tmp_path / "out"))
+    assert child.stderr is not None
+    assert child.stderr.readline() == "stuck\n"
+    wait_for_records(tmp_path / "out", 3)  # every prompt is done: the end waits for it
+    out, err = interrupt_twice(child)
+    assert (child.returncode, err) == (130, "interrupted\n"), out
+    assert "had not returned 2s after the program was interrupted" in out
+    assert len(records(tmp_path / "out")) == 3
+
+
+def wait_for_records(run_dir: Path, count: int) -> None:
+    """Until the run directory holds ``count`` records (fails after the guard)."""
+    deadline = time.monotonic() + GUARD_S
+    while not (run_dir / "records.jsonl").is_file() or len(records(run_dir)) < count:
+        assert time.monotonic() < deadline, f"{run_dir} did not get {count} records"
+        time.sleep(0.05)

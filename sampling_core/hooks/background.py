@@ -26,13 +26,12 @@ Nothing an observer does can hang the program:
   ``sample_sync`` or ``aclose()``), it does not wait (a worker cannot wait for itself):
   the nested call works, and its events are delivered after the observer returns;
 * a Ctrl-C does not cut delivery short (a slow observer, such as one writing to a remote
-  tracking server, still gets its events): once ``sample_sync`` or the interpreter's exit
-  is interrupted by Ctrl-C, a drain that has to wait more than :data:`NOTICE_AFTER_S`
-  says what it waits for; a second Ctrl-C then stops the waiting (:meth:`hurry`): an
-  event may run :data:`INTERRUPT_GRACE_S` more seconds at the most, so the observers
-  that keep up still get every event and a stuck one is left running, reported, within
-  seconds. (A batch run's end still waits up to the timeout: it waits from the event
-  loop, where a Ctrl-C does not reach the wait.)
+  tracking server, still gets its events): once ``sample_sync``, a batch run or the
+  interpreter's exit is interrupted by Ctrl-C, a drain that has to wait more than
+  :data:`NOTICE_AFTER_S` says what it waits for; a second Ctrl-C then stops the waiting
+  (:meth:`hurry`): an event may run :data:`INTERRUPT_GRACE_S` more seconds at the most,
+  so the observers that keep up still get every event and a stuck one is left running,
+  reported, within seconds. The end of a batch run does the same (:meth:`adrain_at_end`).
 
 When ``maxsize`` events (default 10,000) are queued the engine waits for room, without
 blocking its event loop: nothing is dropped while the observers keep up (an observer's own
@@ -216,9 +215,53 @@ class BackgroundDelivery:
             self._watch.notify()
 
     async def adrain(self) -> None:
-        """:meth:`drain`, awaited without blocking the event loop (cancellable)."""
-        if self._count and not _in_worker():  # (drain's thread would not be the worker's)
-            await anyio.to_thread.run_sync(self.drain, abandon_on_cancel=True)
+        """:meth:`drain`, awaited without blocking the event loop (cancellable).
+
+        It polls (every millisecond at first, every 50 ms at most) rather than wait in a
+        worker thread: a thread left waiting by a cancelled drain would hold up the
+        interpreter's exit after a Ctrl-C."""
+        if _in_worker():
+            return
+        pause = 0.001
+        while self._count:
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        with self._lock:
+            for name, lane in self._lanes.items():
+                self._report_skipped(name, lane)
+
+    async def adrain_at_end(self, interrupted: bool = False) -> BaseException | None:
+        """:meth:`adrain` at the end of a program's work (a batch run's), where an
+        interruption (Ctrl-C, a cancellation) must not cut the cleanup short.
+
+        As :meth:`drain` does: interrupted once (``interrupted``: before it was called, or
+        while it waits), it goes on delivering, saying what it waits for after
+        :data:`NOTICE_AFTER_S`; the next interruption calls :meth:`hurry` and drains the
+        rest shielded. Returns the first interruption it caught, for the caller to raise
+        once it has cleaned up; ``None`` when there was none. (A cancellation that stays in
+        force, such as an expired ``move_on_after``, interrupts it twice at once.)
+        """
+        caught: BaseException | None = None
+        noticed = False
+        while True:
+            try:
+                if interrupted and not noticed:
+                    noticed = True
+                    with anyio.move_on_after(NOTICE_AFTER_S):
+                        await self.adrain()
+                    if self._count:
+                        self._notice()
+                await self.adrain()
+                return caught
+            except (KeyboardInterrupt, anyio.get_cancelled_exc_class()) as interruption:
+                if caught is None:
+                    caught = interruption
+                if interrupted:
+                    self.hurry()
+                    with anyio.CancelScope(shield=True):
+                        await self.adrain()
+                    return caught
+                interrupted = True
 
     # -- under the lock -------------------------------------------------------------------
 

@@ -161,6 +161,7 @@ async def run_batch(
     parts = None
     driver = None  # under Ray: the run's plugins in this process, for their run hooks
     index = None
+    failed = interrupted = False
     try:
         if resume:
             index = _prepare_resume(
@@ -190,14 +191,19 @@ async def run_batch(
                 cache=responses,
             )
             await batch.run(run_locally(parts), parts.sampler.plugins.hooks(), settings)
+    except BaseException as exc:
+        failed, interrupted = True, _is_interruption(exc)
+        raise
     finally:
         if index is not None:
             index.close()
+        late: BaseException | None = None  # a Ctrl-C while the end waited for observers
         for sampler in (parts.sampler if parts is not None else None, driver):
             if sampler is None:
                 continue
-            with anyio.CancelScope(shield=True):  # every @background event, before the end
-                await sampler.background.adrain()
+            # every @background event before the end; after a Ctrl-C it says what it waits
+            # for, and a second Ctrl-C stops the waiting for a stuck observer
+            late = await sampler.background.adrain_at_end(interrupted or late is not None) or late
             close_plugins(sampler)
         if cluster is not None:  # before the lock goes: the workers' last events are written
             cluster.close(run_dir.events_file if run_dir.events_file.parent.is_dir() else None)
@@ -206,10 +212,20 @@ async def run_batch(
             await aclose_backend(chosen_backend)
         if responses is not None:
             responses.close()
+        if late is not None and not failed:
+            raise late  # the run's work was done; its end was interrupted
     with RunIndex.open(run_dir.path) as index:
         if with_index is not None:
             with_index(index)
         return summary_of(index)
+
+
+def _is_interruption(exc: BaseException) -> bool:
+    """Whether ``exc`` ends the run because it was interrupted: Ctrl-C (``KeyboardInterrupt``,
+    which asyncio delivers as a cancellation) or a cancelled caller, alone or in a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_is_interruption(inner) for inner in exc.exceptions)
+    return isinstance(exc, KeyboardInterrupt | anyio.get_cancelled_exc_class())
 
 
 def run_batch_sync(
