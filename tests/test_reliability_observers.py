@@ -10,6 +10,7 @@ and ``fail_after`` are guards against a hang, not timing assertions.
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import subprocess
@@ -27,10 +28,11 @@ from runs_helpers import records, write_config, write_dataset
 from structlog.testing import capture_logs
 
 import sampling_core
-from hook_specs import background, hookimpl
+from hook_specs import HookName, background, hookimpl
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.hooks import background as delivery_module
 from sampling_core.hooks.faults import PluginTimeout
+from sampling_core.hooks.table import HookImplementation
 from sampling_core.runs import run_batch
 
 GUARD_S = 60
@@ -536,3 +538,66 @@ def wait_for_records(run_dir: Path, count: int) -> None:
     while not (run_dir / "records.jsonl").is_file() or len(records(run_dir)) < count:
         assert time.monotonic() < deadline, f"{run_dir} did not get {count} records"
         time.sleep(0.05)
+
+
+def observer(name: str, function: Callable[[Any], None]) -> HookImplementation:
+    """A background implementation of ``sampling_iteration`` named ``name``."""
+    return HookImplementation.from_options(name, function, {})
+
+
+def queue(delivery: delivery_module.BackgroundDelivery, impl: HookImplementation, n: int) -> None:
+    async def put_all() -> None:
+        for number in range(n):
+            await delivery.put(HookName.SAMPLING_ITERATION, impl, number)  # type: ignore[arg-type]
+
+    anyio.run(put_all)
+
+
+def test_a_hurried_drain_ends_with_its_grace_however_many_events_are_queued() -> None:
+    # Each event takes less than the grace: were the grace given to each event, 200 of
+    # them would keep the drain for a minute.
+    seen: list[Any] = []
+
+    def slow(payload: Any) -> None:
+        seen.append(payload)
+        threading.Event().wait(0.3)
+
+    delivery = delivery_module.BackgroundDelivery(timeout=LONG_TIMEOUT_S)
+    queue(delivery, observer("Slow", slow), 200)
+    delivery.hurry(0.5)
+    returns(delivery.drain)
+    assert 1 <= len(seen) < 200 and delivery.pending() == 0
+    [late, skipped] = [str(f) for f in delivery.faults]
+    assert "had not returned 0.5s after the program was interrupted" in late
+    assert f"{200 - len(seen)} later events were not delivered" in skipped
+
+
+def test_after_a_ctrl_c_twice_the_delivery_gives_events_their_whole_timeout_again(
+    release: threading.Event,
+) -> None:
+    delivery = delivery_module.BackgroundDelivery(timeout=LONG_TIMEOUT_S)
+    queue(delivery, observer("Stuck", lambda payload: release.wait()), 1)
+    with capture_logs() as logs:
+
+        def second_ctrl_c() -> None:  # once the drain says it waits (its first was before)
+            deadline = time.monotonic() + GUARD_S
+            while not [e for e in logs if e["event"] == WAITING]:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.01)
+            _thread.interrupt_main()
+
+        threading.Thread(target=second_ctrl_c, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            delivery.drain(interrupted=True)  # as in a notebook cell interrupted twice
+    [stuck] = [str(f) for f in delivery.faults]
+    assert "had not returned 2s after the program was interrupted" in stuck
+    release.set()  # the stuck observer returns; the notebook's next cell, no Ctrl-C:
+    done: list[Any] = []
+    queue(
+        delivery,
+        observer("Slow", lambda payload: (threading.Event().wait(0.3), done.append(payload))),
+        3,
+    )
+    returns(delivery.drain)
+    assert done == [0, 1, 2] and len(delivery.faults) == 1  # none cut short

@@ -120,13 +120,13 @@ class BackgroundDelivery:
         self._max_faults = max_faults
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)  # producers waiting for room
-        self._idle = threading.Condition(self._lock)  # drains waiting for the last event
         self._watch = threading.Condition(self._lock)  # the watchdog's sleep
         self._lanes: dict[str, _Lane] = {}
         self._count = 0  # events queued or being delivered (not abandoned)
         self._watchdog: threading.Thread | None = None
         self._at_exit = False
-        self._hurried: float | None = None  # the grace left to events once interrupted
+        self._hurry_until: float | None = None  # when hurried: no event runs past this
+        self._hurry_grace = INTERRUPT_GRACE_S  # the grace it was given (for the reports)
 
     async def put(self, hook: HookName, impl: HookImplementation, payload: HookPayload) -> None:
         """Queue one event; waits (off the event loop) while ``maxsize`` events are queued."""
@@ -153,35 +153,66 @@ class BackgroundDelivery:
         ``interrupted``: the program was interrupted (Ctrl-C) already. A Ctrl-C while it
         waits does not cut delivery short: the first is kept (the drain then says what it
         waits for, if that takes more than :data:`NOTICE_AFTER_S`), the next calls
-        :meth:`hurry`; the first is raised once every event is accounted for.
+        :meth:`hurry`; the first is raised once every event is accounted for. It polls,
+        as :meth:`adrain` does: a Ctrl-C landing in a wait on the delivery's lock could
+        leave the lock broken.
         """
         if _in_worker():
             return
         caught: KeyboardInterrupt | None = None
-        noticed = False
-        while True:
-            try:
-                if interrupted and not noticed:
-                    noticed = True
-                    if not self._wait_idle(NOTICE_AFTER_S):
+        hurried = False
+        notice_at = time.monotonic() + NOTICE_AFTER_S if interrupted else None
+        pause = 0.001
+        try:
+            while True:
+                try:
+                    if not self._count:
+                        break
+                    if notice_at is not None and time.monotonic() >= notice_at:
+                        notice_at = None
                         self._notice()
-                self._wait_idle(None)
-                break
-            except KeyboardInterrupt as interruption:
-                caught = caught or interruption
-                if interrupted:
-                    self.hurry()
-                interrupted = True
-        with self._lock:
-            for name, lane in self._lanes.items():
-                self._report_skipped(name, lane)
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+                except KeyboardInterrupt as interruption:
+                    if caught is None:
+                        caught = interruption
+                    if interrupted:
+                        self.hurry()
+                        hurried = True
+                    else:
+                        interrupted = True
+                        notice_at = time.monotonic() + NOTICE_AFTER_S
+        finally:
+            if hurried:
+                self._calm()
+        self._report_all_skipped()
         if caught is not None:
             raise caught
 
-    def _wait_idle(self, timeout: float | None) -> bool:
-        """Wait until no event is queued or being delivered; ``False`` if ``timeout`` ran out."""
+    def hurry(self, grace: float = INTERRUPT_GRACE_S) -> None:
+        """Stop waiting for the observers, ``grace`` seconds from now: an event still
+        running then, or starting later, is left running and reported, as at its timeout,
+        and its plugin's queued events with it. Until then the observers that keep up go
+        on delivering, so a drain returns within about ``grace`` seconds.
+
+        :meth:`drain` and :meth:`adrain_at_end` call it on a second Ctrl-C and end it when
+        they return (:meth:`_calm`): a sampler used again afterwards (in a notebook)
+        delivers as before.
+        """
         with self._lock:
-            return self._idle.wait_for(lambda: self._count == 0, timeout)
+            until = time.monotonic() + grace
+            if self._hurry_until is not None and self._hurry_until <= until:
+                return
+            self._hurry_until, self._hurry_grace = until, grace
+            for lane in self._lanes.values():
+                if lane.current is not None and lane.deadline > until:
+                    lane.deadline = until
+            self._watch.notify()
+
+    def _calm(self) -> None:
+        """End :meth:`hurry`: events get their whole timeout again."""
+        with self._lock:
+            self._hurry_until = None
 
     def _notice(self) -> None:
         """Say what a drain after a Ctrl-C waits for, and how to stop waiting."""
@@ -195,24 +226,10 @@ class BackgroundDelivery:
             hint="waiting for background observers to finish; press Ctrl-C again to stop",
         )
 
-    def hurry(self, grace: float = INTERRUPT_GRACE_S) -> None:
-        """The program is being interrupted: from now on an event runs ``grace`` seconds at
-        the most (those running now, ``grace`` from now), not the whole timeout.
-
-        Observers that keep up still get every event queued; one still running when its
-        grace is up is left running and reported, as at its timeout, so a drain returns
-        within about ``grace`` seconds of an interruption. There is no going back: the
-        sampler is ending.
-        """
+    def _report_all_skipped(self) -> None:
         with self._lock:
-            if self._hurried is not None and self._hurried <= grace:
-                return
-            self._hurried = grace
-            latest = time.monotonic() + grace
-            for lane in self._lanes.values():
-                if lane.current is not None and lane.deadline > latest:
-                    lane.deadline = latest
-            self._watch.notify()
+            for name, lane in self._lanes.items():
+                self._report_skipped(name, lane)
 
     async def adrain(self) -> None:
         """:meth:`drain`, awaited without blocking the event loop (cancellable).
@@ -226,9 +243,7 @@ class BackgroundDelivery:
         while self._count:
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.05)
-        with self._lock:
-            for name, lane in self._lanes.items():
-                self._report_skipped(name, lane)
+        self._report_all_skipped()
 
     async def adrain_at_end(self, interrupted: bool = False) -> BaseException | None:
         """:meth:`adrain` at the end of a program's work (a batch run's), where an
@@ -236,32 +251,51 @@ class BackgroundDelivery:
 
         As :meth:`drain` does: interrupted once (``interrupted``: before it was called, or
         while it waits), it goes on delivering, saying what it waits for after
-        :data:`NOTICE_AFTER_S`; the next interruption calls :meth:`hurry` and drains the
-        rest shielded. Returns the first interruption it caught, for the caller to raise
-        once it has cleaned up; ``None`` when there was none. (A cancellation that stays in
+        :data:`NOTICE_AFTER_S`; the next interruption calls :meth:`hurry` and waits for
+        the rest shielded, through any further ``KeyboardInterrupt`` (the hurry bounds
+        that wait). Returns the first interruption it caught, for the caller to raise once
+        it has cleaned up; ``None`` when there was none. (A cancellation that stays in
         force, such as an expired ``move_on_after``, interrupts it twice at once.)
         """
+        if _in_worker():
+            return None
         caught: BaseException | None = None
-        noticed = False
+        notice_at = time.monotonic() + NOTICE_AFTER_S if interrupted else None
+        pause = 0.001
         while True:
             try:
-                if interrupted and not noticed:
-                    noticed = True
-                    with anyio.move_on_after(NOTICE_AFTER_S):
-                        await self.adrain()
-                    if self._count:
-                        self._notice()
-                await self.adrain()
-                return caught
+                if not self._count:
+                    break
+                if notice_at is not None and time.monotonic() >= notice_at:
+                    notice_at = None
+                    self._notice()
+                await anyio.sleep(pause)
+                pause = min(pause * 2, 0.05)
             except (KeyboardInterrupt, anyio.get_cancelled_exc_class()) as interruption:
                 if caught is None:
                     caught = interruption
                 if interrupted:
                     self.hurry()
-                    with anyio.CancelScope(shield=True):
-                        await self.adrain()
-                    return caught
+                    try:
+                        await self._rest_shielded()
+                    finally:
+                        self._calm()
+                    break
                 interrupted = True
+                notice_at = time.monotonic() + NOTICE_AFTER_S
+        self._report_all_skipped()
+        return caught
+
+    async def _rest_shielded(self) -> None:
+        """Wait for what is left once hurried, shielded from cancellation; a further
+        ``KeyboardInterrupt`` (trio delivers it through shields) does not end the wait."""
+        with anyio.CancelScope(shield=True):
+            while True:
+                try:
+                    await self.adrain()
+                    return
+                except KeyboardInterrupt:
+                    continue
 
     # -- under the lock -------------------------------------------------------------------
 
@@ -293,8 +327,6 @@ class BackgroundDelivery:
     def _done(self, count: int) -> None:
         self._count -= count
         self._room.notify_all()
-        if self._count == 0:
-            self._idle.notify_all()
 
     def _fault(self, name: str, hook: str, exc: BaseException) -> None:
         if len(self.faults) < self._max_faults:
@@ -328,11 +360,11 @@ class BackgroundDelivery:
                     event = lane.items.popleft()
                     lane.current = event
                     grace = ASYNC_GRACE_S if event[1].is_async else 0.0
-                    allowed = self.timeout + grace
-                    if self._hurried is not None:  # a deadline sooner than the watchdog knows
-                        allowed = min(allowed, self._hurried)
+                    deadline = time.monotonic() + self.timeout + grace
+                    if self._hurry_until is not None:  # sooner than the watchdog may know
+                        deadline = min(deadline, self._hurry_until)
                         self._watch.notify()
-                    lane.deadline = time.monotonic() + allowed
+                    lane.deadline = deadline
                 failure = self._call(loop, event)
                 with self._lock:
                     if lane.current is event:  # delivered (not abandoned by the watchdog)
@@ -383,10 +415,10 @@ class BackgroundDelivery:
         event = lane.current
         assert event is not None
         hook = event[0].value
-        if self._hurried is None:
+        if self._hurry_until is None:
             ran = f"did not return within {self.timeout:g}s"
         else:
-            ran = f"had not returned {self._hurried:g}s after the program was interrupted"
+            ran = f"had not returned {self._hurry_grace:g}s after the program was interrupted"
         text = f"{ran}; it was left running and its later events are not delivered until it returns"
         self._fault(name, hook, PluginTimeout(text))
         lane.current, lane.stalled = None, event
