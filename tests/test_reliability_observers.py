@@ -343,17 +343,25 @@ RUN_CHILD = """
 """
 
 
-def test_ctrl_c_during_a_run_with_a_stuck_observer_ends_the_run(tmp_path: Path) -> None:
-    dataset = write_dataset(tmp_path / "d.jsonl", 200)
+def stuck_run(tmp_path: Path, prompts: int, timeout_s: float) -> subprocess.Popen[str]:
+    """A child process running ``prompts`` prompts one at a time with an observer stuck from
+    the first prompt's end on, given ``timeout_s``; returned once it is stuck."""
+    dataset = write_dataset(tmp_path / "d.jsonl", prompts)
     config = write_config(
         tmp_path / "c.yaml",
         dataset,
         backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.01},
         run={"max_concurrent_prompts": 1},
     )
-    child = run_child(RUN_CHILD, str(config), str(tmp_path / "out"))
+    script = RUN_CHILD.replace("DEFAULT_TIMEOUT_S = 1.0", f"DEFAULT_TIMEOUT_S = {timeout_s}")
+    child = run_child(script, str(config), str(tmp_path / "out"))
     assert child.stderr is not None
     assert child.stderr.readline() == "stuck\n"  # the first prompt's observer is stuck
+    return child
+
+
+def test_ctrl_c_during_a_run_with_a_stuck_observer_ends_the_run(tmp_path: Path) -> None:
+    child = stuck_run(tmp_path, 200, timeout_s=1.0)
     child.send_signal(signal.SIGINT)  # while the run goes on
     out, err = child.communicate(timeout=GUARD_S)  # a guard against a hang
     assert (child.returncode, err) == (130, "interrupted\n"), out
@@ -499,17 +507,7 @@ def test_ctrl_c_twice_as_the_interpreter_exits_stops_waiting_for_a_stuck_observe
 
 
 def test_ctrl_c_twice_during_a_run_stops_waiting_for_a_stuck_observer(tmp_path: Path) -> None:
-    dataset = write_dataset(tmp_path / "d.jsonl", 200)
-    config = write_config(
-        tmp_path / "c.yaml",
-        dataset,
-        backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.01},
-        run={"max_concurrent_prompts": 1},
-    )
-    script = RUN_CHILD.replace("DEFAULT_TIMEOUT_S = 1.0", f"DEFAULT_TIMEOUT_S = {LONG_TIMEOUT_S}")
-    child = run_child(script, str(config), str(tmp_path / "out"))
-    assert child.stderr is not None
-    assert child.stderr.readline() == "stuck\n"  # the first prompt's observer is stuck
+    child = stuck_run(tmp_path, 200, timeout_s=LONG_TIMEOUT_S)
     out, err = interrupt_twice(child)  # while the run goes on
     assert (child.returncode, err) == (130, "interrupted\n"), out
     assert "had not returned 2s after the program was interrupted" in out
@@ -519,12 +517,7 @@ def test_ctrl_c_twice_during_a_run_stops_waiting_for_a_stuck_observer(tmp_path: 
 def test_ctrl_c_twice_once_a_run_is_done_stops_waiting_for_a_stuck_observer(
     tmp_path: Path,
 ) -> None:
-    dataset = write_dataset(tmp_path / "d.jsonl", 3)
-    config = write_config(tmp_path / "c.yaml", dataset)
-    script = RUN_CHILD.replace("DEFAULT_TIMEOUT_S = 1.0", f"DEFAULT_TIMEOUT_S = {LONG_TIMEOUT_S}")
-    child = run_child(script, str(config), str(tmp_path / "out"))
-    assert child.stderr is not None
-    assert child.stderr.readline() == "stuck\n"
+    child = stuck_run(tmp_path, 3, timeout_s=LONG_TIMEOUT_S)
     wait_for_records(tmp_path / "out", 3)  # every prompt is done: the end waits for it
     out, err = interrupt_twice(child)
     assert (child.returncode, err) == (130, "interrupted\n"), out

@@ -27,11 +27,11 @@ Nothing an observer does can hang the program:
   the nested call works, and its events are delivered after the observer returns;
 * a Ctrl-C does not cut delivery short (a slow observer, such as one writing to a remote
   tracking server, still gets its events): once ``sample_sync``, a batch run or the
-  interpreter's exit is interrupted by Ctrl-C, a drain that has to wait more than
-  :data:`NOTICE_AFTER_S` says what it waits for; a second Ctrl-C then stops the waiting
-  (:meth:`hurry`): an event may run :data:`INTERRUPT_GRACE_S` more seconds at the most,
-  so the observers that keep up still get every event and a stuck one is left running,
-  reported, within seconds. The end of a batch run does the same (:meth:`adrain_at_end`).
+  interpreter's exit is interrupted by Ctrl-C, a drain that waits more than a second
+  says what it waits for (:mod:`~sampling_core.hooks.drain_wait`); a second Ctrl-C
+  stops the waiting :data:`INTERRUPT_GRACE_S` seconds later (:meth:`hurry`): until then
+  the observers that keep up go on delivering, then one still running is left running
+  and reported. The end of a batch run does the same (:meth:`adrain_at_end`).
 
 When ``maxsize`` events (default 10,000) are queued the engine waits for room, without
 blocking its event loop: nothing is dropped while the observers keep up (an observer's own
@@ -56,6 +56,7 @@ import structlog
 
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
+from sampling_core.hooks.drain_wait import DrainWait
 from sampling_core.hooks.faults import PluginFault, PluginTimeout, log_fault, not_awaited
 from sampling_core.hooks.table import HookImplementation
 
@@ -63,7 +64,6 @@ __all__ = [
     "DEFAULT_MAXSIZE",
     "DEFAULT_TIMEOUT_S",
     "INTERRUPT_GRACE_S",
-    "NOTICE_AFTER_S",
     "BackgroundDelivery",
 ]
 
@@ -77,8 +77,6 @@ IDLE_S = 2.0
 INTERRUPT_GRACE_S = 2.0
 """Once the waiting is stopped (:meth:`BackgroundDelivery.hurry`: a second Ctrl-C), how
 long an event may still run before its observer is left running and reported."""
-NOTICE_AFTER_S = 1.0
-"""After a Ctrl-C, how long a drain waits before it says what it is waiting for."""
 ASYNC_GRACE_S = 0.5
 """An ``async`` observer is cancelled at the timeout; the watchdog waits this much longer
 for one that blocks its thread (and so cannot be cancelled)."""
@@ -152,42 +150,32 @@ class BackgroundDelivery:
 
         ``interrupted``: the program was interrupted (Ctrl-C) already. A Ctrl-C while it
         waits does not cut delivery short: the first is kept (the drain then says what it
-        waits for, if that takes more than :data:`NOTICE_AFTER_S`), the next calls
+        waits for, if that takes more than a second), the next calls
         :meth:`hurry`; the first is raised once every event is accounted for. It polls,
         as :meth:`adrain` does: a Ctrl-C landing in a wait on the delivery's lock could
         leave the lock broken.
         """
         if _in_worker():
             return
-        caught: KeyboardInterrupt | None = None
+        wait = DrainWait(interrupted)
         hurried = False
-        notice_at = time.monotonic() + NOTICE_AFTER_S if interrupted else None
-        pause = 0.001
         try:
             while True:
                 try:
-                    if not self._count:
+                    pause = wait.next_pause(self._count, self._notice)
+                    if pause is None:
                         break
-                    if notice_at is not None and time.monotonic() >= notice_at:
-                        notice_at = None
-                        self._notice()
                     time.sleep(pause)
-                    pause = min(pause * 2, 0.05)
                 except KeyboardInterrupt as interruption:
-                    if caught is None:
-                        caught = interruption
-                    if interrupted:
+                    if wait.interrupted_by(interruption):
                         self.hurry()
                         hurried = True
-                    else:
-                        interrupted = True
-                        notice_at = time.monotonic() + NOTICE_AFTER_S
         finally:
             if hurried:
                 self._calm()
         self._report_all_skipped()
-        if caught is not None:
-            raise caught
+        if wait.caught is not None:
+            raise wait.caught
 
     def hurry(self, grace: float = INTERRUPT_GRACE_S) -> None:
         """Stop waiting for the observers, ``grace`` seconds from now: an event still
@@ -239,10 +227,9 @@ class BackgroundDelivery:
         interpreter's exit after a Ctrl-C."""
         if _in_worker():
             return
-        pause = 0.001
-        while self._count:
+        wait = DrainWait(interrupted=False)
+        while (pause := wait.next_pause(self._count, self._notice)) is not None:
             await anyio.sleep(pause)
-            pause = min(pause * 2, 0.05)
         self._report_all_skipped()
 
     async def adrain_at_end(self, interrupted: bool = False) -> BaseException | None:
@@ -251,7 +238,7 @@ class BackgroundDelivery:
 
         As :meth:`drain` does: interrupted once (``interrupted``: before it was called, or
         while it waits), it goes on delivering, saying what it waits for after
-        :data:`NOTICE_AFTER_S`; the next interruption calls :meth:`hurry` and waits for
+        a second; the next interruption calls :meth:`hurry` and waits for
         the rest shielded, through any further ``KeyboardInterrupt`` (the hurry bounds
         that wait). Returns the first interruption it caught, for the caller to raise once
         it has cleaned up; ``None`` when there was none. (A cancellation that stays in
@@ -259,32 +246,23 @@ class BackgroundDelivery:
         """
         if _in_worker():
             return None
-        caught: BaseException | None = None
-        notice_at = time.monotonic() + NOTICE_AFTER_S if interrupted else None
-        pause = 0.001
+        wait = DrainWait(interrupted)
         while True:
             try:
-                if not self._count:
+                pause = wait.next_pause(self._count, self._notice)
+                if pause is None:
                     break
-                if notice_at is not None and time.monotonic() >= notice_at:
-                    notice_at = None
-                    self._notice()
                 await anyio.sleep(pause)
-                pause = min(pause * 2, 0.05)
             except (KeyboardInterrupt, anyio.get_cancelled_exc_class()) as interruption:
-                if caught is None:
-                    caught = interruption
-                if interrupted:
+                if wait.interrupted_by(interruption):
                     self.hurry()
                     try:
                         await self._rest_shielded()
                     finally:
                         self._calm()
                     break
-                interrupted = True
-                notice_at = time.monotonic() + NOTICE_AFTER_S
         self._report_all_skipped()
-        return caught
+        return wait.caught
 
     async def _rest_shielded(self) -> None:
         """Wait for what is left once hurried, shielded from cancellation; a further
