@@ -259,15 +259,31 @@ def test_an_observer_may_call_the_sampler_with_sample_sync_or_await(
     assert counter.ends >= 4 and sampler.background_faults == []
 
 
+_children: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def no_child_left() -> Iterator[None]:
+    """Kill what a failed test's child processes left running (their observers never end)."""
+    yield
+    while _children:
+        child = _children.pop()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
 def run_child(script: str, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(sampling_core.__file__).parent.parent)}
-    return subprocess.Popen(
+    child = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(script), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+    _children.append(child)
+    return child
 
 
 STUCK_CHILD = """
