@@ -18,7 +18,6 @@ from benchmarks.payload_floor import (
     LOOP_BUDGET,
     ONE_HOOK,
     above_floor,
-    bare_delivery,
     bare_engine,
     builders,
     dict_display,
@@ -28,7 +27,6 @@ from benchmarks.payload_floor import (
     plugin_on,
 )
 from hook_specs import hookimpl
-from sampling_core.hooks import table as hook_table
 
 
 def test_it_keeps_every_payload_of_a_call() -> None:
@@ -120,7 +118,6 @@ def test_the_bare_engine_hands_the_same_payloads_through_the_bare_delivery() -> 
     seen: list[str] = []
     fail = [False]
     run = bare_engine([noting(seen, fail)])
-    assert hook_table.direct_delivery is not bare_delivery  # put back once the table was made
     seen.clear()
     result = asyncio.run(run())
     assert not result.success and result.iterations_used == LOOP_BUDGET
