@@ -41,6 +41,7 @@ from hook_specs.records import (
     Generation,
     IterationInfo,
     Message,
+    Provenance,
     Usage,
     ValidationResult,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "ObserveOnlyPayload",
     "PromptEndPayload",
     "PromptStartPayload",
+    "Provenance",
     "ReadOnlyFieldError",
     "RunEndPayload",
     "RunPayload",

@@ -89,6 +89,7 @@ def test_the_loop_end_line_holds_every_attempt_the_pick_and_why_it_failed(
             "sequence": number,
             "passed": False,
             "validations": [verdict],
+            "provenance": {"kind": "whole"},  # how its text came to be
         }
         for number in (1, 2)
     ]

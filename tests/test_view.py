@@ -16,6 +16,7 @@ from builtin_plugins.recorder import RecorderPlugin
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.events.attempts import read_calls
 from sampling_core.requirements.checks import max_words
+from sampling_core.runs.record import read_record
 from sampling_core.view import build_page, run_data
 from sampling_core.view.timeline import lanes_from_call, lanes_from_record
 
@@ -80,6 +81,8 @@ async def test_events_show_the_attempts_an_early_exit_cancelled(tmp_path: Path) 
 
 def test_records_alone_show_a_subsample_cut_short_as_cancelled() -> None:
     record = {
+        "key": "p",
+        "status": "ok",
         "attempts": {
             "used": 2,
             "cancelled": 1,
@@ -89,9 +92,9 @@ def test_records_alone_show_a_subsample_cut_short_as_cancelled() -> None:
                 {"subsample": 1, "attempt": 1, "passed": False, "failed": ["too long"]},
                 {"subsample": 2, "attempt": 1, "passed": False, "error": "BackendError: 500"},
             ],
-        }
+        },
     }
-    lanes = lanes_from_record(record)
+    lanes = lanes_from_record(read_record(record))
     assert [[s["outcome"] for s in lane["steps"]] for lane in lanes] == [
         ["passed"],
         ["failed", "cancelled"],

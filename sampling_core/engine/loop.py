@@ -36,7 +36,14 @@ import structlog
 
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
-from hook_specs.records import Attempt, Generation, IterationInfo, Message
+from hook_specs.records import (
+    WHOLE,
+    Attempt,
+    Generation,
+    IterationInfo,
+    Message,
+    provenance_of,
+)
 from sampling_core.backends.base import (
     Backend,
     GenerationRequest,
@@ -61,6 +68,7 @@ from sampling_core.engine.streaming import (
     Prefixes,
     read_stream,
     read_stream_within,
+    stopped_names,
     unmet_early,
 )
 from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
@@ -91,7 +99,6 @@ class SamplingCall:
         "launcher",
         "prefixes",
         "s",
-        "stopped_by",
         "streams",
         "tally",
         "wants_context",
@@ -121,8 +128,7 @@ class SamplingCall:
             (prefixes or hooks.firing.generation_chunk) and can_stream(settings.backend)
         )
         if self.streams:
-            self.tally.flights = {}
-            self.stopped_by: dict[int, Failed] = {}  # iteration -> prefixes that stopped it
+            self.tally.watch_streams()
 
     # -- the call -----------------------------------------------------------------------
 
@@ -175,10 +181,10 @@ class SamplingCall:
     async def _run_subsamples(self) -> None:
         s = self.s
         count = s.concurrency_budget
-        self.tally.current_attempt = [0] * count
         if count == 1:
             # One subsample has no sibling to cancel or to be cancelled by: it runs in the
             # caller's task (and restores the caller's context variables when it ends).
+            self.tally.open_subsamples(1, None)
             await self._subsample(0)
             return
         subsample = self._subsample
@@ -186,7 +192,8 @@ class SamplingCall:
         if tokens.launch != "all":
             self.launcher = Launcher(tokens.launch, tokens.stagger_s, count)  # type: ignore[arg-type]
             subsample = self._launched
-        tasks = self.tally.tasks = subsample_tasks(count)
+        tasks = subsample_tasks(count)
+        self.tally.open_subsamples(count, tasks)
         try:
             await tasks.run(subsample, count)
         except BaseExceptionGroup as group_error:
@@ -249,9 +256,9 @@ class SamplingCall:
         """Generate, check, record and announce one attempt; ``None`` if its backend failed."""
         tally = self.tally
         try:
-            generation, sent = await self._generate(info, messages)
+            generation, sent, stopped = await self._generate(info, messages)
         except _BackendFailed:
-            tally.in_flight -= 1
+            tally.dropped()
             return None
         context = None
         if self.wants_context:  # what the model was asked, as plugins left it
@@ -265,17 +272,19 @@ class SamplingCall:
             if not isinstance(validations, tuple):
                 validations = await validations  # an async check
         except CheckCallFailed:  # a judge's backend failed for good (kept in errors)
-            tally.in_flight -= 1
+            tally.dropped()
             return None
-        if self.streams:
-            stopped = self.stopped_by.pop(info.iteration, None)
-            if stopped is not None:  # a prefix check stopped it: that requirement is unmet
-                validations = unmet_early(validations, stopped, self.s.requirements)
+        provenance = WHOLE
+        if stopped:  # a prefix check stopped it: that requirement is unmet
+            requirements = self.s.requirements
+            validations = unmet_early(validations, stopped, requirements)
+            provenance = provenance_of(generation, stopped_names(stopped, requirements))
+        elif generation.cached or generation.answered_by is not None:
+            provenance = provenance_of(generation)
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             judged = self.hooks.validate(info, sent.messages, generation, validations)
             validations = judged if isinstance(judged, tuple) else await judged
-        tally.in_flight -= 1
-        attempt = tally.record(info, messages, generation, validations)
+        attempt = tally.record(info, messages, generation, validations, provenance)
         if self.hooks.firing.sampling_iteration:
             pending = self.hooks.iteration(info, attempt, self._shield)
             if pending is not None:
@@ -286,7 +295,7 @@ class SamplingCall:
         self, info: IterationInfo, request: GenerationRequest, backend: Backend | None = None
     ) -> Generation:
         """A check's model call (``CheckContext.generate``), through the backend path."""
-        generation, _ = await self._generate(
+        generation, _, _ = await self._generate(
             info, request.messages, backend or self.s.backend, "judge", dict(request.options)
         )
         return generation
@@ -298,9 +307,10 @@ class SamplingCall:
         backend: Backend | None = None,
         purpose: str = "sample",
         options: dict[str, Any] | None = None,
-    ) -> tuple[Generation, GenerationRequest]:
-        """The backend's answer, after ``generation_pre_call`` and transport retries, and
-        the request it answered (the messages and options as plugins left them).
+    ) -> tuple[Generation, GenerationRequest, Failed]:
+        """The backend's answer, after ``generation_pre_call`` and transport retries, the
+        request it answered (the messages and options as plugins left them), and the
+        requirements whose prefix check stopped it early (none: it ran to its end).
 
         ``purpose="judge"``: a call a check makes for this attempt; it is no attempt of its
         own (not in flight): a failure for good is kept in ``result.errors`` and raises
@@ -322,12 +332,13 @@ class SamplingCall:
                 sent = hooks.pre_call(info, messages, options, retry, purpose)
                 call_messages, call_options = sent if isinstance(sent, tuple) else await sent
             if retry == 0 and not judging:  # in flight from here: a refused attempt never was
-                self.tally.in_flight += 1
+                self.tally.began()
             request = GenerationRequest(call_messages, call_options, info, self.json_schema)
             began = time.perf_counter()
+            stopped: Failed = ()
             try:
                 if self.streams and not judging:
-                    reply = await self._stream(info, request, backend, retry)
+                    reply, stopped = await self._stream(info, request, backend, retry)
                     ended = time.perf_counter()
                     note_yield(ended)
                 else:
@@ -371,18 +382,19 @@ class SamplingCall:
                 continue
             except BaseException:  # cancelled (or interrupted) while the backend worked
                 if not judging and not self.streams:
-                    self.tally.cut_short += 1  # what it spent is unknown
+                    self.tally.cut()  # what it spent is unknown
                 raise
             if firing.generation_post_call:
                 pending = hooks.post_call(info, generation, retry, purpose)
                 if pending is not None:
                     await pending
-            return generation, request
+            return generation, request, stopped
 
     async def _stream(
         self, info: IterationInfo, request: GenerationRequest, backend: Backend, retry: int
-    ) -> Generation:
-        """The backend's answer, streamed: chunks to plugins, prefix checks, early stop.
+    ) -> tuple[Generation, Failed]:
+        """The backend's answer, streamed: chunks to plugins, prefix checks, early stop;
+        and the prefix checks that stopped it (none when it ran to its end).
 
         While it runs, its :class:`~sampling_core.engine.streaming.Flight` is in the tally:
         one left there when the call ends was cancelled, and counts what it streamed.
@@ -415,9 +427,7 @@ class SamplingCall:
             del flights[info.iteration]  # ended by an error: not cut short
             raise
         del flights[info.iteration]
-        if failed:
-            self.stopped_by[info.iteration] = failed
-        return generation
+        return generation, failed
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
         tasks = self.tally.tasks

@@ -43,6 +43,7 @@ class SamplingResult:
     arrived, any other one's unknown (a count of ``None``, never 0). With a response cache,
     ``cached_calls`` of the attempts were answered from it; ``cached_usage`` is what they
     took when they were generated (not in ``usage``: no new tokens were spent on them).
+    ``failure_reason`` says in one line why it did not succeed.
     """
 
     success: bool
@@ -63,6 +64,9 @@ class SamplingResult:
     value: Any = None
     errors: list[AttemptError] = field(default_factory=list)
     plugin_errors: list[PluginFault] = field(default_factory=list)
+    failure_reason: str | None = None
+    """Why the call did not succeed, in one line (``None`` when it did): the one label of
+    the outcome, the same in the loop end's payload, a batch run's record and the trace."""
 
     @property
     def cached_calls(self) -> int:

@@ -26,7 +26,7 @@ from sampling_core.backends.base import AttemptTimeout, BadReply, Chunk, Generat
 from sampling_core.errors import exception_text
 from sampling_core.requirements.checks import Requirement
 
-__all__ = ["Flight", "Prefixes", "read_stream", "unmet_early"]
+__all__ = ["Flight", "Prefixes", "read_stream", "stopped_names", "unmet_early"]
 
 Prefixes = tuple[tuple[int, Requirement], ...]
 """The requirements with a prefix check, with their position in the call's requirements."""
@@ -144,6 +144,11 @@ def failing_prefixes(prefixes: Prefixes, text: str) -> Failed:
                 )
             )
     return tuple(failed)
+
+
+def stopped_names(failed: Failed, requirements: Sequence[Requirement]) -> tuple[str, ...]:
+    """The descriptions of the requirements whose prefix check stopped a generation."""
+    return tuple(requirements[position].description for position, _ in failed)
 
 
 def unmet_early(

@@ -23,11 +23,13 @@ import structlog
 from hook_specs.errors import StopSampling
 from hook_specs.payloads import StopReason
 from hook_specs.records import (
+    WHOLE,
     ZERO_USAGE,
     Attempt,
     Generation,
     IterationInfo,
     Message,
+    Provenance,
     Usage,
     ValidationResult,
     count_passed,
@@ -68,6 +70,7 @@ class Tally:
         "selection",
         "sequence",
         "started",
+        "stop_text",
         "stopped",
         "stopped_by",
         "strategy",
@@ -100,10 +103,33 @@ class Tally:
         self.stopped = False
         self.over = False  # no attempt should start any more (stopped, failed, or won)
         self.stopped_by: str | None = None  # the plugin that raised StopSampling first
+        self.stop_text: str | None = None  # ...and the reason it gave
         self.fatal: BaseException | None = None
         self.current_attempt: list[int] = []
         self.tasks: SubsampleTasks | None = None  # the subsample tasks; None while none runs
         self.started = time.perf_counter()
+
+    def open_subsamples(self, count: int, tasks: SubsampleTasks | None) -> None:
+        """The call runs ``count`` subsamples (in ``tasks``; ``None``: one, inline)."""
+        self.current_attempt = [0] * count
+        self.tasks = tasks
+
+    def watch_streams(self) -> None:
+        """The call streams its backend calls: keep their flights (see :attr:`flights`)."""
+        self.flights = {}
+
+    def began(self) -> None:
+        """An attempt's backend call began: it is in flight until it is recorded or dropped."""
+        self.in_flight += 1
+
+    def dropped(self) -> None:
+        """An attempt in flight ended without being recorded (its backend failed for good)."""
+        self.in_flight -= 1
+
+    def cut(self) -> None:
+        """A backend call (not streamed) was cancelled before it answered: its spend is
+        unknown, settled with the others at the end."""
+        self.cut_short += 1
 
     def may_start(self, index: int, number: int) -> bool:
         """Whether subsample ``index`` may start attempt ``number`` (and note that it does)."""
@@ -139,8 +165,10 @@ class Tally:
         messages: list[Message],
         generation: Generation,
         validations: tuple[ValidationResult, ...],
+        provenance: Provenance = WHOLE,
     ) -> Attempt:
-        """Number, keep and judge a validated attempt."""
+        """Number, keep and judge a validated attempt (no longer in flight)."""
+        self.in_flight -= 1
         self.sequence += 1
         attempt = Attempt(
             info.subsample_index,
@@ -152,6 +180,7 @@ class Tally:
             validations,
             count_passed(validations) == len(validations),
             messages,
+            provenance,
         )
         self.attempts.append(attempt)
         if attempt.passed and self.judges_passes:
@@ -172,6 +201,7 @@ class Tally:
         The first stop names the plugin the loop end's ``failure_reason`` gives."""
         if not self.stopped:
             self.stopped_by = getattr(stop, "plugin_name", None)
+            self.stop_text = stop.reason
         self.stopped = self.over = True
         logger.info("sampling.stopped_by_plugin", sampling_id=self.sampling_id, reason=stop.reason)
         if self.tasks is not None:
@@ -236,9 +266,21 @@ class Tally:
         """The call's result (raises the first backend error if nothing else happened)."""
         if self.flights or self.cut_short:
             self.settle_cancelled(s.backend)
+        return self.outcome(s.loop_budget, s.concurrency_budget, s.format, faults)
+
+    def outcome(
+        self,
+        loop_budget: int,
+        concurrency_budget: int,
+        format: Any = None,
+        faults: list[PluginFault] | None = None,
+    ) -> SamplingResult:
+        """The result of what was recorded, under those budgets (``format``: the call's, to
+        parse the pick with); what :meth:`result` makes once cancellations are settled, and
+        what a rescore makes of the attempts it fed in (no backend, no settings)."""
         attempts = self.attempts
         not_started = 0
-        if s.concurrency_budget > 1:  # one subsample completes its attempts in order
+        if concurrency_budget > 1:  # one subsample completes its attempts in order
             attempts = sorted(attempts, key=_by_position)
             not_started = self.not_started
         if not attempts and self.errors and not self.stopped:
@@ -253,12 +295,12 @@ class Tally:
         else:
             stop_reason = "budget_exhausted"
         value = None
-        if s.format is not None and picked is not None:
+        if format is not None and picked is not None:
             try:
-                value = parse_format(s.format, picked.text)
+                value = parse_format(format, picked.text)
             except ValueError:
                 value = None
-        return SamplingResult(
+        result = SamplingResult(
             success=success,
             text=picked.text if picked is not None else None,
             stop_reason=stop_reason,
@@ -268,16 +310,19 @@ class Tally:
             not_started=not_started,
             usage=self.usage,
             cancelled_usage=self.cancelled_spent,
-            sampling_id=s.sampling_id,
+            sampling_id=self.sampling_id,
             elapsed_s=time.perf_counter() - self.started,
-            loop_budget=s.loop_budget,
-            concurrency_budget=s.concurrency_budget,
-            strategy_name=s.strategy.name,
+            loop_budget=loop_budget,
+            concurrency_budget=concurrency_budget,
+            strategy_name=self.strategy.name,
             picked=picked,
             value=value,
             errors=self.errors,
-            plugin_errors=faults,
+            plugin_errors=faults if faults is not None else [],
         )
+        if not success:
+            result.failure_reason = self.failure_reason(result, None)
+        return result
 
     def _pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
         if self.judges_passes:
@@ -328,22 +373,33 @@ class Tally:
             "exception": exc,
             "attempts": attempts,
             "picked": picked,
-            "failure_reason": self.failure_reason(result, exc),
+            "failure_reason": result.failure_reason
+            if result is not None
+            else self.failure_reason(None, exc),
         }
 
     def failure_reason(
         self, result: SamplingResult | None, exc: BaseException | None
     ) -> str | None:
         """Why the call did not succeed, in one line (``None`` when it did): the error, the
-        plugin that stopped it, the unmet requirements of the picked attempt, or ``budget
-        exhausted`` when no attempt was picked."""
+        plugin that stopped it (and the reason it gave), the unmet requirements of the picked
+        attempt, or ``budget exhausted`` when no attempt was picked.
+
+        The one failure label of an outcome: the result's ``failure_reason``, the loop end's,
+        the record's ``reason`` and the trace's are this text."""
         if exc is not None:
-            return _one_line(f"{type(exc).__name__}: {exception_text(exc)}")
+            return error_label(exc)
         if result is None or result.success:
             return None
         if self.stopped:
             by = self.stopped_by
-            return f"stopped by plugin {_one_line(by)}" if by else "stopped by a plugin"
+            label = f"stopped by plugin {by}" if by else "stopped by a plugin"
+            why = self.stop_text
+            if why and why != _DEFAULT_STOP:
+                label = f"{label}: {why}"
+            return _one_line(label)
+        if not result.attempts and result.errors:  # every attempt's backend failed
+            return error_label(result.errors[0].exception)
         picked = result.picked
         if picked is not None:
             unmet = []
@@ -360,6 +416,14 @@ NO_FLIGHTS: dict[int, Flight] = {}
 
 _by_position = attrgetter("subsample_index", "attempt")
 """An attempt's place in (subsample_index, attempt) order, the order of ``result.attempts``."""
+
+
+_DEFAULT_STOP = StopSampling().reason
+
+
+def error_label(exc: BaseException) -> str:
+    """The failure label of an outcome that ``exc`` ended: its type and text, on one line."""
+    return _one_line(f"{type(exc).__name__}: {exception_text(exc)}")
 
 
 def _one_line(text: str) -> str:

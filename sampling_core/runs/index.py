@@ -21,7 +21,9 @@ The tables (read them with :meth:`RunIndex.query`)::
                                from a cut attempt list; cached_calls, cached_tokens: what
                                the response cache answered; not_run: a rescore's attempts
                                the source never ran; not_started, stopped_early: the
-                               subsamples never started, the attempts stopped early
+                               subsamples never started, the attempts stopped early;
+                               not_known, u: a rescore's attempts, and samples, it could
+                               not decide (their text was cut: u is not in n)
     reason(line, text)         what a record that is not ok missed, one row a reason
     latest(line, key)          the latest own record of each prompt: the one counted
     first(line, key)           each prompt's first own record that holds samples (n > 0):
@@ -42,7 +44,7 @@ from typing import Any
 
 from sampling_core.redaction import clean_text
 from sampling_core.runs.meta_hashes import read_run_meta
-from sampling_core.runs.rows import prompt_row, usage_extras
+from sampling_core.runs.record import RunRecord
 from sampling_core.runs.store import RecordsScan, RunDirectory
 
 __all__ = ["RunIndex"]
@@ -56,7 +58,8 @@ CREATE TABLE rec(
     sampling_id TEXT, attempts INTEGER, passes INTEGER, cancelled INTEGER, reason TEXT,
     unmet TEXT, input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL,
     elapsed_s REAL, n INTEGER, c INTEGER, partial INTEGER, cached_calls INTEGER,
-    cached_tokens INTEGER, not_run INTEGER, not_started INTEGER, stopped_early INTEGER);
+    cached_tokens INTEGER, not_run INTEGER, not_started INTEGER, stopped_early INTEGER,
+    not_known INTEGER, u INTEGER);
 CREATE TABLE reason(line INTEGER NOT NULL, text TEXT NOT NULL);
 """
 _LINKS = """
@@ -123,7 +126,7 @@ class RunIndex:
         records = _Batches(self._db, _INSERT_REC)
         reasons = _Batches(self._db, "INSERT INTO reason VALUES (?, ?)")
 
-        def add(line: int, offset: int, record: dict[str, Any]) -> None:
+        def add(line: int, offset: int, record: RunRecord) -> None:
             records.add(_rec_values(line, offset, record))
             for text in _reasons(record):
                 reasons.add((line, clean_text(text)))
@@ -162,7 +165,7 @@ class RunIndex:
         self._db.execute(f"CREATE INDEX {table}_key ON {table}(key)")
         self._db.execute("COMMIT")
 
-    def read_record(self, line: int) -> dict[str, Any]:
+    def read_record(self, line: int) -> RunRecord:
         """The record on line ``line`` of ``records.jsonl``, read again from the file."""
         offset = self.value("SELECT offset FROM rec WHERE line = ?", (line,))
         if offset is None:
@@ -201,23 +204,21 @@ class _Batches:
 _REC_COLUMNS = (
     "line, offset, key, hash, seq, session, status, sampling_id, attempts, passes, cancelled, "
     "reason, unmet, input_tokens, output_tokens, cost_usd, latency_s, elapsed_s, n, c, partial, "
-    "cached_calls, cached_tokens, not_run, not_started, stopped_early"
+    "cached_calls, cached_tokens, not_run, not_started, stopped_early, not_known, u"
 )
-_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 26)})"
+_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 28)})"
 
 
-def _rec_values(line: int, offset: int, record: dict[str, Any]) -> tuple[Any, ...]:
-    row = prompt_row(record)
-    n, c, partial = row.samples
-    session = record.get("session")
-    hash_ = record.get("content_hash")
+def _rec_values(line: int, offset: int, record: RunRecord) -> tuple[Any, ...]:
+    row = record.row()
+    n, c, partial, unknown = record.samples()
     return (
         line,
         offset,
         clean_text(row.key),
-        clean_text(hash_) if isinstance(hash_, str) else None,
-        int(record.get("seq", 0)),
-        session if isinstance(session, int) and not isinstance(session, bool) else None,
+        clean_text(record.content_hash),
+        record.seq,
+        record.session,
         row.status,
         clean_text(row.sampling_id) if isinstance(row.sampling_id, str) else None,
         row.attempts,
@@ -233,17 +234,19 @@ def _rec_values(line: int, offset: int, record: dict[str, Any]) -> tuple[Any, ..
         n,
         c,
         int(partial),
-        *usage_extras(record),
+        *record.cached(),
+        record.not_run(),
         row.not_started,
         row.stopped_early,
+        row.not_known,
+        unknown,
     )
 
 
-def _reasons(record: dict[str, Any]) -> list[str]:
+def _reasons(record: RunRecord) -> list[str]:
     """What the summary counts of a record not ok: each unmet requirement, or its error."""
-    status = record.get("status")
-    if status == "failed":
-        return list(record.get("failed_requirements") or ["(no requirement named)"])
-    if status == "error":
-        return [f"error: {str(record.get('reason'))[:100]}"]
+    if record.status == "failed":
+        return record.failed_requirements or ["(no requirement named)"]
+    if record.status == "error":
+        return [f"error: {str(record.reason)[:100]}"]
     return []

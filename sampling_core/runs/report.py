@@ -25,7 +25,7 @@ import yaml
 
 from sampling_core.runs.index import RunIndex
 from sampling_core.runs.passk import PassAtK, pass_at_k_table, pass_hat_k_table
-from sampling_core.runs.rows import PromptRow
+from sampling_core.runs.record import PromptRow
 from sampling_core.runs.store import RunDirectory
 from sampling_core.runs.summary import RETRIED, RunSummary, summary_of
 
@@ -92,6 +92,9 @@ class RunReport:
     partial_samples: int = 0
     """Prompts whose pass@k samples were counted from a cut attempt list (records written
     before records kept their sample counts, with over 1,000 attempts): their ``n`` is low."""
+    not_known: tuple[int, int] = (0, 0)
+    """A rescore's samples it could not decide (their text was cut before the end), and
+    the prompts they are of: left out of pass@k and pass^k (those prompts' ``n`` reduced)."""
 
     @property
     def early_exit(self) -> bool:
@@ -127,6 +130,7 @@ class RunReport:
             "pass_at_k": [p.as_dict() for p in self.pass_at_k] if self.pass_at_k else None,
             "pass_hat_k": [p.as_dict() for p in self.pass_hat_k] if self.pass_hat_k else None,
             "pass_at_k_partial_prompts": self.partial_samples,
+            "pass_at_k_not_known": {"samples": self.not_known[0], "prompts": self.not_known[1]},
             "retries": self.retries.as_dict() if self.retries is not None else None,
             "prompts": [r.as_dict() for r in self.rows],
         }
@@ -151,6 +155,12 @@ class RunReport:
                     "pass^k (every one of k samples passes; same estimator and intervals):"
                 )
                 lines += _passk_lines(self.pass_hat_k, "^")
+            if self.not_known[0]:
+                lines.append(
+                    f"  not known: {self.not_known[0]} samples of {self.not_known[1]} prompts "
+                    "were cut before their end and cannot be judged by the new checks; they "
+                    "are left out (those prompts' n is smaller), never counted as passed"
+                )
             if self.partial_samples:
                 lines.append(
                     f"  note: {self.partial_samples} prompts' samples were counted from the "
@@ -259,10 +269,19 @@ def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunRepor
         report.partial_samples = int(
             index.value("SELECT COUNT(*) FROM first JOIN rec USING (line) WHERE partial = 1")
         )
+        samples, prompts = next(index.query(_NOT_KNOWN))
+        report.not_known = (int(samples), int(prompts))
     report.retries = _retries(index, report.summary.retried, measure=not report.early_exit)
     return report
 
 
+_NOT_KNOWN = (
+    "SELECT TOTAL(u), COUNT(*) FILTER (WHERE u > 0) FROM rec WHERE line IN (SELECT line FROM "
+    "first) OR line IN (SELECT MIN(line) FROM rec WHERE own = 1 AND u > 0 AND key NOT IN "
+    "(SELECT key FROM first) GROUP BY key)"
+)
+"""A rescore's undecided samples and their prompts: in each prompt's first record with
+samples (or, for a prompt none of whose samples could be decided, its first record)."""
 _FIRST_SAMPLES = "SELECT n, c, COUNT(*) FROM first JOIN rec USING (line) GROUP BY n, c"
 
 
@@ -286,7 +305,7 @@ def _retries(index: RunIndex, prompts: int, *, measure: bool) -> Retries | None:
 
 _ROW_FIELDS = (
     "key, sampling_id, status, attempts, passes, cancelled, unmet, reason, input_tokens, "
-    "output_tokens, cost_usd, latency_s, elapsed_s, not_started, stopped_early"
+    "output_tokens, cost_usd, latency_s, elapsed_s, not_started, stopped_early, not_known"
 )
 
 
@@ -298,7 +317,7 @@ def row_columns(table: str) -> str:
 def row_from(values: Iterable[Any]) -> PromptRow:
     """A :class:`PromptRow` from the columns :func:`row_columns` names, in that order."""
     (key, sampling_id, status, attempts, passes, cancelled, unmet, reason, *rest) = values
-    *numbers, not_started, stopped_early = rest
+    *numbers, not_started, stopped_early, not_known = rest
     return PromptRow(
         key,
         sampling_id,
@@ -311,6 +330,7 @@ def row_from(values: Iterable[Any]) -> PromptRow:
         *numbers,
         not_started=not_started or 0,
         stopped_early=stopped_early or 0,
+        not_known=not_known or 0,
     )
 
 

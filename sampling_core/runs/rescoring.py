@@ -45,7 +45,7 @@ from sampling_core.runs.loading import load_config
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.outputs import output_file
 from sampling_core.runs.report import write_report_json
-from sampling_core.runs.rescore_record import Rescoring, completed_entries, rescore_record
+from sampling_core.runs.rescore_record import Rescoring, rescore_record
 from sampling_core.runs.resume import (
     compare_configs,
     new_run_meta,
@@ -301,20 +301,24 @@ async def _write_records(
     writer = built.open_writer(flush_every=256, fsync=False)
     try:
         for record in source.iter_records():
-            seq, key = record.get("seq", 0), record["key"]
-            if record["status"] == "error" or not completed_entries(record):
-                rescored = {**record, "session": 1, "rescored": {"from_seq": seq, "not_run": 0}}
+            seq, key = record.seq, record.key
+            entries = record.completed()
+            if record.status == "error" or not entries:
+                rescored = {
+                    **record.as_json(),
+                    "session": 1,
+                    "rescored": {"from_seq": seq, "not_run": 0},
+                }
             else:
-                item = index.item(int(record.get("line") or 0))
+                item = index.item(record.line or 0)
                 if item is None or item.key != key:
                     raise DatasetError(
                         f"{dataset.path}: prompt {key!r} is no longer on line "
-                        f"{record.get('line')}; restore the dataset as it was run (nothing "
+                        f"{record.line}; restore the dataset as it was run (nothing "
                         "was written)"
                     )
-                kept = texts.get(seq, record.get("sampling_id"))
-                entries = completed_entries(record)
-                if kept is None or any((e["subsample"], e["attempt"]) not in kept for e in entries):
+                kept = texts.get(seq, record.sampling_id)
+                if kept is None or any((e.subsample, e.attempt) not in kept for e in entries):
                     raise RunDirError(
                         f"{source.texts_file} lacks the whole text of an attempt of prompt "
                         f"{key!r} (record {seq}); rescoring needs every attempt's text "
