@@ -123,6 +123,8 @@ class CachedGeneration(Generation):
     carries nothing more)."""
 
     cached_usage: Usage = ZERO_USAGE
+    entry: str | None = None
+    """Which entry of the cache answered (its key), when the cache says."""
     cached: ClassVar[bool] = True
 
 
@@ -210,7 +212,7 @@ def provenance_of(generation: Generation, stopped_by: tuple[str, ...] = ()) -> P
     plugin = generation.answered_by
     if not stopped_by and not cached and plugin is None:
         return WHOLE
-    entry = getattr(generation, "entry", None)
+    entry = generation.entry if isinstance(generation, CachedGeneration) else None
     return Provenance(
         stopped_by,
         len(generation.text) if stopped_by else None,

@@ -95,6 +95,9 @@ class RunReport:
     not_known: tuple[int, int] = (0, 0)
     """A rescore's samples it could not decide (their text was cut before the end), and
     the prompts they are of: left out of pass@k and pass^k (those prompts' ``n`` reduced)."""
+    pass_at_k_if_failed: list[PassAtK] = field(default_factory=list)
+    """pass@k with those samples counted as failed (the lowest it can be), beside the
+    estimate over the samples that are known (only when some are not known)."""
 
     @property
     def early_exit(self) -> bool:
@@ -130,7 +133,11 @@ class RunReport:
             "pass_at_k": [p.as_dict() for p in self.pass_at_k] if self.pass_at_k else None,
             "pass_hat_k": [p.as_dict() for p in self.pass_hat_k] if self.pass_hat_k else None,
             "pass_at_k_partial_prompts": self.partial_samples,
-            "pass_at_k_not_known": {"samples": self.not_known[0], "prompts": self.not_known[1]},
+            "pass_at_k_not_known": {
+                "samples": self.not_known[0],
+                "prompts": self.not_known[1],
+                "pass_at_k_if_failed": [p.as_dict() for p in self.pass_at_k_if_failed] or None,
+            },
             "retries": self.retries.as_dict() if self.retries is not None else None,
             "prompts": [r.as_dict() for r in self.rows],
         }
@@ -159,8 +166,10 @@ class RunReport:
                 lines.append(
                     f"  not known: {self.not_known[0]} samples of {self.not_known[1]} prompts "
                     "were cut before their end and cannot be judged by the new checks; they "
-                    "are left out (those prompts' n is smaller), never counted as passed"
+                    "are left out (those prompts' n is smaller), never counted as passed; "
+                    "counted as failed, pass@k would be:"
                 )
+                lines += ["  " + line for line in _passk_lines(self.pass_at_k_if_failed)]
             if self.partial_samples:
                 lines.append(
                     f"  note: {self.partial_samples} prompts' samples were counted from the "
@@ -271,6 +280,11 @@ def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunRepor
         )
         samples, prompts = next(index.query(_NOT_KNOWN))
         report.not_known = (int(samples), int(prompts))
+        if samples:
+            counted = {}
+            for n, c, m in index.query(_IF_FAILED):
+                counted[(n, c)] = counted.get((n, c), 0) + m
+            report.pass_at_k_if_failed = pass_at_k_table(counted)
     report.retries = _retries(index, report.summary.retried, measure=not report.early_exit)
     return report
 
@@ -282,6 +296,12 @@ _NOT_KNOWN = (
 )
 """A rescore's undecided samples and their prompts: in each prompt's first record with
 samples (or, for a prompt none of whose samples could be decided, its first record)."""
+_IF_FAILED = (
+    "SELECT n + u, c, COUNT(*) FROM rec WHERE n + u > 0 AND (line IN (SELECT line FROM first) "
+    "OR line IN (SELECT MIN(line) FROM rec WHERE own = 1 AND u > 0 AND key NOT IN "
+    "(SELECT key FROM first) GROUP BY key)) GROUP BY n + u, c"
+)
+"""Each prompt's samples with the undecided ones counted as failed."""
 _FIRST_SAMPLES = "SELECT n, c, COUNT(*) FROM first JOIN rec USING (line) GROUP BY n, c"
 
 
