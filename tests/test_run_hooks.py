@@ -272,12 +272,12 @@ async def test_run_end_fires_when_the_report_cannot_be_read(
 ) -> None:
     from structlog.testing import capture_logs
 
-    import sampling_core.runs.run_hooks as run_hooks
+    from sampling_core.runs.run_reading import RunReading
 
-    def unreadable(path: Any) -> Any:
+    def unreadable(self: Any) -> Any:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(run_hooks, "build_report", unreadable)
+    monkeypatch.setattr(RunReading, "report", unreadable)
     dataset = write_dataset(tmp_path / "data.jsonl", 2)
     seen = HookRecorder()
     with capture_logs() as logs:

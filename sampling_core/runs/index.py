@@ -44,7 +44,7 @@ from typing import Any
 
 from sampling_core.redaction import clean_text
 from sampling_core.runs.meta_hashes import read_run_meta
-from sampling_core.runs.record import RunRecord
+from sampling_core.runs.record import RunRecord, read_record
 from sampling_core.runs.store import RecordsScan, RunDirectory
 
 __all__ = ["RunIndex"]
@@ -80,12 +80,18 @@ class RunIndex:
     """The index of one run directory: :meth:`build` it, :meth:`query` it, :meth:`close` it
     (or use it as a context manager)."""
 
-    def __init__(self, run_dir: RunDirectory) -> None:
+    def __init__(self, run_dir: RunDirectory, *, keep_records: bool = False) -> None:
         self.run_dir = run_dir
+        self.keep_records = keep_records
+        """Whether each record is kept whole too (:meth:`records`), for a command that
+        goes through every record after its checks (a rescore) without reading the file
+        again."""
         self.meta: dict[str, Any] = {}
         """``meta.json``, its ``dataset.hashes`` left empty (they are in ``prompt``)."""
         self.scan = RecordsScan()
-        self._db = sqlite3.connect("", isolation_level=None)  # "": private, on disk
+        # "": private, on disk; one thread at a time may use it (a run's end hands it to
+        # its run_end observers, which may be delivered on a worker thread meanwhile)
+        self._db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
         for pragma in (
             "journal_mode = OFF",
             "synchronous = OFF",
@@ -94,6 +100,8 @@ class RunIndex:
         ):
             self._db.execute(f"PRAGMA {pragma}")
         self._db.executescript(_SCHEMA)
+        if keep_records:
+            self._db.execute("CREATE TABLE body(line INTEGER PRIMARY KEY, json TEXT NOT NULL)")
 
     @classmethod
     def open(cls, path: str | Path) -> RunIndex:
@@ -103,12 +111,13 @@ class RunIndex:
         return cls.build(run_dir)
 
     @classmethod
-    def build(cls, run_dir: RunDirectory) -> RunIndex:
-        """Read ``meta.json`` and ``records.jsonl`` of ``run_dir`` into a new index.
+    def build(cls, run_dir: RunDirectory, *, keep_records: bool = False) -> RunIndex:
+        """Read ``meta.json`` and ``records.jsonl`` of ``run_dir`` into a new index (with
+        ``keep_records``, each record whole too: :meth:`records`).
 
         Raises :class:`~sampling_core.runs.errors.RunDirError` when either is damaged.
         """
-        index = cls(run_dir)
+        index = cls(run_dir, keep_records=keep_records)
         try:
             index._load()
         except BaseException:
@@ -125,15 +134,20 @@ class RunIndex:
         prompts.flush()
         records = _Batches(self._db, _INSERT_REC)
         reasons = _Batches(self._db, "INSERT INTO reason VALUES (?, ?)")
+        bodies = _Batches(self._db, "INSERT INTO body VALUES (?, ?)")
+        keep = self.keep_records
 
         def add(line: int, offset: int, record: RunRecord) -> None:
             records.add(_rec_values(line, offset, record))
             for text in _reasons(record):
                 reasons.add((line, clean_text(text)))
+            if keep:  # ASCII JSON: a lone surrogate is written as an escape
+                bodies.add((line, json.dumps(record.as_json())))
 
         self.scan = self.run_dir.scan_records(add)
         records.flush()
         reasons.flush()
+        bodies.flush()
         self._db.execute("COMMIT")
         self._db.executescript(f"BEGIN; {_LINKS} COMMIT;")
 
@@ -171,6 +185,16 @@ class RunIndex:
         if offset is None:
             raise KeyError(line)
         return self.run_dir.read_record_at(offset)
+
+    def records(self) -> Iterator[RunRecord]:
+        """Every record, whole, in the order of the file (an index built with
+        ``keep_records``: the file is not read again)."""
+        if not self.keep_records:
+            raise ValueError("this index keeps no records: build it with keep_records=True")
+        for (text,) in self.query("SELECT json FROM body ORDER BY line"):
+            record = read_record(json.loads(text))
+            if record is not None:  # it was one when it was read
+                yield record
 
     def close(self) -> None:
         """Close the database (its file goes with it)."""

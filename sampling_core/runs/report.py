@@ -38,6 +38,7 @@ __all__ = [
     "report_rows",
     "row_columns",
     "row_from",
+    "write_report",
     "write_report_json",
 ]
 
@@ -228,15 +229,21 @@ def write_report_json(path: str | Path, out: TextIO) -> RunReport:
     (without its rows)."""
     with RunIndex.open(path) as index:
         report = report_of(index, top=0)
-        marker = "\u0000prompts\u0000"
-        text = json.dumps({**report.as_dict(), "prompts": marker}, indent=2)
-        head, tail = text.split(json.dumps(marker))
-        out.write(head + "[")
-        count = 0
-        for count, row in enumerate(iter_rows(index), start=1):
-            out.write(f"{',' if count > 1 else ''}\n    {_row_json(row.as_dict())}")
-        out.write(("\n  ]" if count else "]") + tail + "\n")
+        write_report(report.as_dict(), (row.as_dict() for row in iter_rows(index)), out)
     return report
+
+
+def write_report(report: dict[str, Any], rows: Iterable[dict[str, Any]], out: TextIO) -> None:
+    """``report`` (a :meth:`RunReport.as_dict`) as ``report --json`` writes it, its
+    ``prompts`` being ``rows``, written to ``out`` one at a time as they come."""
+    marker = "\u0000prompts\u0000"
+    text = json.dumps({**report, "prompts": marker}, indent=2)
+    head, tail = text.split(json.dumps(marker))
+    out.write(head + "[")
+    count = 0
+    for count, row in enumerate(rows, start=1):
+        out.write(f"{',' if count > 1 else ''}\n    {_row_json(row)}")
+    out.write(("\n  ]" if count else "]") + tail + "\n")
 
 
 def _row_json(item: dict[str, Any]) -> str:

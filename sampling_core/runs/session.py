@@ -25,6 +25,7 @@ from sampling_core.runs.index import RunIndex
 from sampling_core.runs.progress import ProgressDisplay
 from sampling_core.runs.prompt_run import run_prompt
 from sampling_core.runs.run_hooks import RunHooks
+from sampling_core.runs.run_reading import RunReading
 from sampling_core.runs.store import RunDirectory, utc_now
 
 __all__ = ["BatchSession", "Executor", "run_locally"]
@@ -93,11 +94,13 @@ class BatchSession:
         execute: Executor,
         hooks: HookTable | None = None,
         settings: Mapping[str, Any] | None = None,
+        reading: RunReading | None = None,
     ) -> None:
         """Fire ``run_start``, run ``execute(self)``, and on every way out flush, record
         progress and fire ``run_end``. ``hooks``: the table of the plugins the run names
-        (their run hooks fire here); ``settings``: the result settings in ``meta.json``."""
-        self.hooks = RunHooks(hooks, self.run_dir.path, self.number)
+        (their run hooks fire here); ``settings``: the result settings in ``meta.json``;
+        ``reading``: where the run is read once at its end (``run_end`` reads it there)."""
+        self.hooks = RunHooks(hooks, self.run_dir.path, self.number, reading)
         self.display.start(self._counts())
         ended: BaseException | None = None
         try:
