@@ -35,6 +35,7 @@ __all__ = [
     "canonical",
     "check_identity",
     "cut_identity",
+    "identity_digest",
     "request_key",
 ]
 
@@ -85,15 +86,23 @@ def model_file_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
     return identity
 
 
+def identity_digest(backend: object) -> str:
+    """The SHA-256 of ``backend``'s :func:`cache_identity` (as :func:`canonical` JSON): what
+    entries are stored under (a scripted backend's identity holds all its replies)."""
+    return hashlib.sha256(
+        canonical(cache_identity(backend)).encode("utf-8", "surrogatepass")
+    ).hexdigest()
+
+
 def canonical(value: Any) -> str:
     """``value`` as canonical JSON (sorted keys, no spaces): what keys and identities hash."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_stable)
 
 
 def request_key(identity: str, backend: object, request: GenerationRequest) -> str:
-    """The cache key of ``request`` to ``backend`` (whose identity is ``identity``,
-    :func:`cache_identity` made :func:`canonical`): a SHA-256 of the identity, the body the
-    backend sends for it, and the attempt's place when the request carries no seed."""
+    """The cache key of ``request`` to ``backend`` (whose identity is ``identity``, its
+    :func:`identity_digest`): a SHA-256 of the identity, the body the backend sends for it,
+    and the attempt's place when the request carries no seed."""
     body = request_body(backend, request)
     data: dict[str, Any] = {"identity": identity, "body": body}
     seeded = request.options.get("seed") is not None or body.get("seed") is not None

@@ -30,10 +30,9 @@ from sampling_core.backends.base import (
 )
 from sampling_core.backends.cache import ResponseCache
 from sampling_core.backends.cache_keys import (
-    cache_identity,
-    canonical,
     check_identity,
     cut_identity,
+    identity_digest,
     request_key,
 )
 from sampling_core.errors import exception_text
@@ -72,7 +71,7 @@ class CachedBackend:
     ) -> None:
         self.backend = backend
         self.cache = cache
-        self.identity = canonical(cache_identity(backend))
+        self.identity = identity_digest(backend)
         self.in_force = in_force
         self.ask_again = ask_again
         # What the engine reads of the backend itself, seen through the cache as well.
