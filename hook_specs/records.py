@@ -154,13 +154,17 @@ class ValidationResult:
 
     ``reason`` says why it failed (strategies feed it back to the model); ``score``, when
     given, ranks failed outputs (higher is better). ``requirement`` is filled in by the
-    engine with the requirement's description.
+    engine with the requirement's description. ``answer``, when the check compares an
+    answer (the dataset-field checks do), is that answer as compared (extracted and
+    normalised; ``""`` when nothing could be extracted): samples of a prompt with the same
+    answer vote together in maj@k, and this verdict says whether their answer is right.
     """
 
     passed: bool
     reason: str | None = None
     score: float | None = None
     requirement: str | None = None
+    answer: str | None = None
 
     def __post_init__(self) -> None:
         if self.passed is not True and self.passed is not False:  # "false" would be truthy
