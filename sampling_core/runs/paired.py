@@ -120,9 +120,15 @@ class PairedDifference:
     only_b: int | None = None
     """Prompts only B passed (pass-or-fail measures)."""
 
+    @property
+    def label(self) -> str:
+        """The measure with its k: ``success_rate``, ``pass@4``, ``pass^2``, ``maj@8``."""
+        return self.measure if self.k is None else f"{self.measure.removesuffix('k')}{self.k}"
+
     def as_dict(self) -> dict[str, Any]:
         """As JSON-ready data (values rounded to 6 digits)."""
         return {
+            "label": self.label,
             "measure": self.measure,
             "k": self.k,
             "prompts": self.prompts,
