@@ -14,6 +14,7 @@ from sampling_core.runs import rescore_sync, run_batch_sync
 from sampling_core.runs.majk import maj_at_k
 from sampling_core.runs.report import build_report
 from sampling_core.testing import HookRecorder
+from sampling_core.view import run_data
 
 # Two prompts, four samples each; replies cycle per prompt by the call's seed-free order.
 QUESTIONS = [
@@ -69,6 +70,7 @@ def test_a_field_check_names_each_answer_and_the_report_gives_maj_at_k(tmp_path:
     as_json = report.as_dict()["maj_at_k"]
     assert [p["k"] for p in as_json] == [1, 2, 4] and as_json[0]["prompts"] == 2
     assert "maj@1" in report.render()
+    assert run_data(out)["maj_at_k"] == as_json  # the view's
 
 
 def test_no_answer_is_a_vote_that_is_never_right(tmp_path: Path) -> None:
