@@ -103,7 +103,10 @@ def _others_at_most(sizes: tuple[int, ...], draws: int, v: int) -> list[int]:
     # table[s][t]: ways to have made s draws so far with t groups at v
     table = [[0] * (most + 1) for _ in range(draws + 1)]
     table[0][0] = 1
+    singles = sum(1 for size in sizes if size == 1)  # answers given once: all at once below
     for size in sizes:
+        if size == 1:
+            continue
         top = min(size, v)
         fresh = [[0] * (most + 1) for _ in range(draws + 1)]
         for made, row in enumerate(table):
@@ -114,6 +117,17 @@ def _others_at_most(sizes: tuple[int, ...], draws: int, v: int) -> list[int]:
                     at_v = tied + (x == v)
                     if at_v <= most:
                         fresh[made + x][at_v] += ways * comb(size, x)
+        table = fresh
+    if singles:  # j of them drawn: C(singles, j) ways, each tied at v when v is 1
+        fresh = [[0] * (most + 1) for _ in range(draws + 1)]
+        for made, row in enumerate(table):
+            for tied, ways in enumerate(row):
+                if not ways:
+                    continue
+                for j in range(min(singles, draws - made) + 1):
+                    at_v = tied + j * (v == 1)
+                    if at_v <= most:
+                        fresh[made + j][at_v] += ways * comb(singles, j)
         table = fresh
     return table[draws]
 
