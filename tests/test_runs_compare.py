@@ -78,6 +78,12 @@ def test_b_better_with_mcnemar_flipped_prompts_and_a_detectable_difference(
     assert found.better_in_a == ["q00", "q01", "q02"]
     assert found.better_in_b[:2] == ["q03", "q04"]
     assert found.measure("pass@k", 1) is None  # one sample per prompt, early exit: no pass@k
+    assert found.notes == []
+    several = _run(tmp_path, "several", ["7"], samples=2)
+    mixed = compare_runs(a, several)
+    assert [m.label for m in mixed.measures] == ["success_rate"]
+    assert "only B sampled every prompt several times" in mixed.notes[0]
+    assert mixed.notes[0] in mixed.render() and mixed.as_dict()["notes"] == mixed.notes
     # and the other way round
     back = compare_runs(b, a)
     assert back.measure("success_rate").verdict == A_BETTER  # type: ignore[union-attr]

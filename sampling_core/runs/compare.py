@@ -79,6 +79,8 @@ class RunComparison:
     """How many prompts flipped: ``(to ok in B, to ok in A)``."""
     not_known: int = 0
     """Prompts in both left out of the success rate (an outcome not known in a run)."""
+    notes: list[str] = field(default_factory=list)
+    """What was not compared, and why."""
 
     def measure(self, name: str, k: int | None = None) -> PairedDifference | None:
         """The comparison of one measure (``success_rate``, ``pass@k``, ``pass^k``,
@@ -101,6 +103,7 @@ class RunComparison:
             "checks": self.checks,
             "rescored_from": {"a": self.rescored_from[0], "b": self.rescored_from[1]},
             "measures": [m.as_dict() for m in self.measures],
+            "notes": self.notes,
             "flipped": {
                 "better_in_b": self.flipped[0],
                 "better_in_a": self.flipped[1],
@@ -143,6 +146,7 @@ class RunComparison:
             )
         if self.not_known:
             lines.append(f"  {self.not_known} prompts left out of the success rate: not known")
+        lines += [f"  note: {note}" for note in self.notes]
         to_b, to_a = self.flipped
         lines.append(f"Flipped: {to_b} prompts ok only in B, {to_a} ok only in A")
         for label, keys, count in (("B", self.better_in_b, to_b), ("A", self.better_in_a, to_a)):
@@ -213,6 +217,12 @@ def compare_indexes(a: RunIndex, b: RunIndex, *, flipped: int = FLIPPED_SHOWN) -
     out.checks = _checks_that_differ(a.meta, b.meta)
     out.rescored_from = (report_a.summary.rescored_from, report_b.summary.rescored_from)
     samples = not report_a.early_exit and not report_b.early_exit
+    if report_a.early_exit != report_b.early_exit:
+        one = "B" if report_a.early_exit else "A"
+        out.notes.append(
+            f"only {one} sampled every prompt several times (budgets.early_exit: false): "
+            "pass@k, pass^k and maj@k are compared only between two such runs"
+        )
     success: Counter[tuple[float, float]] = Counter()
     tables: dict[tuple[str, int], Counter[tuple[float, float]]] = {}
     to_b = to_a = 0
