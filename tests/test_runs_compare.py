@@ -14,7 +14,7 @@ from sampling_core.cli import app
 from sampling_core.runs import RunComparison, RunError, compare_runs, rescore_sync, run_batch_sync
 from sampling_core.runs.compare import success_of
 from sampling_core.runs.paired import A_BETTER, B_BETTER, TIED, mcnemar_exact
-from sampling_core.runs.rows import count_votes
+from sampling_core.runs.votes import count_votes
 
 runner = CliRunner()
 
@@ -183,6 +183,13 @@ def test_an_outcome_not_known_is_never_a_pass() -> None:
     each = [
         {"subsample": 0, "attempt": 1, "passed": True, "answer": {"value": "7", "right": True}},
         {"subsample": 1, "attempt": 1, "passed": None, "answer": {"value": "7", "right": True}},
+        {
+            "subsample": 3,
+            "attempt": 1,
+            "passed": False,
+            "not_known": True,
+            "answer": {"value": "7"},
+        },
         {"subsample": 2, "attempt": 1, "passed": False, "answer": {"value": "5", "right": False}},
     ]
     assert count_votes(each) == ((1, True), (1, False))

@@ -44,8 +44,9 @@ from typing import Any
 
 from sampling_core.redaction import clean_text
 from sampling_core.runs.meta_hashes import read_run_meta
-from sampling_core.runs.rows import prompt_row, sample_votes, usage_extras
+from sampling_core.runs.rows import prompt_row, usage_extras
 from sampling_core.runs.store import RecordsScan, RunDirectory
+from sampling_core.runs.votes import sample_votes
 
 __all__ = ["RunIndex"]
 

@@ -9,45 +9,21 @@ answered from the response cache says ``"cached": true``, one a prefix check cut
 ``"stopped_early": true``. Attempts whose backend call failed are entries with
 ``"error"``. A token count is ``null`` when unknown (an attempt cancelled in flight that
 did not stream).
-An attempt whose answer is known (a check that compares one: ``ValidationResult.answer``;
-else the answer a voting strategy groups, its normalised text) says ``"answer": {"value":
-..., "right": ...}``: what maj@k counts (:mod:`sampling_core.runs.majk`).
+An attempt whose answer is known says ``"answer": {"value": ..., "right": ...}``: what
+maj@k counts (:mod:`sampling_core.runs.votes`).
 Records written before these fields existed (no ``sampling_id``, no tokens per attempt)
 are still read: every reader takes each field as optional.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from hook_specs.records import Attempt
 from sampling_core.engine.results import SamplingResult
 from sampling_core.errors import exception_text
-from sampling_core.strategies import MajorityVote, Strategy
+from sampling_core.runs.votes import AnswerOf, answer_entry
 
-__all__ = ["AnswerOf", "answer_entry", "attempt_entries", "usage_entry", "voted_answer"]
-
-AnswerOf = Callable[[str], str]
-"""How a voting strategy groups answers (its ``normalize``)."""
-
-
-def voted_answer(strategy: Strategy) -> AnswerOf | None:
-    """How ``strategy`` groups answers when it votes (``MajorityVote.normalize``), else
-    ``None``."""
-    return strategy.normalize if isinstance(strategy, MajorityVote) else None
-
-
-def answer_entry(attempt: Attempt, answer_of: AnswerOf | None = None) -> dict[str, Any] | None:
-    """``{"value", "right"}`` of an attempt: the answer the first check that compares one
-    compared and its verdict; else, with ``answer_of``, that grouping of the text and
-    whether the attempt passed; else ``None`` (no answer known)."""
-    for verdict in attempt.validations:
-        if verdict.answer is not None:
-            return {"value": verdict.answer, "right": verdict.passed}
-    if answer_of is None:
-        return None
-    return {"value": answer_of(attempt.text), "right": attempt.passed}
+__all__ = ["attempt_entries", "usage_entry"]
 
 
 def attempt_entries(

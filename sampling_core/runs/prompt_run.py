@@ -18,9 +18,10 @@ from sampling_core.engine.results import SamplingResult
 from sampling_core.errors import exception_text
 from sampling_core.runs.components import Components, build_requirements, prompt_seed
 from sampling_core.runs.dataset import PromptItem
-from sampling_core.runs.outcome import AnswerOf, attempt_entries, usage_entry, voted_answer
-from sampling_core.runs.rows import count_samples, count_votes
+from sampling_core.runs.outcome import attempt_entries, usage_entry
+from sampling_core.runs.rows import count_samples
 from sampling_core.runs.store import utc_now
+from sampling_core.runs.votes import AnswerOf, count_votes, voted_answer
 
 __all__ = ["error_outcome", "error_record", "outcome_fields", "run_prompt"]
 

@@ -31,8 +31,9 @@ from sampling_core.engine.tally import Tally
 from sampling_core.requirements.checks import Requirement, validate_all
 from sampling_core.requirements.context import CheckContext
 from sampling_core.runs.dataset import PromptItem
-from sampling_core.runs.outcome import attempt_entries, voted_answer
+from sampling_core.runs.outcome import attempt_entries
 from sampling_core.runs.prompt_run import outcome_fields
+from sampling_core.runs.votes import voted_answer
 from sampling_core.strategies import Strategy
 
 __all__ = ["NoModelInRescore", "Rescoring", "rescore_record"]

@@ -11,17 +11,7 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
-from sampling_core.runs.majk import Profile, profile_of, vote_profile
-
-__all__ = [
-    "PromptRow",
-    "count_samples",
-    "count_votes",
-    "prompt_row",
-    "sample_counts",
-    "sample_votes",
-    "usage_extras",
-]
+__all__ = ["PromptRow", "count_samples", "prompt_row", "sample_counts", "usage_extras"]
 
 
 @dataclass(slots=True)
@@ -103,51 +93,6 @@ def count_samples(each: Iterable[Any]) -> tuple[int, int]:
             passed.add(index)
     ran = seen - (errored - passed)
     return len(ran), len(passed & ran)
-
-
-def count_votes(each: Iterable[Any]) -> Profile | None:
-    """The vote profile of a prompt's samples (:mod:`sampling_core.runs.majk`): the samples
-    :func:`count_samples` counts, each its subsample's first passing attempt or else its
-    last, grouped by their ``answer``; ``None`` when a sample's answer is not known (no
-    check compared one and the strategy does not vote) or there is no sample.
-
-    A record keeps this as ``attempts.samples.votes`` (``[[size, right], ...]``)."""
-    final: dict[int, dict[str, Any]] = {}
-    errored: set[int] = set()
-    for entry in each:
-        if not isinstance(entry, dict) or not isinstance(entry.get("subsample"), int):
-            continue
-        index = entry["subsample"]
-        if entry.get("error"):
-            errored.add(index)
-            continue
-        if not isinstance(entry.get("passed"), bool):
-            continue  # an outcome that is not known is not a sample
-        kept = final.get(index)
-        number = entry.get("attempt") if isinstance(entry.get("attempt"), int) else 0
-        if kept is None or (
-            not kept.get("passed") and (entry["passed"] or number > (kept.get("attempt") or 0))
-        ):
-            final[index] = entry
-    answers = []
-    for index, entry in final.items():
-        if index in errored and not entry["passed"]:
-            continue
-        answer = entry.get("answer")
-        if not isinstance(answer, dict) or not isinstance(answer.get("value"), str):
-            return None
-        answers.append((answer["value"], answer.get("right") is True))
-    return vote_profile(answers) or None
-
-
-def sample_votes(record: dict[str, Any]) -> Profile | None:
-    """The vote profile for maj@k: ``attempts.samples.votes`` when the record has it
-    (counted before a long attempt list is cut), else :func:`count_votes` of its entries."""
-    attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
-    samples = attempts.get("samples")
-    if isinstance(samples, dict) and isinstance(samples.get("votes"), list):
-        return profile_of(samples["votes"])
-    return count_votes(attempts.get("each") or [])
 
 
 def sample_counts(record: dict[str, Any]) -> tuple[int, int, bool]:
