@@ -134,6 +134,18 @@ def test_a_run_page_draws_its_charts_filters_sorts_and_shows_a_timeline(
     page.close()
 
 
+def test_a_run_whose_answers_vote_draws_maj_at_k(browser: Any, tmp_path: Path) -> None:
+    run = make_run(tmp_path, "m", count=4, strategy="majority")  # answers grouped: maj@k
+    opened = Opened(browser, view(run))
+    page = opened.page
+    # k = 1, 2, 4 of pass@k, pass^k and maj@k (dotted)
+    assert page.locator("#chart-passk circle.point").count() == 9
+    assert page.locator("#chart-passk polyline[stroke-dasharray='1 3']").count() == 1
+    assert "dotted: maj@k" in page.inner_text("#chart-passk")
+    opened.clean()
+    page.close()
+
+
 def test_the_compare_page_shows_the_verdict_the_flipped_prompts_and_both_runs_attempts(
     browser: Any, tmp_path: Path
 ) -> None:
