@@ -198,9 +198,13 @@ class SamplingCall:
 
     async def _launched(self, index: int) -> None:
         """A subsample that waits for its turn (the launch policy) before it starts."""
-        assert self.launcher is not None
-        await self.launcher.turn(index)
-        await self._subsample(index)
+        launcher = self.launcher
+        assert launcher is not None
+        try:
+            await launcher.turn(index)
+            await self._subsample(index)
+        finally:  # however it ends (refused its start, cancelled waiting): its turn goes on
+            launcher.attempt_ended()
 
     async def _subsample(self, index: int) -> None:
         s, tally, firing, launcher = self.s, self.tally, self.hooks.firing, self.launcher
@@ -222,13 +226,14 @@ class SamplingCall:
                 else:
                     enter_next_attempt(info)
                 attempt = await self._attempt(info, messages)
-                if launcher is not None and not tally.over:  # failed, or ends the subsample
-                    launcher.attempt_ended()
+                ends = attempt is None or attempt.passed or number == s.loop_budget
+                if launcher is not None and not ends and not tally.over:
+                    launcher.attempt_ended()  # failed, and goes on (its end hands on too)
                 if overdue():  # a schedule point: see sampling_core.engine.suspension
                     # Noted before yielding: a sibling that runs meanwhile runs after it.
                     note_yield(time.perf_counter())
                     await anyio.lowlevel.checkpoint()
-                if attempt is None or attempt.passed or tally.over or number == s.loop_budget:
+                if ends or tally.over:
                     return
                 failures.append(attempt)
                 messages = s.strategy.repair(s.messages, failures)
