@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from hook_specs import (
+    GenerationCancelledPayload,
     GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
@@ -107,6 +108,7 @@ _CONTENT: dict[str, Any] = {
     "prompt_start": {"row": True},  # the dataset line holds the prompt
     "prompt_end": {"record": True},  # the record, text included, is in records.jsonl
     "generation_chunk": {"delta": True, "text": True},
+    "generation_cancelled": {"text": True},
 }
 
 
@@ -299,6 +301,11 @@ class RecorderPlugin:
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Note a backend call that raised."""
         self.output.note("generation_error", payload)
+
+    @hookimpl
+    def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
+        """Note a backend call that was cancelled before it answered."""
+        self.output.note("generation_cancelled", payload)
 
     @hookimpl
     def generation_chunk(self, payload: GenerationChunkPayload) -> None:
