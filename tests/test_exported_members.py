@@ -62,7 +62,7 @@ EXPECTED: dict[str, list[str]] = {
         "SamplingLoopEndPayload", "SamplingLoopStartPayload", "SamplingRepairPayload",
         "StopReason", "StopSampling", "Usage", "ValidationResult", "background", "hookimpl",
         "hookspec", "may_write", "specs",
-        # the call hooks (issue 31)
+        # the call hooks
         "CALL_HOOKS", "CancelReason", "GenerationCallPayload", "GenerationCancelledPayload",
         "SamplingCallPayload",
     ],

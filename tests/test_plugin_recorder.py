@@ -15,7 +15,7 @@ from engine_helpers import race
 from typer.testing import CliRunner
 
 from builtin_plugins.recorder import RecorderPlugin, read_events
-from hook_specs import CALL_HOOKS, Generation, Usage, ValidationResult, hookimpl
+from hook_specs import Generation, Usage, ValidationResult, hookimpl
 from sampling_core import GenerationRequest, Requirement, Sampler, ScriptedBackend
 from sampling_core.cli.app import app
 from sampling_core.cli.trace_cmd import trace_app
@@ -51,10 +51,7 @@ def test_every_hook_event_is_one_json_line(tmp_path, sampler, scripted_backend, 
         )
     events = lines(path)
     # every hook call, in firing order
-    # every hook call, in firing order (the call hooks wrap work: they are not events)
-    assert [e["hook"] for e in events] == [
-        name for name in hook_recorder.names() if name not in {h.value for h in CALL_HOOKS}
-    ]
+    assert [e["hook"] for e in events] == hook_recorder.names()
     assert recorder.lines_written == len(events)
     assert all(e["payload"]["sampling_id"] == result.sampling_id for e in events)
     assert all(isinstance(e["time"], float) for e in events)
@@ -167,7 +164,7 @@ async def test_concurrent_calls_share_one_file(tmp_path, sampler, scripted_backe
     events = read_events(path)
     # start, end; pre/chunk/post/validate/iteration per attempt (streamed: the recorder
     # implements generation_chunk); repairs
-    assert len(events) == 10 * (2 + 6 * 5 + 3)
+    assert len(events) == 10 * (2 + 6 * 5 + 3) + 10 * (1 + 6)
     # and the call hooks: one sampling_call per call, one generation_call per attempt
     assert len(hook_recorder) == 10 * (2 + 6 * 5 + 3) + 10 * (1 + 6)
     assert len({e["payload"]["sampling_id"] for e in events}) == 10
