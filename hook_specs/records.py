@@ -100,7 +100,8 @@ class Generation:
     """What a backend returned for one request.
 
     ``cached`` is true for a :class:`CachedGeneration`: the response cache answered
-    instead of the backend.
+    instead of the backend. ``answered_by`` names the plugin whose ``generation_call``
+    implementation answered instead of the backend (``None``: the backend answered).
     """
 
     text: str
@@ -109,6 +110,7 @@ class Generation:
     model: str | None = None
     latency_s: float = 0.0
     raw: Any = field(default=None, repr=False)
+    answered_by: str | None = None
     cached: ClassVar[bool] = False
 
 
