@@ -118,10 +118,12 @@ class Generation:
 class CachedGeneration(Generation):
     """A generation the response cache answered: its text was generated earlier for the
     same request, and its ``usage`` holds no new tokens; ``cached_usage`` is what it took
-    when it was generated (a class of its own, so that a generation that was not cached
-    carries nothing more)."""
+    when it was generated, and ``entry`` the id of the cache's entry it came from (a class
+    of its own, so that a generation that was not cached carries nothing more). One that
+    early stop cut when it was generated keeps ``finish_reason="stopped_early"``."""
 
     cached_usage: Usage = ZERO_USAGE
+    entry: str | None = None
     cached: ClassVar[bool] = True
 
 

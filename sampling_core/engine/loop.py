@@ -59,7 +59,7 @@ from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import (
     Failed,
     Flight,
-    Prefixes,
+    prefixes_in_force,
     read_stream,
     read_stream_within,
     unmet_early,
@@ -112,13 +112,8 @@ class SamplingCall:
         # attribute found on the instance is read faster than a default on the class).
         # A CheckContext is built only when a check asks for one; the backend streams when
         # someone needs the pieces (prefix checks, generation_chunk), and it can.
-        self.wants_context = False  # a check takes a CheckContext
-        prefixes: Prefixes = ()  # the requirements with a prefix check (early stop on)
-        for position, requirement in enumerate(settings.requirements):
-            if requirement.wants_context:
-                self.wants_context = True
-            if requirement.prefix is not None and settings.tokens.early_stop:
-                prefixes += ((position, requirement),)
+        self.wants_context = any(r.wants_context for r in settings.requirements)
+        prefixes = prefixes_in_force(settings.requirements, settings.tokens.early_stop)
         self.prefixes = prefixes
         self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
         self.launcher: Launcher | None = None  # a launch policy other than "all"
@@ -528,6 +523,9 @@ class SamplingCall:
         del flights[info.iteration]
         if failed:
             self.stopped_by[info.iteration] = failed
+            keep = getattr(backend, "keep_stopped_early", None)  # the response cache
+            if keep is not None and not generation.cached and all(r is None for _, r in failed):
+                await keep(request, generation, [self.s.requirements[p] for p, _ in failed])
         return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
