@@ -10,9 +10,9 @@ other HTTP errors raise :class:`BackendError`. Cancelling a call closes its HTTP
 with ``stream_options.include_usage`` so the tokens are still counted); closing the stream
 closes the request, and the server stops generating. A stream that brings no whole answer
 (an error event after the ``200``, data that is not a JSON object, no ``[DONE]`` and no
-``finish_reason``) is a transient failure, never an answer (:mod:`.sse`). A request's ``json_schema`` is sent as
-``response_format`` (``{"type": "json_schema", ...}``), which constrains the decoding on
-servers that support it (OpenAI, vLLM, llama.cpp).
+``finish_reason``) is a transient failure, never an answer (:mod:`.sse`). A request's
+``json_schema`` is sent as ``response_format`` (``{"type": "json_schema", ...}``), which
+constrains the decoding on servers that support it (OpenAI, vLLM, llama.cpp).
 
 The API key is read from the environment variable named by ``api_key_env`` when the client
 is made; it is never stored on the backend, shown in its repr, logged, or put in a message.
