@@ -42,11 +42,13 @@ class Reply:
 @dataclass
 class Stream:
     """A streamed answer: ``pieces`` written one at a time, each flushed and ``gap`` seconds
-    after the last (so that the client reads them apart), then the connection closed."""
+    after the last (so that the client reads them apart), then the connection closed (with
+    ``hang``: held open, sending nothing more, until the client closes it)."""
 
     pieces: list[bytes]
     gap: float = 0.01
     content_type: str = "text/event-stream"
+    hang: bool = False
 
 
 @dataclass
@@ -220,7 +222,7 @@ class ScriptedHTTPServer:
             self._notify(self._left_by_client)
             return False
         if isinstance(reply, Stream):
-            await self._stream(writer, reply)
+            await self._stream(reader, writer, reply)
             return False
         if reply.delay:
             await asyncio.sleep(reply.delay)
@@ -240,7 +242,9 @@ class ScriptedHTTPServer:
         await writer.drain()
         return True
 
-    async def _stream(self, writer: asyncio.StreamWriter, reply: Stream) -> None:
+    async def _stream(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: Stream
+    ) -> None:
         head = f"HTTP/1.1 200 OK\r\nContent-Type: {reply.content_type}\r\nConnection: close"
         writer.write((head + "\r\n\r\n").encode())
         await writer.drain()
@@ -249,8 +253,14 @@ class ScriptedHTTPServer:
                 await asyncio.sleep(reply.gap)
                 writer.write(piece)
                 await writer.drain()
-        finally:
-            self._notify(self._left)
+            if reply.hang:
+                await reader.read()  # returns at EOF: the client closed the connection
+                self._notify(self._left_by_client)
+                return
+        except (ConnectionError, asyncio.CancelledError):  # the client left; the server stops
+            self._notify(self._left_by_client)
+            return
+        self._notify(self._left)
 
     def _left(self) -> None:
         self.in_flight -= 1
