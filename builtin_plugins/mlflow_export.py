@@ -43,6 +43,7 @@ import structlog
 
 from hook_specs import RunEndPayload, RunStartPayload, background, hookimpl
 from sampling_core.errors import exception_text
+from sampling_core.redaction import ScrubbedLogger, shown
 from sampling_core.runs.report import report_rows, write_report_json
 
 __all__ = ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"]
@@ -50,7 +51,8 @@ __all__ = ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"]
 RUN_DIR_TAG = "samplehooks.run_dir"
 """The tag that ties an MLflow run to its samplehooks run: the absolute run directory."""
 
-logger = structlog.get_logger("samplehooks.mlflow")
+logger = ScrubbedLogger(structlog.get_logger("samplehooks.mlflow"))  # a tracking URI's
+# credentials, and secrets a store's error echoes, are never shown
 
 _PARAM_VALUE_MAX = 6000  # MLflow's limit on a param's value
 _BATCH = 100  # params per log_batch call (MLflow's limit)
@@ -169,7 +171,7 @@ class MlflowExporter:
             client.log_artifacts(run_id, folder, artifact_path="samplehooks")
 
     def _problem(self, hook: str, exc: Exception) -> None:
-        text = f"{type(exc).__name__}: {exception_text(exc)}"
+        text = shown(f"{type(exc).__name__}: {exception_text(exc)}")
         self.problems.append(f"{hook}: {text}")
         logger.warning(
             "mlflow.unavailable",
@@ -248,4 +250,4 @@ def _param_key(path: str) -> str:
 
 def _param_value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
-    return text[:_PARAM_VALUE_MAX]
+    return shown(text)[:_PARAM_VALUE_MAX]

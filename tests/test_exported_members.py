@@ -63,6 +63,9 @@ EXPECTED: dict[str, list[str]] = {
         "SamplingLoopEndPayload", "SamplingLoopStartPayload", "SamplingRepairPayload",
         "StopReason", "StopSampling", "Usage", "ValidationResult", "background", "hookimpl",
         "hookspec", "may_write", "specs",
+        # the call hooks
+        "CALL_HOOKS", "CancelReason", "GenerationCallPayload", "GenerationCancelledPayload",
+        "SamplingCallPayload",
     ],
     "builtin_plugins": [
         "budget_guard", "kinds", "llm_bridge", "mlflow_export", "ordering", "progress",

@@ -74,6 +74,7 @@ async def _sample(parts: Components, item: PromptItem, own: list[Any]) -> Sampli
         launch=config.budgets.launch,
         stagger_s=config.budgets.stagger_s,
         format=config.format,
+        ask_again=item.retry,
     )
 
 
