@@ -119,6 +119,31 @@ class StreamingBackend(Backend, Protocol):
         ...
 
 
+class Answered:
+    """A plugin's streamed answer for a backend call (``generation_call``), read as a
+    backend's stream is: an iterable or async iterable of :class:`Chunk` pieces that ends
+    with the whole :class:`Generation`."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces: Any) -> None:
+        self.pieces = pieces
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        """Not used: the engine reads an answer that streams through :meth:`stream`."""
+        raise TypeError("a streamed answer is read through stream()")
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk | Generation]:
+        """The answer's pieces, in order."""
+        pieces = self.pieces
+        if hasattr(pieces, "__aiter__"):
+            async for piece in pieces:
+                yield piece
+        else:
+            for piece in pieces:
+                yield piece
+
+
 def can_stream(backend: object) -> bool:
     """Whether ``backend`` has a ``stream(request)`` method (see :class:`StreamingBackend`)."""
     return callable(getattr(backend, "stream", None))

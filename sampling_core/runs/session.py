@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from sampling_core.hooks.table import HookTable
+from sampling_core.redaction import shown_data
 from sampling_core.runs.components import Components
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, PromptItem
@@ -107,7 +108,7 @@ class BatchSession:
                 total=self.total,
                 done=self.total - self.pending_count,
                 settings=settings or {},
-                config=self.config.model_dump(mode="json"),
+                config=shown_data(self.config.model_dump(mode="json")),
             )
             async with anyio.create_task_group() as group:
                 group.start_soon(self._flush_on_timer)
