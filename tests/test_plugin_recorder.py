@@ -80,7 +80,7 @@ def test_the_loop_end_line_holds_every_attempt_the_pick_and_why_it_failed(
     with recorder:
         s.sample_sync("q", requirements=[Requirement("no secrets", fails)], loop_budget=2)
     (end,) = [e["payload"] for e in lines(path) if e["hook"] == "sampling_loop_end"]
-    verdict = {"passed": False, "score": 0.5, "requirement": "no secrets"}
+    verdict = {"passed": False, "score": 0.5, "requirement": "no secrets", "answer": None}
     expected = [
         {
             "subsample_index": 0,
@@ -165,8 +165,9 @@ async def test_concurrent_calls_share_one_file(tmp_path, sampler, scripted_backe
     events = read_events(path)
     # start, end; pre/chunk/post/validate/iteration per attempt (streamed: the recorder
     # implements generation_chunk); repairs
-    assert len(events) == 10 * (2 + 6 * 5 + 3)
-    assert len(hook_recorder) == 10 * (2 + 6 * 5 + 3)
+    assert len(events) == 10 * (2 + 6 * 5 + 3) + 10 * (1 + 6)
+    # and the call hooks: one sampling_call per call, one generation_call per attempt
+    assert len(hook_recorder) == 10 * (2 + 6 * 5 + 3) + 10 * (1 + 6)
     assert len({e["payload"]["sampling_id"] for e in events}) == 10
 
 

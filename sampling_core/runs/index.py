@@ -23,7 +23,9 @@ The tables (read them with :meth:`RunIndex.query`)::
                                the source never ran; not_started, stopped_early: the
                                subsamples never started, the attempts stopped early;
                                not_known, u: a rescore's attempts, and samples, it could
-                               not decide (their text was cut: u is not in n)
+                               not decide (their text was cut: u is not in n); votes: its
+                               samples' vote profile for maj@k (JSON ``[[size, right],
+                               ...]``, NULL when answers are not known)
     reason(line, text)         what a record that is not ok missed, one row a reason
     latest(line, key)          the latest own record of each prompt: the one counted
     first(line, key)           each prompt's first own record that holds samples (n > 0):
@@ -46,6 +48,7 @@ from sampling_core.redaction import clean_text
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.record import RunRecord, read_record
 from sampling_core.runs.store import RecordsScan, RunDirectory
+from sampling_core.runs.votes import sample_votes
 
 __all__ = ["RunIndex"]
 
@@ -59,7 +62,7 @@ CREATE TABLE rec(
     unmet TEXT, input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL,
     elapsed_s REAL, n INTEGER, c INTEGER, partial INTEGER, cached_calls INTEGER,
     cached_tokens INTEGER, not_run INTEGER, not_started INTEGER, stopped_early INTEGER,
-    not_known INTEGER, u INTEGER);
+    not_known INTEGER, u INTEGER, votes TEXT);
 CREATE TABLE reason(line INTEGER NOT NULL, text TEXT NOT NULL);
 """
 _LINKS = """
@@ -228,14 +231,15 @@ class _Batches:
 _REC_COLUMNS = (
     "line, offset, key, hash, seq, session, status, sampling_id, attempts, passes, cancelled, "
     "reason, unmet, input_tokens, output_tokens, cost_usd, latency_s, elapsed_s, n, c, partial, "
-    "cached_calls, cached_tokens, not_run, not_started, stopped_early, not_known, u"
+    "cached_calls, cached_tokens, not_run, not_started, stopped_early, not_known, u, votes"
 )
-_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 28)})"
+_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 29)})"
 
 
 def _rec_values(line: int, offset: int, record: RunRecord) -> tuple[Any, ...]:
     row = record.row()
     n, c, partial, unknown = record.samples()
+    votes = sample_votes({"attempts": record.attempts})
     return (
         line,
         offset,
@@ -264,6 +268,7 @@ def _rec_values(line: int, offset: int, record: RunRecord) -> tuple[Any, ...]:
         row.stopped_early,
         row.not_known,
         unknown,
+        None if votes is None else json.dumps(votes, separators=(",", ":")),
     )
 
 

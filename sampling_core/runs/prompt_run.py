@@ -20,6 +20,7 @@ from sampling_core.runs.components import Components, build_requirements, prompt
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.record import RunRecord, error_fields, result_fields
 from sampling_core.runs.store import utc_now
+from sampling_core.runs.votes import voted_answer
 
 __all__ = ["error_record", "run_prompt"]
 
@@ -38,7 +39,7 @@ async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> d
     except Exception as exc:
         fields = error_fields(error_label(exc))
     else:
-        fields = result_fields(result)
+        fields = result_fields(result, voted_answer(parts.strategy))
     timings = {"started": started_at, "elapsed_s": round(time.perf_counter() - t0, 4)}
     return _record(item, session, fields, timings)
 
@@ -83,6 +84,7 @@ async def _sample(parts: Components, item: PromptItem, own: list[Any]) -> Sampli
         launch=config.budgets.launch,
         stagger_s=config.budgets.stagger_s,
         format=config.format,
+        ask_again=item.retry,
     )
 
 

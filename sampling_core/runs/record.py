@@ -39,6 +39,7 @@ from typing import Any
 from hook_specs.records import WHOLE, Attempt, Message, Provenance
 from sampling_core.engine.results import AttemptError, SamplingResult
 from sampling_core.errors import exception_text
+from sampling_core.runs.votes import AnswerOf, answer_entry, count_votes
 
 __all__ = [
     "STATUSES",
@@ -105,6 +106,9 @@ class AttemptEntry:
     error: str | None = None
     not_known: bool = False
     """A rescore could not decide it: deciding needs text that was never generated."""
+    answer: dict[str, Any] | None = None
+    """``{"value", "right"}``: its answer, when known (what maj@k counts:
+    :mod:`sampling_core.runs.votes`)."""
 
     @property
     def completed(self) -> bool:
@@ -112,9 +116,12 @@ class AttemptEntry:
         return self.error is None
 
     @classmethod
-    def of_attempt(cls, a: Attempt, prompt: list[Message] | None = None) -> AttemptEntry:
+    def of_attempt(
+        cls, a: Attempt, prompt: list[Message] | None = None, answer_of: AnswerOf | None = None
+    ) -> AttemptEntry:
         """The entry of a completed attempt (``prompt``: the call's first request; an
-        attempt that sent other messages, a repaired one, keeps them)."""
+        attempt that sent other messages, a repaired one, keeps them; ``answer_of``: how
+        the run's strategy groups answers, when it votes)."""
         generation = a.generation
         usage = generation.usage
         validations = [
@@ -142,6 +149,7 @@ class AttemptEntry:
             else [],
             failed=a.failure_reasons if failed else [],
             validations=validations,
+            answer=answer_entry(a, answer_of),
         )
 
     @classmethod
@@ -187,6 +195,8 @@ class AttemptEntry:
             data["validations"] = self.validations
         if self.not_known:
             data["not_known"] = True
+        if self.answer is not None:
+            data["answer"] = self.answer
         return data
 
     @classmethod
@@ -228,6 +238,7 @@ class AttemptEntry:
             if isinstance(validations, list)
             else None,
             not_known=data.get("not_known") is True,
+            answer=data["answer"] if isinstance(data.get("answer"), dict) else None,
         )
 
 
@@ -532,9 +543,10 @@ def read_record(data: Any) -> RunRecord | None:
 # -- from a result -------------------------------------------------------------------------
 
 
-def result_fields(result: SamplingResult) -> dict[str, Any]:
+def result_fields(result: SamplingResult, answer_of: AnswerOf | None = None) -> dict[str, Any]:
     """The outcome of a ``sample()`` call as a record's fields: status, reason (the
-    result's failure label), text, attempts and usage."""
+    result's failure label), text, attempts and usage (``answer_of``: how the run's
+    strategy groups answers, when it votes)."""
     failed_checks: list[str] = []
     if result.success:
         status = "ok"
@@ -547,9 +559,14 @@ def result_fields(result: SamplingResult) -> dict[str, Any]:
                 v.requirement or "a requirement" for v in result.picked.validations if not v.passed
             ]
     prompt = next((a.messages for a in result.attempts if a.attempt == 1), None)
-    entries = [AttemptEntry.of_attempt(a, prompt) for a in result.attempts]
+    entries = [AttemptEntry.of_attempt(a, prompt, answer_of) for a in result.attempts]
     entries += [AttemptEntry.of_error(e) for e in result.errors]
     ran, passed, _ = count_samples(entries)
+    each = [e.as_json() for e in entries]
+    samples: dict[str, Any] = {"ran": ran, "passed": passed}
+    votes = count_votes(each)
+    if votes is not None:
+        samples["votes"] = [list(group) for group in votes]
     return {
         "sampling_id": result.sampling_id,
         "status": status,
@@ -565,8 +582,8 @@ def result_fields(result: SamplingResult) -> dict[str, Any]:
             "stop_reason": result.stop_reason,
             "loop_budget": result.loop_budget,
             "concurrency_budget": result.concurrency_budget,
-            "samples": {"ran": ran, "passed": passed},
-            "each": [e.as_json() for e in entries],
+            "samples": samples,
+            "each": each,
         },
         "usage": usage_entry(result),
     }

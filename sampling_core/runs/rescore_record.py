@@ -46,6 +46,7 @@ from sampling_core.requirements.checks import Requirement, validate_all
 from sampling_core.requirements.context import CheckContext
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.record import AttemptEntry, RunRecord, count_samples, result_fields
+from sampling_core.runs.votes import count_votes, voted_answer
 from sampling_core.strategies import Strategy
 
 __all__ = ["NOT_KNOWN", "NoModelInRescore", "Rescoring", "rescore_record"]
@@ -130,17 +131,21 @@ async def rescore_record(
         tally.began()
         tally.record(info, messages, _generation(entry, text), validations, entry.provenance)
     result = tally.outcome(loop_budget, concurrency)
-    fields = result_fields(result)
+    fields = result_fields(result, voted_answer(how.strategy))
     each = fields["attempts"]["each"]
     for data in each:
         if (data["subsample"], data["attempt"]) in undecided:
             data["not_known"] = True
     n, c, u = count_undecided(each)
+    samples: dict[str, Any] = {"ran": n, "passed": c, "not_known": u}
+    votes = count_votes(each)
+    if votes is not None:
+        samples["votes"] = [list(group) for group in votes]
     errors = [e for e in attempts.get("each") or [] if isinstance(e, dict) and "error" in e]
     fields["attempts"].update(
         cancelled=attempts.get("cancelled", 0),
         not_known=len(undecided),
-        samples={"ran": n, "passed": c, "not_known": u},
+        samples=samples,
         each=[*each, *errors],
     )
     fields["usage"] = record.usage or fields["usage"]

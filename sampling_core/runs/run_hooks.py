@@ -130,12 +130,14 @@ class RunHooks:
             report, text, rows = made.as_dict(), made.render(), self.reading.rows()
         except Exception as exc:  # the session's own way out must not be lost to this
             logger.warning("run.report_unreadable", run_dir=self.run_dir, error=_text(exc))
-            report, text = {"totals": {}, "pass_at_k": None, "pass_hat_k": None}, ""
+            empty = {"totals": {}, "pass_at_k": None, "pass_hat_k": None, "maj_at_k": None}
+            report, text = empty, ""
         report.pop("prompts", None)
         fields = self._fields(
             totals=report["totals"],
             pass_at_k=report["pass_at_k"],
             pass_hat_k=report["pass_hat_k"],
+            maj_at_k=report["maj_at_k"],
             report=report,
             report_text=text,
             rows=rows,
