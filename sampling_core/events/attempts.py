@@ -85,6 +85,7 @@ class RecordedCall:
     end: dict[str, Any] | None = None
     started_at: float | None = None  # its first event's time (its start event's)
     attempts: dict[tuple[int, int], RecordedAttempt] = field(default_factory=dict)
+    texts_note: str | None = None  # why its whole texts are not shown, when a reader knows
 
     def rows(self) -> list[RecordedAttempt]:
         """The attempts in the order they finished; unfinished ones last."""
