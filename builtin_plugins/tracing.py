@@ -51,6 +51,7 @@ from hook_specs import (
 from hook_specs.records import count_passed, failure_reasons
 from sampling_core.errors import exception_text
 from sampling_core.redaction import ScrubbedLogger
+from sampling_core.runs import read_record
 
 __all__ = ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"]
 
@@ -365,18 +366,20 @@ class TracingPlugin:
 
     @hookimpl
     def prompt_end(self, payload: PromptEndPayload) -> None:
-        """Emit ``prompt.end``: the prompt's record is written."""
-        record = payload.record
-        attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
-        extra = {"reason": record.get("reason")} if self.capture_content else {}
+        """Emit ``prompt.end``: the prompt's record is written (read as every reader reads
+        one); ``failure_reason`` is its one failure label, the loop end's."""
+        record = read_record(payload.record)
+        if record is None:  # not a record (a plugin's test double): nothing to say of it
+            self.logger.info("prompt.end", prompt_key=payload.key, session=payload.session)
+            return
         self.logger.info(
             "prompt.end",
             prompt_key=payload.key,
             session=payload.session,
-            status=record.get("status"),
-            sampling_id=record.get("sampling_id"),
-            attempts=attempts.get("used"),
-            **extra,
+            status=record.status,
+            sampling_id=record.sampling_id,
+            attempts=record.count("used"),
+            failure_reason=record.reason,
         )
 
     @hookimpl

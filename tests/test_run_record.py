@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from runs_helpers import records, write_config, write_dataset
 
@@ -192,3 +193,46 @@ def test_the_reader_takes_every_shape_runs_wrote() -> None:
 )
 def test_a_line_without_what_every_reader_needs_is_not_a_record(damage: dict[str, Any]) -> None:
     assert read_record({**OLD, **damage}) is None
+
+
+async def test_the_trace_gives_the_records_failure_label(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    data = write_dataset(tmp_path / "d.jsonl", 1)
+    config = write_config(
+        tmp_path / "c.yaml",
+        data,
+        backend={"kind": "scripted", "replies": ["far too many words for this"]},
+        requirements=[{"max_words": 3}],
+        plugins=["tracing"],
+    )
+    with capture_logs() as logs:
+        await run_batch(config, tmp_path / "out")
+    (record,) = records(tmp_path / "out")
+    (end,) = [e for e in logs if e["event"] == "sampling.loop.end"]
+    (prompt,) = [e for e in logs if e["event"] == "prompt.end"]
+    assert end["failure_reason"] == prompt["failure_reason"] == record["reason"]
+
+
+async def test_a_result_says_why_its_cancelled_attempts_were_cancelled() -> None:
+    others = anyio.Event()
+    waiting = 0
+
+    async def last_to_answer_wins(request: Any) -> str:
+        nonlocal waiting
+        if request.iteration.subsample_index == 0:
+            await others.wait()  # until both siblings are in flight
+            return "ok"
+        waiting += 1
+        if waiting == 2:
+            others.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    result = await sampler(ScriptedBackend(last_to_answer_wins)).sample(
+        "q", concurrency_budget=3, loop_budget=1
+    )
+    assert result.cancelled == 2 and result.cancelled_because == "sibling_succeeded"
+    assert result_as_dict(result)["cancelled_because"] == "sibling_succeeded"
+    whole = await sampler(ScriptedBackend(["ok"])).sample("q")
+    assert whole.cancelled == 0 and whole.cancelled_because is None

@@ -102,6 +102,7 @@ def result_as_dict(result: SamplingResult) -> dict[str, Any]:
         "concurrency_budget": result.concurrency_budget,
         "iterations_used": result.iterations_used,
         "cancelled": result.cancelled,
+        "cancelled_because": result.cancelled_because,
         "not_started": result.not_started,
         "elapsed_s": result.elapsed_s,
         "usage": {

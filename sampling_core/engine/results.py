@@ -64,6 +64,9 @@ class SamplingResult:
     value: Any = None
     errors: list[AttemptError] = field(default_factory=list)
     plugin_errors: list[PluginFault] = field(default_factory=list)
+    cancelled_because: str | None = None
+    """Why the ``cancelled`` attempts were cancelled (``sibling_succeeded``,
+    ``stopped_by_plugin``, ``budget``, ...; ``None`` when none was)."""
     failure_reason: str | None = None
     """Why the call did not succeed, in one line (``None`` when it did): the one label of
     the outcome, the same in the loop end's payload, a batch run's record and the trace."""

@@ -341,6 +341,10 @@ class Tally:
         )
         if not success:
             result.failure_reason = self.failure_reason(result, None)
+        if self.in_flight:
+            result.cancelled_because = self.cancelled_for or (
+                "stopped_by_plugin" if self.stopped else "caller_cancelled"
+            )
         return result
 
     def _pick(self, attempts: Sequence[Attempt]) -> Attempt | None:

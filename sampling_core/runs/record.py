@@ -576,6 +576,7 @@ def result_fields(result: SamplingResult, answer_of: AnswerOf | None = None) -> 
         "attempts": {
             "used": result.iterations_used,
             "cancelled": result.cancelled,
+            "cancelled_because": result.cancelled_because,
             "not_started": result.not_started,
             "stopped_early": sum(1 for a in result.attempts if not a.provenance.whole),
             "passing": sum(1 for a in result.attempts if a.passed),

@@ -26,6 +26,7 @@ from sampling_core.runs.dataset import Dataset, PromptItem
 from sampling_core.runs.index import RunIndex
 from sampling_core.runs.progress import ProgressDisplay
 from sampling_core.runs.prompt_run import run_prompt
+from sampling_core.runs.record import read_record
 from sampling_core.runs.run_hooks import RunHooks
 from sampling_core.runs.run_reading import RunReading
 from sampling_core.runs.store import RunDirectory, utc_now
@@ -139,14 +140,17 @@ class BatchSession:
     async def finish(self, record: dict[str, Any]) -> None:
         """Number and append one prompt's record, and count it; ``prompt_end`` once the
         record is in the file."""
+        read = read_record(record)  # as every reader reads it (a Ray worker's, too)
+        if read is None:
+            raise ValueError(f"not a record: {str(record)[:200]}")
         self.seq += 1
         record["seq"] = self.seq
         record["session"] = self.number
         self.hooks.written(self.writer.append(record))
-        previous = self._status(record["key"])
+        previous = self._status(read.key)
         if previous is not None:  # a prompt run again (--retry-failed)
             self.counts[previous] -= 1
-        self.counts[record["status"]] += 1
+        self.counts[read.status] += 1
         self.session["records"] += 1
         self.display.advance(self._counts())
         if not self.writer.waiting:
