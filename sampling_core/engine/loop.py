@@ -516,9 +516,8 @@ class SamplingCall:
         While it runs, its :class:`~sampling_core.engine.streaming.Flight` is in the tally:
         one left there when the call ends was cancelled, and counts what it streamed.
         """
-        flight = Flight(info)
-        flights = self.tally.flights
-        flights[info.iteration] = flight
+        tally = self.tally
+        flight = tally.take_off(info)
         on_chunk = None
         if self.hooks.firing.generation_chunk:
 
@@ -541,9 +540,9 @@ class SamplingCall:
         except StopSampling:
             raise  # the flight stays: the loop ends, and it counts what it streamed
         except Exception:
-            del flights[info.iteration]  # ended by an error: not cut short
+            tally.landed(info)  # ended by an error: not cut short
             raise
-        del flights[info.iteration]
+        tally.landed(info)
         if failed:
             keep = getattr(backend, "keep_stopped_early", None)  # the response cache
             if keep is not None and not generation.cached and all(r is None for _, r in failed):

@@ -120,6 +120,17 @@ class Tally:
         """The call streams its backend calls: keep their flights (see :attr:`flights`)."""
         self.flights = {}
 
+    def take_off(self, info: IterationInfo) -> Flight:
+        """A streamed backend call begins: its flight, kept until it :meth:`landed` (one
+        still kept when the call ends was cancelled, and counts what it streamed)."""
+        flight = Flight(info)
+        self.flights[info.iteration] = flight
+        return flight
+
+    def landed(self, info: IterationInfo) -> None:
+        """A streamed backend call ended, by its answer or an error (not cut short)."""
+        del self.flights[info.iteration]
+
     def began(self) -> None:
         """An attempt's backend call began: it is in flight until it is recorded or dropped."""
         self.in_flight += 1
