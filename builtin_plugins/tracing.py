@@ -293,6 +293,7 @@ class TracingPlugin:
             input_tokens=payload.usage.input_tokens,
             output_tokens=payload.usage.output_tokens,
             stopped_early=payload.stopped_early,
+            provenance=payload.provenance.as_json(),
             **extra,
         )
 

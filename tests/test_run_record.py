@@ -236,3 +236,24 @@ async def test_a_result_says_why_its_cancelled_attempts_were_cancelled() -> None
     assert result_as_dict(result)["cancelled_because"] == "sibling_succeeded"
     whole = await sampler(ScriptedBackend(["ok"])).sample("q")
     assert whole.cancelled == 0 and whole.cancelled_because is None
+
+
+async def test_sampling_iteration_and_the_trace_carry_the_provenance() -> None:
+    from structlog.testing import capture_logs
+
+    from builtin_plugins.tracing import TracingPlugin
+
+    seen: list[Any] = []
+
+    class Seen:
+        @hookimpl
+        def sampling_iteration(self, payload: Any) -> None:
+            seen.append(payload.provenance)
+
+    with capture_logs() as logs:
+        await sampler(ScriptedBackend(["a b c d e", "ok"]), Seen(), TracingPlugin()).sample(
+            "q", requirements=[max_words(3)], loop_budget=2
+        )
+    assert [p.kind for p in seen] == ["stopped_early", "whole"]
+    iterations = [e for e in logs if e["event"] == "sampling.iteration"]
+    assert [e["provenance"]["kind"] for e in iterations] == ["stopped_early", "whole"]
