@@ -34,7 +34,7 @@ from hook_specs.records import (
     ValidationResult,
     count_passed,
 )
-from sampling_core.engine.results import AttemptError, SamplingResult
+from sampling_core.engine.results import AttemptError, SamplingResult, error_label
 from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import Flight
 from sampling_core.engine.subsample_tasks import SubsampleTasks
@@ -350,8 +350,8 @@ class Tally:
             errors=self.errors,
             plugin_errors=faults if faults is not None else [],
         )
-        if not success:
-            result.failure_reason = self.failure_reason(result, None)
+        if self.stopped:  # what the result's failure_reason says of the stop
+            result.stopped_by, result.stop_text = self.stopped_by, self.stop_text
         if self.in_flight:
             result.cancelled_because = self.cancelled_for or (
                 "stopped_by_plugin" if self.stopped else "caller_cancelled"
@@ -415,34 +415,12 @@ class Tally:
     def failure_reason(
         self, result: SamplingResult | None, exc: BaseException | None
     ) -> str | None:
-        """Why the call did not succeed, in one line (``None`` when it did): the error, the
-        plugin that stopped it (and the reason it gave), the unmet requirements of the picked
-        attempt, or ``budget exhausted`` when no attempt was picked.
-
-        The one failure label of an outcome: the result's ``failure_reason``, the loop end's,
-        the record's ``reason`` and the trace's are this text."""
+        """Why the call did not succeed, in one line (``None`` when it did): ``exc``'s
+        :func:`~sampling_core.engine.results.error_label`, else the result's
+        ``failure_reason`` (the one label of an outcome)."""
         if exc is not None:
             return error_label(exc)
-        if result is None or result.success:
-            return None
-        if self.stopped:
-            by = self.stopped_by
-            label = f"stopped by plugin {by}" if by else "stopped by a plugin"
-            why = self.stop_text
-            if why and why != _DEFAULT_STOP:
-                label = f"{label}: {why}"
-            return _one_line(label)
-        if not result.attempts and result.errors:  # every attempt's backend failed
-            return error_label(result.errors[0].exception)
-        picked = result.picked
-        if picked is not None:
-            unmet = []
-            for v in picked.validations:
-                if not v.passed:  # named by its description: never the output's text
-                    unmet.append(v.requirement or "a requirement")
-            if unmet:
-                return _one_line("unmet requirements: " + "; ".join(unmet))
-        return "budget exhausted"
+        return None if result is None else result.failure_reason
 
 
 NO_FLIGHTS: dict[int, Flight] = {}
@@ -450,19 +428,6 @@ NO_FLIGHTS: dict[int, Flight] = {}
 
 _by_position = attrgetter("subsample_index", "attempt")
 """An attempt's place in (subsample_index, attempt) order, the order of ``result.attempts``."""
-
-
-_DEFAULT_STOP = StopSampling().reason
-
-
-def error_label(exc: BaseException) -> str:
-    """The failure label of an outcome that ``exc`` ended: its type and text, on one line."""
-    return _one_line(f"{type(exc).__name__}: {exception_text(exc)}")
-
-
-def _one_line(text: str) -> str:
-    """``text`` on one line: each line break becomes a space."""
-    return " ".join(text.splitlines())
 
 
 def _shown(value: Any) -> str:

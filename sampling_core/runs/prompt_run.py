@@ -14,8 +14,7 @@ from typing import Any
 
 from structlog.contextvars import bound_contextvars
 
-from sampling_core.engine.results import SamplingResult
-from sampling_core.engine.tally import error_label
+from sampling_core.engine.results import SamplingResult, error_label
 from sampling_core.runs.components import Components, build_requirements, prompt_seed
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.record import RunRecord, error_fields, result_fields
