@@ -9,14 +9,17 @@ from typing import Any
 import anyio
 import pytest
 from runs_helpers import records, write_config, write_dataset
+from typer.testing import CliRunner
 
 from hook_specs import Provenance, StopSampling, hookimpl
 from hook_specs.records import WHOLE, CachedGeneration, Generation
 from sampling_core import Requirement, Sampler, ScriptedBackend
+from sampling_core.cli.app import app
 from sampling_core.cli.sample_output import result_as_dict
 from sampling_core.requirements.checks import max_words
 from sampling_core.runs import run_batch
 from sampling_core.runs.record import AttemptEntry, RunRecord, read_record
+from sampling_core.view.data import run_data
 
 pytestmark = pytest.mark.anyio
 
@@ -86,6 +89,14 @@ async def test_provenance_travels_to_the_record_and_the_loop_end_dump(tmp_path: 
     events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").open()]
     (end,) = [e["payload"] for e in events if e["hook"] == "sampling_loop_end"]
     assert [a["provenance"] for a in end["attempts"]] == [first["provenance"], {"kind": "whole"}]
+    events_file = str(tmp_path / "out" / "events.jsonl")
+    shown = CliRunner().invoke(app, ["trace", "show", events_file, "--json"])
+    (call,) = json.loads(shown.output)
+    assert [a["provenance"] for a in call["attempts"]] == [first["provenance"], {"kind": "whole"}]
+    table = CliRunner().invoke(app, ["trace", "show", events_file])
+    assert "stopped early by at most 3 words" in " ".join(table.output.split())  # wrapped
+    lanes = run_data(tmp_path / "out")["prompts"][0]["lanes"]
+    assert lanes[0]["steps"][0]["provenance"] == first["provenance"]
 
 
 # -- one failure label ---------------------------------------------------------------------

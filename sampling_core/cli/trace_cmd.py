@@ -66,6 +66,7 @@ _SHOWN = (
     "outcome",
     "stopped_early",
     "chunks",
+    "provenance",
 )
 """An attempt's fields in ``--json`` (``t_s`` follows)."""
 
@@ -250,10 +251,17 @@ def _print_call(console: Console, timeline: RecordedCall) -> None:
 
 def _note(row: RecordedAttempt) -> str:
     notes = [] if row.outcome == "completed" else [row.outcome]
+    seen = row.provenance or {}
     if row.stopped_early:
-        notes.append(f"stopped early ({row.chunks} chunks)" if row.chunks else "stopped early")
+        by = seen.get("stopped_by")
+        note = "stopped early" + (f" by {', '.join(map(str, by))}" if isinstance(by, list) else "")
+        notes.append(f"{note} ({row.chunks} chunks)" if row.chunks else note)
     elif row.state == "cancelled" and row.chunks:
         notes[-1] += f" after {row.chunks} chunks"
+    if seen.get("cached"):
+        notes.append("cached")
+    if isinstance(seen.get("answered_by"), str):
+        notes.append(f"answered by {seen['answered_by']}")
     if row.retries:
         notes.append(f"{row.retries} transport {'retry' if row.retries == 1 else 'retries'}")
     return ", ".join(notes)

@@ -89,6 +89,7 @@ def _attempt_step(row: RecordedAttempt) -> dict[str, Any]:
         row.attempt,
         outcome,
         stopped_early=row.stopped_early,
+        provenance=row.provenance,
         sequence=row.sequence,
         reasons=row.reasons,
         latency_s=row.latency_s,
