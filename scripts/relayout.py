@@ -35,11 +35,13 @@ from __future__ import annotations
 import argparse
 import ast
 import fnmatch
+import io
 import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -407,7 +409,7 @@ class Rewriter:
         self.tests = tests
         names = _alternatives([n.removesuffix(".py") for n in tests]) or r"(?!x)x"
         self.test_path = re.compile(rf"(?<![\w/.-])tests/({names})\.py\b")
-        self.test_bare = re.compile(rf"(?<=`)({names})\.py\b")
+        self.test_bare = re.compile(rf"(?<=`)({names})(\.py\b|(?=`))")
         self.test_import = re.compile(rf"(?<![\w.])(from|import) ({names})\b")
         helpers = sorted({_top(old.relative_to("tests")) for old in plan.helper_moves})
         h = _alternatives(helpers) or r"(?!x)x"
@@ -426,7 +428,7 @@ class Rewriter:
         text = self.runs_path.sub(lambda m: f"{m[1]}{self.runs[m[2]]}/{m[2]}.py", text)
         text = self.test_path.sub(lambda m: f"tests/{self.tests[m[1] + '.py']}", text)
         if not str(path).startswith("examples/"):
-            text = self.test_bare.sub(lambda m: str(self.tests[m[1] + ".py"]), text)
+            text = self.test_bare.sub(lambda m: self._bare_test(m[1], m[2]), text)
         text = self.test_import.sub(lambda m: f"{m[1]} tests.{self._dotted_test(m[2])}", text)
         text = self.helper_path.sub(lambda m: f"tests/{SUPPORT}/{m[1]}", text)
         text = self.helper_import.sub(lambda m: f"from tests.{SUPPORT}.{m[1]}{m[2]} import", text)
@@ -437,6 +439,9 @@ class Rewriter:
 
     def _part(self, match: re.Match[str]) -> str:
         return self.runs[match[1]]
+
+    def _bare_test(self, name: str, suffix: str) -> str:
+        return str(self.tests[name + ".py"].with_suffix(suffix))
 
     def _dotted_test(self, name: str) -> str:
         return ".".join(self.tests[name + ".py"].with_suffix("").parts)
@@ -713,15 +718,64 @@ def _old_of(moves: dict[Path, Path], new: Path) -> Path:
     return next(old for old, moved in moves.items() if moved == new)
 
 
+LINE = 100
+"""The line length of ``[tool.ruff]``: a docstring or comment the rewrite made longer is
+folded at a space before it."""
+
+
+def prose_lines(source: str) -> set[int]:
+    """The numbers of the lines of ``source`` that are docstrings (any bare string
+    statement) or comments: folding them changes no value."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    readline = io.StringIO(source).readline
+    for token in tokenize.generate_tokens(readline):
+        if token.type == tokenize.COMMENT:
+            lines.add(token.start[0])
+    return lines
+
+
+def fold(path: Path) -> bool:
+    """Fold the docstring and comment lines of ``path`` longer than ``LINE`` at their last
+    space that fits (a comment goes on as a comment); whether anything was folded."""
+    source = path.read_text(encoding="utf-8")
+    prose = prose_lines(source)
+    out: list[str] = []
+    folded = False
+    for number, line in enumerate(source.split("\n"), start=1):
+        while number in prose and len(line) > LINE:
+            indent = line[: len(line) - len(line.lstrip())]
+            comment = line.lstrip().startswith("#")
+            at = line.rfind(" ", len(indent) + 12, LINE + 1)
+            if at < 0:
+                break
+            out.append(line[:at].rstrip())
+            line = indent + ("# " if comment else "") + line[at + 1 :].lstrip()
+            folded = True
+        out.append(line)
+    if folded:
+        path.write_text("\n".join(out), encoding="utf-8")
+    return folded
+
+
 def ruff() -> list[str]:
     """Imports sorted and files formatted after the rewrite; what ``ruff check`` still says."""
-    here = Path(sys.executable).parent / "ruff"
-    found = str(here) if here.is_file() else shutil.which("ruff")
-    if not found:
-        return ["ruff not found: run `ruff check --fix --select I . && ruff format .`"]
     changed = [p for p in git("diff", "--cached", "--name-only", "HEAD").splitlines()]
     python = [p for p in changed if p.endswith(".py") and Path(p).is_file()]
     python = [p for p in python if Path(p) != SELF]
+    for name in python:
+        fold(Path(name))
+    here = Path(sys.executable).parent / "ruff"
+    found = str(here) if here.is_file() else shutil.which("ruff")
+    if not found:
+        git("add", "-A")
+        return ["ruff not found: run `ruff check --fix --select I . && ruff format .`"]
     subprocess.run([found, "check", "--fix", "--select", "I", "--quiet", *python], check=False)
     subprocess.run([found, "format", "--quiet", *python], check=False)
     git("add", "-A")
