@@ -725,7 +725,7 @@ folded at a space before it."""
 
 def prose_lines(source: str) -> set[int]:
     """The numbers of the lines of ``source`` that are docstrings (any bare string
-    statement) or comments: folding them changes no value."""
+    statement) or only a comment: folding them changes no value."""
     lines: set[int] = set()
     for node in ast.walk(ast.parse(source)):
         if (
@@ -736,8 +736,8 @@ def prose_lines(source: str) -> set[int]:
             lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     readline = io.StringIO(source).readline
     for token in tokenize.generate_tokens(readline):
-        if token.type == tokenize.COMMENT:
-            lines.add(token.start[0])
+        if token.type == tokenize.COMMENT and not token.line[: token.start[1]].strip():
+            lines.add(token.start[0])  # a line that is only a comment
     return lines
 
 
