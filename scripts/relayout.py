@@ -422,8 +422,9 @@ class Rewriter:
         kept = {f"\0{i}\0": p for i, p in enumerate(PROTECTED) if p in text}
         for marker, protected in kept.items():
             text = text.replace(protected, marker)
-        text = self.from_runs.sub(lambda m: self._from_runs(path, text, m), text)
+        # dotted names first: what the next line writes is already the new dotted name
         text = self.dotted.sub(lambda m: f"sampling_core.runs.{self._part(m)}.{m[1]}", text)
+        text = self.from_runs.sub(lambda m: self._from_runs(path, text, m), text)
         text = self.short_dotted.sub(lambda m: f"runs.{self._part(m)}.{m[1]}", text)
         text = self.runs_path.sub(lambda m: f"{m[1]}{self.runs[m[2]]}/{m[2]}.py", text)
         text = self.test_path.sub(lambda m: f"tests/{self.tests[m[1] + '.py']}", text)
