@@ -2,7 +2,7 @@
 
 A package's ``__init__`` docstring names its modules where it says what it holds ("Its
 modules: ``checks`` (...), ``fields`` ...", "the subpackages ``engine`` and ``hooks``"),
-points at files (``runs/store.py``) and at modules (:mod:`sampling_core.backends.transport`).
+points at files (``view/page.py``) and at modules (:mod:`sampling_core.backends.transport`).
 When a module is moved, renamed or deleted, the docstring is changed with it.
 """
 
@@ -97,9 +97,9 @@ def test_the_scan_reads_the_ways_a_docstring_names_modules() -> None:
     public ``Sampler``, ``sample``; validates (once) the budgets) → ``loop`` and ``tally``.
     Retries are the backends' (:mod:`sampling_core.backends.transport`). This package's
     ``__all__`` is its surface; its modules (``base``, ``cache``) are internal; see
-    ``runs/store.py``. The ``plugins`` registry is a name, not a module.
+    ``view/page.py``. The ``plugins`` registry is a name, not a module.
     """
-    assert named_modules(doc) == {"sampler", "loop", "tally", "base", "cache", "runs/store"}
+    assert named_modules(doc) == {"sampler", "loop", "tally", "base", "cache", "view/page"}
 
 
 def test_a_docstring_naming_a_module_that_is_gone_fails(tmp_path: Path) -> None:
