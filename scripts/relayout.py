@@ -143,8 +143,11 @@ TEST_FILES: dict[str, str] = {
     "test_subsample_tasks.py": "engine/test_subsample_tasks.py",
     "test_tokens_launch.py": "engine/test_launch.py",
     "test_tokens_streaming.py": "engine/test_streaming.py",
-    # hooks
+    # hooks (``dispatch.py`` is gone: its tests are named for what they test)
     "test_call_plugins_cache.py": "hooks/test_call_plugins_cache.py",
+    "test_dispatch_exact.py": "hooks/test_delivery_exact.py",
+    "test_dispatch_faults_exact.py": "hooks/test_delivery_faults_exact.py",
+    "test_plugins_dispatch.py": "hooks/test_channel.py",
     "test_plugin_specs.py": "hooks/test_plugin_specs.py",
     "test_plugins_entrypoints.py": "hooks/test_entry_points.py",
     # requirements
@@ -197,7 +200,6 @@ TEST_PREFIXES: list[tuple[str, str, bool]] = [
     ("test_hook_", "hooks", True),
     ("test_hooks_", "hooks", True),
     ("test_plugins_", "hooks", True),
-    ("test_dispatch_", "hooks", False),
     ("test_plugin_", "plugins", True),
     ("test_runs_", "runs", True),
     ("test_reliability_", "reliability", True),
@@ -712,6 +714,10 @@ def apply(plan: Plan) -> list[str]:
         architecture.write_text(text.rstrip() + "\n\n" + tables, encoding="utf-8")
         check.append(f"docs/architecture.md: no {anchor!r}; the tables went at the end")
     git("add", "-A")
+    for old in moves:  # a folder left with nothing but bytecode caches goes
+        folder = old.parent
+        if folder.is_dir() and all(p.name == "__pycache__" for p in folder.iterdir()):
+            shutil.rmtree(folder)
     return check
 
 
