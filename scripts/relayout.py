@@ -4,6 +4,7 @@ Run from a checkout's root, on a clean work tree::
 
     python scripts/relayout.py --plan    # check the mappings against the tree; change nothing
     python scripts/relayout.py           # move (git mv), rewrite every reference, ruff-fix
+    git diff --cached --stat && python -m pytest -q && git commit -m "layout: ..."
 
 What it does:
 
@@ -26,7 +27,8 @@ What it does:
 
 A module in ``runs/`` or a test file in ``tests/`` that no mapping names stops the script
 before anything is changed: add it to the mapping. A mapped module that no longer exists is
-skipped. Standard library only (ruff is run afterwards when it is found next to the Python
+skipped. The result is staged, with this script removed (its job is done; ``--keep-script``
+keeps it). Standard library only (ruff is run afterwards when it is found next to the Python
 running this script, or on ``PATH``).
 """
 
@@ -793,6 +795,7 @@ def ruff() -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", action="store_true", help="check and print the moves only")
+    parser.add_argument("--keep-script", action="store_true", help="do not git rm this script")
     args = parser.parse_args(argv)
     if not Path("sampling_core/runs/__init__.py").is_file():
         raise Refused("run this from the checkout's root (no sampling_core/runs/ here)")
@@ -806,6 +809,8 @@ def main(argv: list[str] | None = None) -> int:
     if git("status", "--porcelain").strip():
         raise Refused("the work tree has changes: commit or stash them first (nothing changed)")
     check = apply(plan) + ruff()
+    if not args.keep_script:
+        git("rm", "-q", str(SELF))
     print(f"\nmoved {len(plan.moves())} files; the result is staged (git diff --cached).")
     print("check by hand:" if check else "nothing to check by hand.")
     for item in check:
