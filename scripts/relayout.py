@@ -53,6 +53,12 @@ RUNS_STAY = {"__init__", "errors"}
 """``runs/`` modules that stay where they are: the public surface and the bottom layer."""
 
 RUNS_PARTS: dict[str, tuple[str, str, list[str]]] = {
+    "stats": (
+        "estimators over a run's prompts",
+        "Estimators over a run's prompts, pure arithmetic: pass@k and pass^k, maj@k, paired"
+        " differences of two runs, and their bootstrap intervals.",
+        ["bootstrap", "passk", "majk*", "paired"],
+    ),
     "config": (
         "what a run is made from",
         "What a run is made from: the run config, how it is read and classified for resume, the"
@@ -65,7 +71,7 @@ RUNS_PARTS: dict[str, tuple[str, str, list[str]]] = {
         " lines, what the files must hold, and the index a run is read through.",
         [
             "files", "caps", "kept_texts", "record_writer", "shapes", "store", "meta_hashes",
-            "rows", "index", "outcome", "record", "record_*", "attempt_entry",
+            "rows", "index", "outcome", "votes", "record", "record_*", "attempt_entry",
         ],
     ),
     "resume": (
@@ -75,9 +81,9 @@ RUNS_PARTS: dict[str, tuple[str, str, list[str]]] = {
     ),
     "reports": (
         "what a run's records say",
-        "What a run's records say: the summary, the report, pass@k and pass^k with their"
-        " bootstrap intervals, comparisons of runs, and the files a command writes.",
-        ["bootstrap", "passk", "summary", "report", "outputs", "paired", "compare*", "majk*"],
+        "What a run's records say: a run read once at its end, the summary, the report, two"
+        " runs compared, and the files a command writes.",
+        ["summary", "report", "outputs", "compare*", "run_reading"],
     ),
     "execution": (
         "running a batch",
@@ -96,7 +102,8 @@ RUNS_PARTS: dict[str, tuple[str, str, list[str]]] = {
 }  # fmt: skip
 """Each part of ``runs/``, bottom to top (a part imports only parts before it, and
 ``errors``): its title, what it is, and its modules (``fnmatch`` patterns allowed). A part must not
-be named like a public name of ``sampling_core.runs`` (``rescore`` is a function there)."""
+be named like a public name of ``sampling_core.runs`` (``rescore`` is a function there). The
+estimators sit below the store: the index keeps each prompt's votes for maj@k (``votes``)."""
 
 TEST_FOLDERS: dict[str, str] = {
     "engine": "``sampling_core.engine``: one ``sample()`` call, its loop, tally, budgets,"
@@ -139,6 +146,7 @@ HELPER_PACKAGES = ["_servers"]
 TEST_FILES: dict[str, str] = {
     # engine
     "test_attempt_path_attributes.py": "engine/test_attempt_path_attributes.py",
+    "test_launch_matrix.py": "engine/test_launch_matrix.py",
     "test_call_garbage.py": "engine/test_call_garbage.py",
     "test_loop_end_payload.py": "engine/test_loop_end_payload.py",
     "test_sampling_ids.py": "engine/test_sampling_ids.py",
@@ -147,6 +155,7 @@ TEST_FILES: dict[str, str] = {
     "test_tokens_streaming.py": "engine/test_streaming.py",
     # hooks (``dispatch.py`` is gone: its tests are named for what they test)
     "test_call_plugins_cache.py": "hooks/test_call_plugins_cache.py",
+    "test_fault_bounds.py": "hooks/test_fault_bounds.py",
     "test_dispatch_exact.py": "hooks/test_delivery_exact.py",
     "test_dispatch_faults_exact.py": "hooks/test_delivery_faults_exact.py",
     "test_plugins_dispatch.py": "hooks/test_channel.py",
@@ -156,6 +165,7 @@ TEST_FILES: dict[str, str] = {
     "test_requirements.py": "requirements/test_checks.py",
     "test_field_checks.py": "requirements/test_field_checks.py",
     "test_judge_through_engine.py": "requirements/test_judge.py",
+    "test_confidence.py": "requirements/test_confidence.py",
     # backends
     "test_local_backend.py": "backends/test_local.py",
     "test_openai_backend.py": "backends/test_openai.py",
@@ -169,6 +179,8 @@ TEST_FILES: dict[str, str] = {
     "test_prompt_key.py": "runs/test_prompt_key.py",
     "test_rescore.py": "runs/test_rescore.py",
     "test_run_hooks.py": "runs/test_run_hooks.py",
+    "test_run_record.py": "runs/test_record.py",
+    "test_read_once.py": "runs/test_read_once.py",
     "test_tokens_runs.py": "runs/test_tokens.py",
     # plugins
     "test_builtins_cover_every_hook.py": "plugins/test_builtins_cover_every_hook.py",
