@@ -391,12 +391,12 @@ class SamplingCall:
                 # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
                 self.tally.count_usage(generation.usage)
             except StopSampling as stop:
-                if firing.generation_pre_call:
+                if firing.generation_cancelled:
                     await self._cancelled(info, stop, began, retry, purpose)
                 raise
             except Exception as exc:
                 if not began:  # generation_pre_call failed closed: no backend call began
-                    if firing.generation_pre_call:
+                    if firing.generation_cancelled:
                         await self._cancelled(info, exc, began, retry, purpose)
                     raise
                 failed_after = time.perf_counter() - began
@@ -419,7 +419,7 @@ class SamplingCall:
             except BaseException as exc:  # cancelled (or interrupted) while the backend worked
                 if began and not judging and not self.streams:
                     self.tally.cut_short += 1  # what it spent is unknown
-                if firing.generation_pre_call:
+                if firing.generation_cancelled:
                     await self._cancelled(info, exc, began, retry, purpose)
                 raise
             if firing.generation_post_call:
@@ -471,8 +471,6 @@ class SamplingCall:
     ) -> None:
         """Fire ``generation_cancelled`` for a backend call that began (its
         ``generation_pre_call`` fired) and ends by ``exc`` without an answer or an error."""
-        if not self.hooks.firing.generation_cancelled:
-            return
         flight = self.tally.flights.get(info.iteration) if self.streams else None
         text, usage = None, UNKNOWN_USAGE
         if flight is not None and flight.info is info:
