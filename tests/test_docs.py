@@ -37,6 +37,7 @@ EXECUTED_PAGES = [
     "writing-plugins.md",
     "writing-an-exporter.md",
     "spending-fewer-tokens.md",
+    "comparing-runs.md",
 ]
 
 

@@ -45,9 +45,10 @@ EXPECTED: dict[str, list[str]] = {
         "iter_calls", "numbered_events", "read_calls", "read_events",
     ],
     "sampling_core.runs": [
-        "ConfigError", "DatasetError", "ResumeRefused", "RunConfig", "RunDirError", "RunError",
-        "RunSummary", "classified_fields", "load_config", "parse_config", "rescore",
-        "rescore_sync", "run_batch", "run_batch_sync", "summarize",
+        "ConfigError", "DatasetError", "ResumeRefused", "RunComparison", "RunConfig",
+        "RunDirError", "RunError", "RunSummary", "classified_fields", "compare_runs",
+        "load_config", "parse_config", "rescore", "rescore_sync", "run_batch", "run_batch_sync",
+        "summarize",
     ],
     "sampling_core.cli": ["app", "main"],
     "sampling_core.view": ["build_page", "page_data", "render_page", "run_data"],

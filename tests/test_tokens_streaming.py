@@ -280,7 +280,7 @@ def test_server_sent_events_are_read_as_text_usage_and_counts() -> None:
         'data: {"choices": [{"delta": {"content": "Hel"}}], '
         '"timings": {"prompt_n": 3, "cache_n": 7, "predicted_n": 1}}',
         'data: {"choices": [{"delta": {"content": "lo"}, "finish_reason": "stop"}]}',
-        "data: not json",
+        "id: 7",
         'data: {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 2}}',
     ]
     assert [chat.read(line, "chat") for line in events] == ["", "", "", "Hel", "lo", "", ""]

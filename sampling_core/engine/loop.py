@@ -59,7 +59,7 @@ from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import (
     Failed,
     Flight,
-    Prefixes,
+    prefixes_in_force,
     read_stream,
     read_stream_within,
     unmet_early,
@@ -112,13 +112,8 @@ class SamplingCall:
         # attribute found on the instance is read faster than a default on the class).
         # A CheckContext is built only when a check asks for one; the backend streams when
         # someone needs the pieces (prefix checks, generation_chunk), and it can.
-        self.wants_context = False  # a check takes a CheckContext
-        prefixes: Prefixes = ()  # the requirements with a prefix check (early stop on)
-        for position, requirement in enumerate(settings.requirements):
-            if requirement.wants_context:
-                self.wants_context = True
-            if requirement.prefix is not None and settings.tokens.early_stop:
-                prefixes += ((position, requirement),)
+        self.wants_context = any(r.wants_context for r in settings.requirements)
+        prefixes = prefixes_in_force(settings.requirements, settings.tokens.early_stop)
         self.prefixes = prefixes
         self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
         self.launcher: Launcher | None = None  # a launch policy other than "all"
@@ -227,9 +222,13 @@ class SamplingCall:
 
     async def _launched(self, index: int) -> None:
         """A subsample that waits for its turn (the launch policy) before it starts."""
-        assert self.launcher is not None
-        await self.launcher.turn(index)
-        await self._subsample(index)
+        launcher = self.launcher
+        assert launcher is not None
+        try:
+            await launcher.turn(index)
+            await self._subsample(index)
+        finally:  # however it ends (refused its start, cancelled waiting): its turn goes on
+            launcher.attempt_ended()
 
     async def _subsample(self, index: int) -> None:
         s, tally, firing, launcher = self.s, self.tally, self.hooks.firing, self.launcher
@@ -251,13 +250,14 @@ class SamplingCall:
                 else:
                     enter_next_attempt(info)
                 attempt = await self._attempt(info, messages)
-                if launcher is not None and not tally.over:  # failed, or ends the subsample
-                    launcher.attempt_ended()
+                ends = attempt is None or attempt.passed or number == s.loop_budget
+                if launcher is not None and not ends and not tally.over:
+                    launcher.attempt_ended()  # failed, and goes on (its end hands on too)
                 if overdue():  # a schedule point: see sampling_core.engine.suspension
                     # Noted before yielding: a sibling that runs meanwhile runs after it.
                     note_yield(time.perf_counter())
                     await anyio.lowlevel.checkpoint()
-                if attempt is None or attempt.passed or tally.over or number == s.loop_budget:
+                if ends or tally.over:
                     return
                 failures.append(attempt)
                 messages = s.strategy.repair(s.messages, failures)
@@ -521,6 +521,9 @@ class SamplingCall:
         del flights[info.iteration]
         if failed:
             self.stopped_by[info.iteration] = failed
+            keep = getattr(backend, "keep_stopped_early", None)  # the response cache
+            if keep is not None and not generation.cached and all(r is None for _, r in failed):
+                await keep(request, generation, [self.s.requirements[p] for p, _ in failed])
         return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:

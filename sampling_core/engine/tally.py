@@ -219,7 +219,8 @@ class Tally:
             if tasks is None:
                 return
             for index, number in enumerate(self.current_attempt):
-                if index != attempt.subsample_index and (number, index) > key:
+                # one not started yet (number 0, maybe waiting its turn) would start at 1
+                if index != attempt.subsample_index and (number or 1, index) > key:
                     tasks.cancel(index)
 
     # -- the end ------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload, credit_writes
 from sampling_core.errors import PluginError
 from sampling_core.hooks.around import Inner, call_around
-from sampling_core.hooks.faults import PluginFault, PluginTimeout, describe, log_fault, not_awaited
+from sampling_core.hooks.faults import Faults, PluginTimeout, describe, not_awaited
 from sampling_core.hooks.table import HookTable, Route
 
 logger = structlog.get_logger("samplehooks")
@@ -69,7 +69,7 @@ class HookChannel:
 
     def __init__(self, table: HookTable) -> None:
         self.table = table
-        self.faults: list[PluginFault] = []
+        self.faults = Faults()
         self.firing = table.firing
         self._routes = table.routes
 
@@ -191,8 +191,7 @@ class HookChannel:
             if isinstance(exc, PluginError):
                 raise exc
             raise PluginError(plugin_name, hook.value, describe(exc)) from exc
-        self.faults.append(PluginFault(plugin_name, hook.value, exc))
-        log_fault(plugin_name, hook.value, exc)
+        self.faults.add(plugin_name, hook.value, exc)
 
 
 def _outcome_of(exc: BaseException | None) -> pluggy.Result[list[Any]]:
