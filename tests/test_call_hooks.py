@@ -522,3 +522,20 @@ async def test_a_call_cut_short_by_a_stop_or_the_caller_says_so(how: str) -> Non
     assert [p.reason for p in seen.payloads] == [how] * expected
     # not streamed: what was generated is unknown, never zero
     assert all(p.text is None and p.usage.output_tokens is None for p in seen.payloads)
+
+
+async def test_a_wrapper_that_swallows_an_error_without_an_answer_fails_closed() -> None:
+    class Swallow:
+        @hookimpl(wrapper=True)
+        def generation_call(self, payload: Any) -> Any:
+            try:
+                return (yield)
+            except ValueError:
+                return None  # neither an answer nor the error
+
+    def broken(request: GenerationRequest) -> str:
+        raise ValueError("down")
+
+    sampler = Sampler(ScriptedBackend(broken), plugins=[Swallow()], load_entrypoints=False)
+    with pytest.raises(PluginError, match="'Swallow' failed in generation_call"):
+        await sampler.sample("q")
