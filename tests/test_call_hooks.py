@@ -539,3 +539,34 @@ async def test_a_wrapper_that_swallows_an_error_without_an_answer_fails_closed()
     sampler = Sampler(ScriptedBackend(broken), plugins=[Swallow()], load_entrypoints=False)
     with pytest.raises(PluginError, match="'Swallow' failed in generation_call"):
         await sampler.sample("q")
+
+
+async def test_sync_and_async_wrappers_nest_by_registration_as_pluggy_orders_them() -> None:
+    order: list[str] = []
+
+    class SyncW:
+        @hookimpl(wrapper=True)
+        def generation_call(self, payload: Any) -> Any:
+            order.append("sync")
+            return (yield)
+
+    class AsyncW:
+        @hookimpl(wrapper=True)
+        async def generation_call(self, payload: Any) -> Any:
+            order.append("async")
+            yield
+
+    class AsyncFirst:
+        @hookimpl(wrapper=True, tryfirst=True)
+        async def generation_call(self, payload: Any) -> Any:
+            order.append("async tryfirst")
+            yield
+
+    # registered: async, sync, async tryfirst: called tryfirst, then last registered first
+    plugins = [AsyncW(), SyncW(), AsyncFirst()]
+    await Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False).sample("q")
+    assert order == ["async tryfirst", "sync", "async"]
+    order.clear()
+    plugins = [SyncW(), AsyncW()]
+    await Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False).sample("q")
+    assert order == ["async", "sync"]

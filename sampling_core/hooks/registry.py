@@ -263,11 +263,26 @@ class PluginRegistry:
         return sorted(c.name for c in self.manager.get_hookcallers(plugin) or [])
 
     def implementations(self) -> dict[HookName, tuple[HookImplementation, ...]]:
-        """Every hook's implementations, in registration order (pluggy's grouping kept)."""
+        """Every hook's implementations, in registration order (pluggy's grouping kept).
+
+        pluggy keeps a hook's wrappers after its other implementations, and is handed async
+        wrappers as plain ones (see :func:`async_wrapper_opts`): a call hook's are put back
+        in the one order pluggy keeps (``trylast`` ones latest registered first, then the
+        plain ones, then ``tryfirst`` ones, each in registration order), so that sync and
+        async wrappers nest by pluggy's rule."""
         found: dict[HookName, tuple[HookImplementation, ...]] = {}
+        registered = {name: i for i, (name, _) in enumerate(self.manager.list_name_plugin())}
         for hook in HookName.fired():
             caller = getattr(self.manager.hook, hook.value)
-            found[hook] = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
+            impls = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
+            if hook in CALL_HOOKS:
+
+                def stored(impl: HookImplementation) -> tuple[int, int]:
+                    index = registered.get(impl.plugin_name, 0)
+                    return (impl.order, -index if impl.order == 0 else index)
+
+                impls = tuple(sorted(impls, key=stored))
+            found[hook] = impls
         return found
 
     def hooks(self) -> HookTable:
