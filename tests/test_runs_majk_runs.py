@@ -124,3 +124,17 @@ def test_a_rescore_counts_the_new_checks_answers(tmp_path: Path) -> None:
     )
     # against "alt" (7 for both), "7" is right and the majority: maj@4 is 1
     assert build_report(rescored).maj_at_k[-1].value == 1.0
+
+
+def test_a_generation_stopped_early_never_said_its_answer(tmp_path: Path) -> None:
+    long = "well, thinking about it for a long while, 5"  # cut by max_words: 3 before the 5
+    out = _run(
+        tmp_path,
+        ["5", long, "7", "5"],
+        requirements=[{"max_words": 3}, {"equals_field": "answer", "extract": "last_number"}],
+    )
+    for record in records(out):
+        cut = [e for e in record["attempts"]["each"] if e.get("stopped_early")]
+        assert len(cut) == 1 and cut[0]["answer"] == {"value": None, "right": None}
+    # the three samples that finished vote: q1 ("5") two right of three, q2 none
+    assert _profiles(out) == {"q1": [[2, True], [1, False]], "q2": [[2, False], [1, False]]}
