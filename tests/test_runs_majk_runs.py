@@ -138,3 +138,20 @@ def test_a_generation_stopped_early_never_said_its_answer(tmp_path: Path) -> Non
         assert len(cut) == 1 and cut[0]["answer"] == {"value": None, "right": None}
     # the three samples that finished vote: q1 ("5") two right of three, q2 none
     assert _profiles(out) == {"q1": [[2, True], [1, False]], "q2": [[2, False], [1, False]]}
+
+
+def test_without_a_field_check_a_generation_stopped_early_is_a_wrong_vote(tmp_path: Path) -> None:
+    long = "an answer that is much too long for the check"  # cut by max_words: 5
+    out = _run(
+        tmp_path,
+        ["a short answer", long, long],
+        strategy="majority",
+        requirements=[{"max_words": 5}],
+        budgets={"loop_budget": 1, "concurrency_budget": 3, "early_exit": False},
+    )
+    for record in records(out):
+        cut = [e for e in record["attempts"]["each"] if e.get("stopped_early")]
+        assert len(cut) == 2 and all(e["answer"]["right"] is False for e in cut)
+    # the two cut samples say the same (cut) text: they outvote the short answer
+    assert set(map(json.dumps, _profiles(out).values())) == {"[[2, false], [1, true]]"}
+    assert build_report(out).maj_at_k[-1].value == 0.0

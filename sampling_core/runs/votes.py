@@ -4,12 +4,12 @@ An attempt whose answer is known says ``"answer": {"value": ..., "right": ...}``
 record entry: the answer the first check that compares one compared
 (``ValidationResult.answer``: the dataset-field checks give it) and that check's verdict;
 else, when the run's strategy votes (``majority``), the strategy's normalised text and
-whether the attempt passed; a generation a prefix check stopped early never said its
-answer (``{"value": null, "right": null}``: left out). A prompt's samples are the
-subsamples pass@k counts, each its first passing attempt or else its last; their answers
-make its vote profile (:mod:`sampling_core.runs.majk`), which the record keeps as
-``attempts.samples.votes`` (``[[size, right], ...]``), counted before a long attempt list
-is cut.
+whether the attempt passed. A generation a prefix check stopped early never said the
+answer a check would compare (``{"value": null, "right": null}``: left out). A prompt's
+samples are the subsamples pass@k counts, each its first passing attempt or else its last;
+their answers make its vote profile (:mod:`sampling_core.runs.majk`), which the record
+keeps as ``attempts.samples.votes`` (``[[size, right], ...]``), counted before a long
+attempt list is cut.
 """
 
 from __future__ import annotations
@@ -41,26 +41,27 @@ def voted_answer(strategy: Strategy) -> AnswerOf | None:
 
 
 NOT_KNOWN = {"value": None, "right": None}
-"""The answer of a generation a prefix check stopped early: it never said its answer."""
+"""The answer of a generation a prefix check stopped early, when a check compares answers:
+it never said the answer that check would have compared."""
 
 
 def answer_entry(attempt: Attempt, answer_of: AnswerOf | None = None) -> dict[str, Any] | None:
     """``{"value", "right"}`` of an attempt: the answer the first check that compares one
     compared and its verdict; else, with ``answer_of``, that grouping of the text and
-    whether the attempt passed; else ``None`` (no answer known). A generation stopped early
-    has :data:`NOT_KNOWN` (its answer was never said: the sample is left out of maj@k)."""
-    if attempt.stopped_early and (answer_of is not None or _compares(attempt)):
-        return dict(NOT_KNOWN)
+    whether the attempt passed; else ``None`` (no answer known).
+
+    A generation stopped early never said the answer a check would compare: it has
+    :data:`NOT_KNOWN` (the sample is left out of maj@k). Judged by whether it passed, its
+    verdict is known (it failed: a prefix check failing is final), and it votes with its
+    text as it was cut."""
     for verdict in attempt.validations:
         if verdict.answer is not None:
+            if attempt.stopped_early:
+                return dict(NOT_KNOWN)
             return {"value": verdict.answer, "right": verdict.passed}
     if answer_of is None:
         return None
     return {"value": answer_of(attempt.text), "right": attempt.passed}
-
-
-def _compares(attempt: Attempt) -> bool:
-    return any(verdict.answer is not None for verdict in attempt.validations)
 
 
 def count_votes(each: Iterable[Any]) -> Profile | None:
