@@ -41,6 +41,7 @@ from sampling_core.runs.integrity import (
     recorded_settings,
     refuse_foreign,
     resolved_settings,
+    run_identity,
     settings_meta,
 )
 from sampling_core.runs.kept_texts import repair_texts
@@ -172,7 +173,7 @@ async def run_batch(
             say(f"started run {run_dir.path}: {dataset.count} prompts")
         batch = BatchSession(config, dataset, run_dir, index, retry_failed, argv)
         meta = index.meta if index is not None else read_run_meta(run_dir, _no_hashes)
-        settings = recorded_settings(meta)
+        settings, batch.run_id = recorded_settings(meta), run_identity(meta)
         if cluster is not None:
             # the workers fire the call hooks; this process, which writes the run directory,
             # fires the run hooks, with plugins made from the same config
