@@ -15,8 +15,8 @@ process that writes the run directory fires them):
   directory), and logs the run's result settings as params (named by their paths:
   ``backend.model``, ``backend.resolved.model``);
 * ``run_end``: logs the metrics ``success_rate``, ``ok``, ``failed``, ``error``,
-  ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``pass_at_<k>`` and
-  ``pass_hat_<k>`` (when measured) at step ``session``, and the artifacts
+  ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``pass_at_<k>``,
+  ``pass_hat_<k>`` and ``maj_at_<k>`` (when measured) at step ``session``, and the artifacts
   ``samplehooks/report.json`` (as ``samplehooks report --json`` gives it),
   ``samplehooks/report.txt`` and ``samplehooks/prompts.csv`` (one row per prompt); then
   ends the MLflow run (``KILLED`` when the session was interrupted, ``FAILED`` after a fatal
@@ -205,7 +205,11 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
     cost = totals.get("cost_usd")
     if isinstance(cost, int | float) and not isinstance(cost, bool):
         metrics["cost_usd"] = float(cost)
-    for prefix, table in (("pass_at", payload.pass_at_k), ("pass_hat", payload.pass_hat_k)):
+    for prefix, table in (
+        ("pass_at", payload.pass_at_k),
+        ("pass_hat", payload.pass_hat_k),
+        ("maj_at", payload.maj_at_k),
+    ):
         for entry in table or []:
             metrics[f"{prefix}_{entry['k']}"] = float(entry["value"])
     return metrics

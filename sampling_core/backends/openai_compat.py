@@ -32,14 +32,15 @@ import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from hook_specs.records import Generation, Message, Usage
+from hook_specs.records import Generation, Usage
 from sampling_core.backends.base import Chunk, GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
+from sampling_core.backends.openai_body import Mode, openai_body
 from sampling_core.backends.sse import (
     DONE,
     MAX_EVENT_CHARS,
@@ -65,8 +66,6 @@ __all__ = ["BackendError", "OpenAIBackend", "parse_retry_after"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"})
-_NOT_SENT = frozenset({"stream", "stream_options", "n"})
-Mode = Literal["chat", "completions"]
 
 
 class BackendError(SamplehooksError):
@@ -109,14 +108,6 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     if when is None or when.tzinfo is None:
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def render_prompt(messages: list[Message]) -> str:
-    """Turn chat messages into one completion prompt (a lone user message is sent as is)."""
-    if len(messages) == 1 and messages[0].get("role") == "user":
-        return content_text(messages[0].get("content", ""))
-    lines = [f"{m.get('role', 'user')}: {content_text(m.get('content', ''))}" for m in messages]
-    return "\n".join([*lines, "assistant:"])
 
 
 def is_local_url(base_url: str) -> bool:
@@ -272,23 +263,14 @@ class OpenAIBackend:
     # -- one call -----------------------------------------------------------------------
 
     def build_body(self, request: GenerationRequest) -> dict[str, Any]:
-        """The JSON body for ``request``: model, messages (or prompt), and the options."""
-        body: dict[str, Any] = {"model": self.model}
-        if self.mode == "chat":
-            body["messages"] = [dict(m) for m in request.messages]
-        else:
-            body["prompt"] = render_prompt(request.messages)
-        for key, value in {**self.default_options, **request.options}.items():
-            if value is not None and key not in _NOT_SENT:
-                body[key] = value
-        schema = request.json_schema
-        if schema is not None and "response_format" not in body:
-            name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "answer"))[:64]
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": schema},
-            }
-        return body
+        """The JSON body for ``request`` (:func:`openai_body`): what :meth:`generate` sends,
+        and :meth:`stream` with its streaming fields added; the response cache keys by it."""
+        return openai_body(request, self.model, self.mode, self.default_options)
+
+    def cache_identity(self) -> dict[str, Any]:
+        """The server, for the response cache: the endpoint requests go to (without any
+        credential); the model, the mode's shape and the options are in the body."""
+        return {"server": f"{self.base_url}{self._path}"}
 
     def _transient(self, exc: httpx.TransportError) -> TransientBackendError:
         """A request that failed on its way (a timeout, a dropped connection): retried."""

@@ -183,8 +183,8 @@ def sample_command(
         None,
         "--cache",
         metavar="PATH",
-        help="A response cache (SQLite file): a call asked before with the same model, "
-        "messages and options (seed included) is answered from it, marked cached.",
+        help="A response cache (SQLite file): a call asked before (the same request body, "
+        "seed included, to the same model and server) is answered from it, marked cached.",
         show_default=False,
     ),
 ) -> None:
