@@ -44,6 +44,7 @@ __all__ = [
     "mask_url_credentials",
     "has_secrets",
     "one_json_line",
+    "printable",
     "refresh_environment",
     "register_headers",
     "register_secret",
@@ -263,6 +264,30 @@ def _scrub(text: str, secrets: tuple[str, ...]) -> str:
 
 
 _LINE_ENDS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
+
+# What a terminal acts on instead of showing: C0 controls (ESC starts every escape
+# sequence; \r and \b overwrite), DEL, C1 controls (0x9b is a one-byte CSI), the bidi
+# overrides and isolates that reorder what is shown, and line and paragraph separators.
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_UNPRINTABLE = re.compile(f"[{_CONTROLS}]")
+_UNPRINTABLE_LINE = re.compile(f"[\t\n{_CONTROLS}]")
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` as a terminal may show it: every control character a terminal would act on
+    (an escape sequence's ESC, ``\r``, ``\b``, C1 controls, bidi overrides) written as its
+    escape (``\x1b``, ``\u202e``), so text from a model, a dataset or a server can neither
+    restyle, move nor rewrite what is on the screen. One line unless ``lines``: then
+    newlines and tabs are kept."""
+    pattern = _UNPRINTABLE if lines else _UNPRINTABLE_LINE
+    if text.isprintable() or not pattern.search(text):
+        return text
+    return pattern.sub(_escaped, text)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def one_json_line(data: Any, default: Any = None) -> str:
