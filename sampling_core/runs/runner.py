@@ -45,7 +45,7 @@ from sampling_core.runs.integrity import (
     settings_meta,
 )
 from sampling_core.runs.kept_texts import repair_texts
-from sampling_core.runs.loading import describe_errors, load_config
+from sampling_core.runs.loading import describe_errors, load_config, refuse_unwritable
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.ray_executor import RayWorkers, with_executor
 from sampling_core.runs.resume import (
@@ -140,6 +140,7 @@ async def run_batch(
             "or give another --out directory (nothing was written)"
         )
     config = with_plugins(config, plugin_options, settings)
+    refuse_unwritable(config, where)  # a lone surrogate: refused before anything is written
     dataset = read_dataset(config.dataset, kinds, config.requirements)
     extra_plugins = list(plugins)
     _check_plugin_names(config.plugins, source)
