@@ -71,7 +71,9 @@ async def test_a_frame_that_arrives_in_two_reads_is_read_whole() -> None:
 async def test_data_in_many_lines_is_one_event() -> None:
     event = chunk_event("two lines", "stop")
     text = sse(event).decode().replace('"choices": ', '"choices":\ndata: ')
-    frames = [text.encode(), sse("[DONE]")]
+    # a byte order mark first, empty data and another event's name are no content
+    frames = [("\ufeff" + text).encode(), b"data:\n\n", b"event: ping\ndata: {}\n\n"]
+    frames.append(sse("[DONE]"))
     with ScriptedHTTPServer(lambda n, body: Stream(frames)) as server:
         generation, _ = await streamed_text(server)
     assert generation.text == "two lines"
@@ -82,6 +84,11 @@ BROKEN = {
         *streamed("Hello", finish_reason=None, done=False),
         sse({"error": {"message": "the engine died", "code": 500}}),
         sse("[DONE]"),
+    ],
+    "vLLM's error object": [
+        *streamed("Hello", finish_reason=None, done=False),
+        sse({"object": "error", "message": "out of memory", "type": "InternalServerError"}),
+        *streamed(finish_reason="stop"),
     ],
     "an event named error": [
         *streamed("Hello", finish_reason=None, done=False),
