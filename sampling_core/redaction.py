@@ -48,6 +48,7 @@ __all__ = [
     "refresh_environment",
     "register_headers",
     "register_secret",
+    "register_url_secrets",
     "scrub",
     "scrub_data",
     "shown",
@@ -108,6 +109,17 @@ def register_headers(headers: Iterable[tuple[str, str]]) -> None:
         if name.lower() in _AUTH_HEADERS and value.strip():
             register_secret(value.split()[-1])
             register_secret(value.strip())
+
+
+def register_url_secrets(text: str) -> None:
+    """Register the credentials (8 characters or more) of every URL in ``text`` (a setting
+    that may hold one: a base URL, a tracking URI), so that they are scrubbed everywhere,
+    also where a library shows them without their URL."""
+    if "://" in text:
+        for url in _URL.findall(text):
+            for secret in url_secrets(url):
+                if len(secret) >= MIN_PIECE:
+                    register_secret(secret)
 
 
 def environment_secrets() -> frozenset[str]:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from sampling_core.errors import exception_text
 from sampling_core.kinds import KindError, KindRegistry, default_kinds
+from sampling_core.redaction import register_url_secrets
 from sampling_core.runs.classification import nested_model
 from sampling_core.runs.components import check_kinds
 from sampling_core.runs.config import RunConfig
@@ -166,8 +167,10 @@ def _refuse_secrets(config: RunConfig, where: str) -> None:
 def refuse_unwritable(config: RunConfig, where: str = "") -> None:
     """Raise :class:`ConfigError` naming the first value of ``config`` that no file can hold
     (a lone surrogate: what Python makes of bytes that are not UTF-8, or a ``\\udc80`` escape
-    in YAML), before anything of the run is written."""
+    in YAML), before anything of the run is written. The credentials of URLs in its values
+    become secrets (:func:`~sampling_core.redaction.register_url_secrets`)."""
     for path, value in _strings(config.model_dump(mode="json"), ()):
+        register_url_secrets(value)
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
