@@ -2,7 +2,8 @@
 
 Control sequences in answers and dataset ids (an escape that clears the screen or sets the
 window title, ``\\r`` that overwrites a line, a one-byte C1 CSI, a bidi override) are shown
-as escapes (``\\x1b``) by ``run``, ``report``, ``trace show --text`` and every error line.
+as escapes (``\\x1b``) by ``run`` (its log lines too), ``report``, ``trace show --text`` and
+every error line.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ def test_control_sequences_reach_no_terminal(tmp_path: Path) -> None:
         "dataset": {"path": str(dataset), "id_field": "id"},
         "backend": {"kind": "scripted", "replies": [REPLY]},
         "requirements": [{"max_words": 3}],  # fails: the prompt is listed with its reason
-        "plugins": [{"name": "recorder", "options": {"capture_content": True}}],
+        "plugins": [
+            {"name": "recorder", "options": {"capture_content": True}},
+            {"name": "tracing", "options": {"capture_content": True}},  # logs the text
+        ],
     }
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
     out = tmp_path / "run"
@@ -44,6 +48,7 @@ def test_control_sequences_reach_no_terminal(tmp_path: Path) -> None:
     for result in (ran, reported, traced):
         assert_inert(result.stdout + result.stderr)
     assert "id\\x1b[2J\\u202eevil" in reported.stdout  # shown, as escapes
+    assert "prompt_key=id\\x1b[2J\\u202eevil" in ran.stderr  # the tracing plugin's lines
     assert "\\x1b]0;pwned\\x07 \\x9b31mthat\\x0d goes" in traced.stdout  # stopped early there
 
 
