@@ -83,3 +83,10 @@ def test_a_config_string_no_file_can_hold_is_refused_before_anything_is_written(
         "plugins[0].options.path: holds \\udcff",
     )
     assert not out.exists()
+    assert invoke("run", fine, "--out", out).exit_code == 0
+    rescored = tmp_path / "rescored"
+    assert_refused(
+        invoke("rescore", out, "--out", rescored, "--require", "contains:a\udcffb"),
+        "requirements[0].contains: holds \\udcff",
+    )
+    assert not rescored.exists()
