@@ -9,7 +9,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 import tomllib
 from importlib.metadata import EntryPoint
@@ -18,6 +17,7 @@ from typing import Any
 
 import mlflow.tracking as mlflow_tracking  # the mlflow extra is part of the test extra
 import pytest
+from interrupt_helpers import python_command
 from runs_helpers import records, write_config
 
 from builtin_plugins.mlflow_export import RUN_DIR_TAG, MlflowExporter, metrics_of, status_of
@@ -221,7 +221,7 @@ def test_ctrl_c_then_resume_from_the_command_line(tmp_path: Path) -> None:
     out = tmp_path / "run"
     paths = [checkout_site(tmp_path / "site"), ROOT]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
-    command = [sys.executable, "-m", "sampling_core.cli", "run", str(config), "--out", str(out)]
+    command = python_command("-m", "sampling_core.cli", "run", str(config), "--out", str(out))
     proc = subprocess.Popen(command, env=env, cwd=tmp_path, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     lines = out / "records.jsonl"

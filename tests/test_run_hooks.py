@@ -143,6 +143,7 @@ async def test_a_fatal_error_still_ends_the_run(
     assert end.totals["done"] == 3
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_ends_the_run_as_interrupted_with_its_records_intact(tmp_path: Path) -> None:
     """SIGINT (Ctrl-C) during a run: ``run_end`` says ``interrupted``, and every prompt
     with a record (and only those) had its ``prompt_end``."""
