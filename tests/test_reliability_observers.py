@@ -611,3 +611,42 @@ def test_after_a_ctrl_c_twice_the_delivery_gives_events_their_whole_timeout_agai
     )
     returns(delivery.drain)
     assert done == [0, 1, 2] and len(delivery.faults) == 1  # none cut short
+
+
+def test_events_put_after_the_watchdog_gave_up_are_counted_not_queued(
+    release: threading.Event,
+) -> None:
+    """The events a stuck observer misses are counted, not kept: nothing waits in its queue
+    (memory stays flat however long it is stuck), they are never delivered late, and one
+    fault says how many there were."""
+    got: list[Any] = []
+
+    def stuck_on_the_first(payload: Any) -> None:
+        got.append(payload)
+        if payload == 0:
+            release.wait()
+
+    delivery = delivery_module.BackgroundDelivery(timeout=0.2)
+    impl = observer("Stuck", stuck_on_the_first)
+
+    def put(*numbers: int) -> None:
+        async def put_all() -> None:
+            for number in numbers:
+                await delivery.put(HookName.SAMPLING_ITERATION, impl, number)  # type: ignore[arg-type]
+
+        anyio.run(put_all)
+
+    put(0)
+    deadline = time.monotonic() + GUARD_S
+    while not delivery.faults:  # until the watchdog gave up on event 0
+        assert time.monotonic() < deadline, "the watchdog never gave up"
+        time.sleep(0.01)
+    put(1, 2, 3)  # after it gave up: the observer is still stuck
+    assert delivery.pending() == 0  # counted, not queued
+    release.set()  # the observer returns: later events reach it again
+    put(4)
+    returns(delivery.drain)
+    assert got == [0, 4]  # 1, 2 and 3 were never delivered, not even late
+    [stuck, skipped] = [str(f) for f in delivery.faults]
+    assert "did not return within 0.2s" in stuck
+    assert "3 later events were not delivered" in skipped
