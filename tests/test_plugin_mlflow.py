@@ -234,8 +234,11 @@ def test_ctrl_c_then_resume_from_the_command_line(tmp_path: Path) -> None:
     written = [json.loads(line)["key"] for line in lines.read_text().splitlines()]
     assert 3 <= len(written) < 40 and len(set(written)) == len(written)
     events = [json.loads(line) for line in (out / "events.jsonl").open()]
-    ended = [e["payload"]["key"] for e in events if e["hook"] == "prompt_end"]
-    assert sorted(ended) == sorted(written)  # one prompt_end per record, none for the rest
+    ends = [e["payload"] for e in events if e["hook"] == "prompt_end"]
+    ended = [end["key"] for end in ends if end["status"] != "interrupted"]
+    assert sorted(ended) == sorted(written)  # one prompt_end per record
+    started = [e["payload"]["key"] for e in events if e["hook"] == "prompt_start"]
+    assert sorted(end["key"] for end in ends) == sorted(started)  # in flight: interrupted
     assert events[-1]["hook"] == "run_end" and events[-1]["payload"]["interrupted"] is True
     client, run = the_run(uri, out)
     assert run.info.status == "KILLED"
