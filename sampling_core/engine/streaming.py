@@ -26,13 +26,21 @@ from sampling_core.backends.base import AttemptTimeout, BadReply, Chunk, Generat
 from sampling_core.errors import exception_text
 from sampling_core.requirements.checks import Requirement
 
-__all__ = ["Flight", "Prefixes", "read_stream", "unmet_early"]
+__all__ = ["Flight", "Prefixes", "prefixes_in_force", "read_stream", "unmet_early"]
 
 Prefixes = tuple[tuple[int, Requirement], ...]
 """The requirements with a prefix check, with their position in the call's requirements."""
 
 Failed = tuple[tuple[int, str | None], ...]
 """Requirements whose prefix failed: position, and a reason when the prefix raised."""
+
+
+def prefixes_in_force(requirements: Sequence[Requirement], early_stop: bool) -> Prefixes:
+    """The requirements whose prefix check may stop a generation in a call: those with one,
+    while early stop is on."""
+    if not early_stop:
+        return ()
+    return tuple((i, r) for i, r in enumerate(requirements) if r.prefix is not None)
 
 
 class Flight:
@@ -80,11 +88,15 @@ async def read_stream(
     """Read ``backend.stream(request)`` into ``flight``; the generation and the prefix
     checks that failed (none when it ran to its end).
 
-    Closing the stream early (a failed prefix) or on a cancellation closes the request.
+    Closing the stream early (a failed prefix) or on a cancellation closes the request. A
+    generation that arrives already stopped early (the response cache replaying one) is
+    judged by the prefix checks as if it had streamed.
     """
     async with aclosing(backend.stream(request)) as pieces:
         async for item in pieces:
             if isinstance(item, Generation):
+                if item.finish_reason == STOPPED_EARLY and prefixes:
+                    return item, failing_prefixes(prefixes, item.text)
                 return item, ()
             if not isinstance(item, Chunk):
                 raise BadReply(

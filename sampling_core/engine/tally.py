@@ -50,6 +50,7 @@ class Tally:
     __slots__ = (
         "attempts",
         "best_key",
+        "cancelled_for",
         "cancelled_spent",
         "cost_usd",
         "current_attempt",
@@ -101,6 +102,7 @@ class Tally:
         self.over = False  # no attempt should start any more (stopped, failed, or won)
         self.stopped_by: str | None = None  # the plugin that raised StopSampling first
         self.fatal: BaseException | None = None
+        self.cancelled_for: str | None = None  # why the tally cancelled attempts, if it did
         self.current_attempt: list[int] = []
         self.tasks: SubsampleTasks | None = None  # the subsample tasks; None while none runs
         self.started = time.perf_counter()
@@ -173,6 +175,7 @@ class Tally:
         if not self.stopped:
             self.stopped_by = getattr(stop, "plugin_name", None)
         self.stopped = self.over = True
+        self.cancelled_for = self.cancelled_for or "stopped_by_plugin"
         logger.info("sampling.stopped_by_plugin", sampling_id=self.sampling_id, reason=stop.reason)
         if self.tasks is not None:
             self.tasks.cancel_all()
@@ -182,11 +185,26 @@ class Tally:
         if self.fatal is None:
             self.fatal = exc
         self.over = True
+        self.cancelled_for = self.cancelled_for or "error"
         if self.tasks is not None:
             self.tasks.cancel_all()
 
+    def cancel_reason(self, exc: BaseException) -> str:
+        """Why a backend call that began ended by ``exc`` without an answer
+        (``generation_cancelled``'s ``reason``): the plugin's stop, Ctrl-C, what the tally
+        cancelled for, else the caller's cancellation."""
+        if isinstance(exc, StopSampling):
+            return "stopped_by_plugin"
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            return "interrupted"
+        if isinstance(exc, Exception):  # a plugin failed closed before the call began
+            return "error"
+        return self.cancelled_for or "caller_cancelled"
+
     def _judge_pass(self, attempt: Attempt) -> None:
         tasks = self.tasks if self.early_exit else None
+        if tasks is not None:
+            self.cancelled_for = self.cancelled_for or "sibling_succeeded"
         if self.selection == "first":
             if self.winner is None:
                 self.winner = attempt
