@@ -636,17 +636,53 @@ def test_events_put_after_the_watchdog_gave_up_are_counted_not_queued(
 
         anyio.run(put_all)
 
+    def until_faults(count: int) -> None:
+        deadline = time.monotonic() + GUARD_S
+        while len(delivery.faults) < count:
+            assert time.monotonic() < deadline, f"{count} faults never came"
+            time.sleep(0.01)
+
     put(0)
-    deadline = time.monotonic() + GUARD_S
-    while not delivery.faults:  # until the watchdog gave up on event 0
-        assert time.monotonic() < deadline, "the watchdog never gave up"
-        time.sleep(0.01)
+    until_faults(1)  # the watchdog gave up on event 0
     put(1, 2, 3)  # after it gave up: the observer is still stuck
     assert delivery.pending() == 0  # counted, not queued
     release.set()  # the observer returns: later events reach it again
+    until_faults(2)  # its worker saw it return (and reported what it missed)
     put(4)
     returns(delivery.drain)
     assert got == [0, 4]  # 1, 2 and 3 were never delivered, not even late
     [stuck, skipped] = [str(f) for f in delivery.faults]
     assert "did not return within 0.2s" in stuck
     assert "3 later events were not delivered" in skipped
+
+
+@pytest.mark.anyio
+async def test_a_put_waiting_for_room_is_cancelled_at_once_and_queues_nothing(
+    release: threading.Event,
+) -> None:
+    """A full queue holds its producer in its own task, not in a worker thread: cancelling
+    the producer ends the wait at once, and the event it was putting is not queued later."""
+    got: list[Any] = []
+
+    def slow_on_the_first(payload: Any) -> None:
+        got.append(payload)
+        if payload == 0:
+            release.wait()
+
+    delivery = delivery_module.BackgroundDelivery(maxsize=1, timeout=LONG_TIMEOUT_S)
+    impl = observer("Slow", slow_on_the_first)
+    await delivery.put(HookName.SAMPLING_ITERATION, impl, 0)  # type: ignore[arg-type]
+    guard = threading.Timer(GUARD_S, release.set)  # a guard against a hang: frees a thread
+    guard.start()
+    try:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as group:
+                group.start_soon(delivery.put, HookName.SAMPLING_ITERATION, impl, 1)
+                await anyio.wait_all_tasks_blocked()  # the put waits for room
+                scope.cancel()
+        assert not release.is_set(), "the cancelled put waited until the queue had room"
+    finally:
+        guard.cancel()
+    release.set()
+    await delivery.adrain()
+    assert got == [0] and delivery.pending() == 0  # the cancelled put queued nothing

@@ -34,8 +34,9 @@ Nothing an observer does can hang the program:
   and reported. The end of a batch run does the same (:meth:`adrain_at_end`).
 
 When ``maxsize`` events (default 10,000) are queued the engine waits for room, without
-blocking its event loop: nothing is dropped while the observers keep up (an observer's own
-nested calls never wait: they may go over the bound).
+blocking its event loop and without a thread (:meth:`put` looks again after a pause, and a
+cancellation ends its wait at once): nothing is dropped while the observers keep up (an
+observer's own nested calls never wait: they may go over the bound).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ import structlog
 
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
-from sampling_core.hooks.drain_wait import DrainWait
+from sampling_core.hooks.drain_wait import FIRST_PAUSE_S, DrainWait, longer
 from sampling_core.hooks.faults import Faults, PluginTimeout, not_awaited
 from sampling_core.hooks.table import HookImplementation
 
@@ -115,7 +116,6 @@ class BackgroundDelivery:
         self.faults = Faults()  # bounded per plugin and hook
         self.delivered = 0
         self._lock = threading.Lock()
-        self._room = threading.Condition(self._lock)  # producers waiting for room
         self._watch = threading.Condition(self._lock)  # the watchdog's sleep
         self._lanes: dict[str, _Lane] = {}
         self._count = 0  # events queued or being delivered (not abandoned)
@@ -125,18 +125,18 @@ class BackgroundDelivery:
         self._hurry_grace = INTERRUPT_GRACE_S  # the grace it was given (for the reports)
 
     async def put(self, hook: HookName, impl: HookImplementation, payload: HookPayload) -> None:
-        """Queue one event; waits (off the event loop) while ``maxsize`` events are queued."""
+        """Queue one event. While ``maxsize`` events are queued it waits for room in its own
+        task, without a thread: it looks again after a pause (as a drain does), so the event
+        loop goes on, and a cancellation ends the wait at once with nothing queued."""
         event = (hook, impl, payload)
-        with self._lock:
-            if self._count < self.maxsize or _in_worker():
-                self._add(event)
-                return
-        await anyio.to_thread.run_sync(self._put_waiting, event)
-
-    def _put_waiting(self, event: Event) -> None:
-        with self._lock:
-            self._room.wait_for(lambda: self._count < self.maxsize)
-            self._add(event)
+        pause = FIRST_PAUSE_S
+        while True:
+            with self._lock:
+                if self._count < self.maxsize or _in_worker():
+                    self._add(event)
+                    return
+            await anyio.sleep(pause)
+            pause = longer(pause)
 
     def pending(self) -> int:
         """Events queued or being delivered (an abandoned one is not counted)."""
@@ -302,7 +302,6 @@ class BackgroundDelivery:
 
     def _done(self, count: int) -> None:
         self._count -= count
-        self._room.notify_all()
 
     def _fault(self, name: str, hook: str, exc: BaseException) -> None:
         self.faults.add(name, hook, exc)
