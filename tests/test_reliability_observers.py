@@ -577,8 +577,41 @@ def test_a_hurried_drain_ends_with_its_grace_however_many_events_are_queued() ->
     returns(delivery.drain)
     assert 1 <= len(seen) < 200 and delivery.pending() == 0
     [late, skipped] = [str(f) for f in delivery.faults]
-    assert "had not returned 0.5s after the program was interrupted" in late
+    assert "0.5s after the program was interrupted" in late  # behind (or stuck, if slowed)
     assert f"{200 - len(seen)} later events were not delivered" in skipped
+
+
+def test_after_a_second_ctrl_c_an_observer_only_behind_is_not_called_stuck(
+    release: threading.Event,
+) -> None:
+    """Hurried, the delivery stops waiting for both; the one stuck in an event since before
+    the Ctrl-C is called stuck, the one that went on returning from its events is behind."""
+    entered = {"Behind": threading.Event(), "Stuck": threading.Event()}
+    go_on = threading.Event()
+
+    def behind(payload: Any) -> None:
+        entered["Behind"].set()
+        (go_on if payload == 0 else release).wait()  # returns from its first event only
+
+    def stuck(payload: Any) -> None:
+        entered["Stuck"].set()
+        release.wait()
+
+    delivery = delivery_module.BackgroundDelivery(timeout=LONG_TIMEOUT_S)
+    for impl in (observer("Behind", behind), observer("Stuck", stuck)):
+        queue(delivery, impl, 3)
+    for event in entered.values():
+        assert event.wait(GUARD_S)  # each is in its first event
+    delivery.hurry(0.5)  # as a second Ctrl-C does
+    go_on.set()  # meanwhile the one behind returns and starts its next event
+    returns(delivery.drain)
+    [late, skipped] = faults = [str(f) for f in delivery.faults if f.plugin_name == "Behind"]
+    assert "was behind, not stuck, 0.5s after the program was interrupted" in late
+    assert "1 later event was not delivered: it was behind" in skipped
+    assert not any("stuck in" in f or "call is stuck" in f for f in faults)
+    [late, skipped] = [str(f) for f in delivery.faults if f.plugin_name == "Stuck"]
+    assert "had not returned 0.5s after the program was interrupted" in late
+    assert "2 later events were not delivered: its sampling_iteration call is stuck" in skipped
 
 
 @pytest.mark.usefixtures("ctrl_c_raises")  # interrupt_main() does nothing if SIGINT is ignored

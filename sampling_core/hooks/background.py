@@ -58,7 +58,13 @@ import structlog
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
 from sampling_core.hooks.drain_wait import FIRST_PAUSE_S, DrainWait, longer
-from sampling_core.hooks.faults import Faults, PluginTimeout, not_awaited
+from sampling_core.hooks.faults import (
+    Faults,
+    PluginTimeout,
+    left_running,
+    not_awaited,
+    not_delivered,
+)
 from sampling_core.hooks.table import HookImplementation
 
 __all__ = [
@@ -91,7 +97,17 @@ Event = tuple[HookName, HookImplementation, HookPayload]
 class _Lane:
     """One plugin's events and the worker that delivers them, one at a time."""
 
-    __slots__ = ("current", "deadline", "items", "ready", "skipped", "stalled", "worker")
+    __slots__ = (
+        "behind",
+        "current",
+        "deadline",
+        "items",
+        "ready",
+        "returned",
+        "skipped",
+        "stalled",
+        "worker",
+    )
 
     def __init__(self, lock: threading.Lock) -> None:
         self.items: deque[Event] = deque()
@@ -99,7 +115,9 @@ class _Lane:
         self.worker: threading.Thread | None = None
         self.current: Event | None = None  # the event being delivered, unless abandoned
         self.deadline = 0.0
+        self.returned = 0.0  # when it last returned from an event (monotonic)
         self.stalled: Event | None = None  # the abandoned event whose call has not returned
+        self.behind = False  # abandoned while it kept up with its events (hurried), not stuck
         self.skipped = 0  # events not delivered while stalled, not yet reported
 
 
@@ -309,11 +327,7 @@ class BackgroundDelivery:
     def _report_skipped(self, name: str, lane: _Lane) -> None:
         if lane.skipped and lane.stalled is not None:
             hook = lane.stalled[0].value
-            events = (
-                "1 later event was" if lane.skipped == 1 else f"{lane.skipped} later events were"
-            )
-            text = f"{events} not delivered: its {hook} call is stuck"
-            self._fault(name, hook, PluginTimeout(text))
+            self._fault(name, hook, not_delivered(lane.skipped, hook, lane.behind))
             lane.skipped = 0
 
     # -- the threads ------------------------------------------------------------------------
@@ -340,6 +354,7 @@ class BackgroundDelivery:
                     lane.deadline = deadline
                 failure = self._call(loop, event)
                 with self._lock:
+                    lane.returned = time.monotonic()
                     if lane.current is event:  # delivered (not abandoned by the watchdog)
                         lane.current = None
                         self.delivered += 1
@@ -348,7 +363,7 @@ class BackgroundDelivery:
                         self._done(1)
                     else:  # the watchdog gave up on it: the plugin is back, deliver again
                         self._report_skipped(name, lane)
-                        lane.stalled = None
+                        lane.stalled, lane.behind = None, False
                 del event, failure  # no payload held while the worker waits for the next
         finally:
             loop.close()
@@ -389,13 +404,13 @@ class BackgroundDelivery:
         event = lane.current
         assert event is not None
         hook = event[0].value
-        if self._hurry_until is None:
-            ran = f"did not return within {self.timeout:g}s"
-        else:
-            ran = f"had not returned {self._hurry_grace:g}s after the program was interrupted"
-        text = f"{ran}; it was left running and its later events are not delivered until it returns"
-        self._fault(name, hook, PluginTimeout(text))
-        lane.current, lane.stalled = None, event
+        hurried_at = None if self._hurry_until is None else self._hurry_until - self._hurry_grace
+        # Hurried, an observer that returned from an event during the grace is behind (too
+        # many queued), not stuck.
+        behind = hurried_at is not None and lane.returned >= hurried_at
+        grace = None if hurried_at is None else self._hurry_grace
+        self._fault(name, hook, left_running(self.timeout, grace, behind))
+        lane.current, lane.stalled, lane.behind = None, event, behind
         lane.skipped += len(lane.items)
         dropped = len(lane.items) + 1
         lane.items.clear()
