@@ -492,6 +492,52 @@ def test_ctrl_c_twice_in_sample_sync_stops_waiting_for_a_stuck_observer() -> Non
     assert "had not returned 2s after the program was interrupted" in out
 
 
+IN_THE_CALL_CHILD = """
+    import sys, threading
+    import anyio
+    import sampling_core
+    from hook_specs import background, hookimpl
+    from sampling_core import Sampler, ScriptedBackend
+    from sampling_core.hooks import background as delivery
+
+    delivery.DEFAULT_TIMEOUT_S = float(sys.argv[2])  # what the default sampler waits for
+
+    class Stuck:
+        @hookimpl
+        @background
+        def sampling_iteration(self, payload):
+            print("stuck", file=sys.stderr, flush=True)
+            threading.Event().wait()  # never set
+
+    async def reply(request):
+        if request.iteration.attempt == 2:  # the call goes on: Ctrl-C comes here
+            print("calling", file=sys.stderr, flush=True)
+            await anyio.sleep_forever()
+        return "x"
+
+    arguments = dict(
+        backend=ScriptedBackend(reply), plugins=[Stuck()], requirements=[lambda t: False],
+        loop_budget=2,
+    )
+    if sys.argv[1] == "function":
+        sampling_core.sample_sync("q", **arguments)
+    else:
+        Sampler(load_entrypoints=False).sample_sync("q", **arguments)
+"""
+
+
+@pytest.mark.parametrize("which", ["function", "method"])
+def test_ctrl_c_twice_during_a_sync_call_stops_waiting_for_a_stuck_observer(which: str) -> None:
+    """``sampling_core.sample_sync`` is the default sampler's ``sample_sync``: interrupted
+    in the call, both say what they wait for, and a second Ctrl-C ends the wait."""
+    child = run_child(IN_THE_CALL_CHILD, which, str(LONG_TIMEOUT_S))
+    assert child.stderr is not None
+    assert sorted(child.stderr.readline() for _ in range(2)) == ["calling\n", "stuck\n"]
+    out, err = interrupt_twice(child)
+    assert child.returncode in (-signal.SIGINT, 130) and "KeyboardInterrupt" in err
+    assert "had not returned 2s after the program was interrupted" in out
+
+
 EXIT_ON_CTRL_C_CHILD = """
     import asyncio, sys, threading
     from hook_specs import background, hookimpl
