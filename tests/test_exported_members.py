@@ -27,7 +27,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "sampling_core.errors": [
         "BudgetError", "CheckCallFailed", "PluginError", "SamplehooksError", "StopSampling",
-        "exception_text",
+        "StrategyError", "exception_text",
     ],
     "sampling_core.backends": [
         "AttemptTimeout", "Backend", "CacheError", "Chunk", "GenerationRequest",

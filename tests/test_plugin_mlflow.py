@@ -9,7 +9,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 import tomllib
 from importlib.metadata import EntryPoint
@@ -18,6 +17,7 @@ from typing import Any
 
 import mlflow.tracking as mlflow_tracking  # the mlflow extra is part of the test extra
 import pytest
+from interrupt_helpers import python_command
 from runs_helpers import records, write_config
 
 from builtin_plugins.mlflow_export import RUN_DIR_TAG, MlflowExporter, metrics_of, status_of
@@ -227,7 +227,7 @@ def test_ctrl_c_then_resume_from_the_command_line(tmp_path: Path) -> None:
     out = tmp_path / "run"
     paths = [checkout_site(tmp_path / "site"), ROOT]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
-    command = [sys.executable, "-m", "sampling_core.cli", "run", str(config), "--out", str(out)]
+    command = python_command("-m", "sampling_core.cli", "run", str(config), "--out", str(out))
     proc = subprocess.Popen(command, env=env, cwd=tmp_path, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     lines = out / "records.jsonl"
@@ -240,8 +240,11 @@ def test_ctrl_c_then_resume_from_the_command_line(tmp_path: Path) -> None:
     written = [json.loads(line)["key"] for line in lines.read_text().splitlines()]
     assert 3 <= len(written) < 40 and len(set(written)) == len(written)
     events = [json.loads(line) for line in (out / "events.jsonl").open()]
-    ended = [e["payload"]["key"] for e in events if e["hook"] == "prompt_end"]
-    assert sorted(ended) == sorted(written)  # one prompt_end per record, none for the rest
+    ends = [e["payload"] for e in events if e["hook"] == "prompt_end"]
+    ended = [end["key"] for end in ends if end["status"] != "interrupted"]
+    assert sorted(ended) == sorted(written)  # one prompt_end per record
+    started = [e["payload"]["key"] for e in events if e["hook"] == "prompt_start"]
+    assert sorted(end["key"] for end in ends) == sorted(started)  # in flight: interrupted
     assert events[-1]["hook"] == "run_end" and events[-1]["payload"]["interrupted"] is True
     client, run = the_run(uri, out)
     assert run.info.status == "KILLED"
