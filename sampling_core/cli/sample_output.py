@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sampling_core.engine.results import SamplingResult
+from sampling_core.redaction import printable
 from sampling_core.runs.record import AttemptEntry
 
 __all__ = ["attempts_table", "print_report", "result_as_dict"]
@@ -39,7 +40,8 @@ def attempts_table(result: SamplingResult, width: int = 80) -> Table:
                 "cached"
                 if a.provenance.cached
                 else f"{_count(usage.input_tokens)}/{_count(usage.output_tokens)}",
-                ("✂ " if not a.provenance.whole else "") + a.text.strip().replace("\n", " "),
+                ("✂ " if not a.provenance.whole else "")
+                + printable(a.text.strip().replace("\n", " ")),
             )
         )
     widths = [
@@ -83,9 +85,9 @@ def print_report(err: Console, result: SamplingResult) -> None:
             f"({_count(saved.input_tokens)} in / {_count(saved.output_tokens)} out not spent again)"
         )
     for error in result.errors:
-        err.print(f"[yellow]backend error[/] {escape(str(error))}")
+        err.print(f"[yellow]backend error[/] {escape(printable(str(error)))}")
     for fault in result.plugin_errors:
-        err.print(f"[yellow]plugin error[/] {escape(str(fault))}")
+        err.print(f"[yellow]plugin error[/] {escape(printable(str(fault)))}")
 
 
 def result_as_dict(result: SamplingResult) -> dict[str, Any]:

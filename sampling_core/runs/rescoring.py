@@ -44,7 +44,7 @@ from sampling_core.runs.files import remove_stale_staging
 from sampling_core.runs.index import RunIndex
 from sampling_core.runs.integrity import SETTINGS_KEY, settings_meta
 from sampling_core.runs.kept_texts import TextsJoin
-from sampling_core.runs.loading import load_config
+from sampling_core.runs.loading import load_config, refuse_unwritable
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.outputs import output_file
 from sampling_core.runs.report import iter_rows, report_of, write_report
@@ -109,6 +109,7 @@ async def rescore(
         _, old = read_effective_config(source)
         meta = read_run_meta(source, lambda key, value: None)  # its hashes are not needed
         new = _new_config(old, config, requirements, kinds)
+        refuse_unwritable(new)  # a lone surrogate (a --require from bytes not UTF-8)
         # the source's one reading: its records kept in the index, to be rescored from there
         with RunIndex.build(source, keep_records=True) as index:
             _refuse_unfinished(source, index)

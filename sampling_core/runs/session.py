@@ -79,6 +79,7 @@ class BatchSession:
         self.sessions.append(self.session)
         self.number = len(self.sessions)
         self.hooks = RunHooks(None, run_dir.path, self.number)
+        self.run_id: str | None = None  # the run's identity in meta.json (set by the runner)
         self.started = time.perf_counter()
         self.writer = run_dir.open_writer(
             flush_every=config.run.flush_every, fsync=config.run.fsync
@@ -101,7 +102,7 @@ class BatchSession:
         progress and fire ``run_end``. ``hooks``: the table of the plugins the run names
         (their run hooks fire here); ``settings``: the result settings in ``meta.json``;
         ``reading``: where the run is read once at its end (``run_end`` reads it there)."""
-        self.hooks = RunHooks(hooks, self.run_dir.path, self.number, reading)
+        self.hooks = RunHooks(hooks, self.run_dir.path, self.number, self.run_id, reading)
         self.display.start(self._counts())
         ended: BaseException | None = None
         try:
