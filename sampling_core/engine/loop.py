@@ -372,8 +372,6 @@ class SamplingCall:
                 if firing.generation_pre_call:
                     sent = hooks.pre_call(info, messages, options, retry, purpose)
                     call_messages, call_options = sent if isinstance(sent, tuple) else await sent
-                if retry == 0 and not judging:  # in flight from here: a refused attempt never was
-                    self.tally.began()
                 request = GenerationRequest(call_messages, call_options, info, self.json_schema)
                 began = time.perf_counter()
                 if firing.generation_call:  # plugins around the call, or answering for it
@@ -417,11 +415,15 @@ class SamplingCall:
                 # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
                 self.tally.count_usage(generation.usage)
             except StopSampling as stop:
+                if not began and retry == 0 and not judging:
+                    self.tally.dropped()  # refused before its backend call: never in flight
                 if firing.generation_cancelled:
                     await self._cancelled(info, stop, began, retry, purpose)
                 raise
             except Exception as exc:
                 if not began:  # generation_pre_call failed closed: no backend call began
+                    if retry == 0 and not judging:
+                        self.tally.dropped()  # never in flight
                     if firing.generation_cancelled:
                         await self._cancelled(info, exc, began, retry, purpose)
                     raise
@@ -443,7 +445,10 @@ class SamplingCall:
                 await anyio.sleep(delay or 0.0)
                 continue
             except BaseException as exc:  # cancelled (or interrupted) while the backend worked
-                if began and not judging and not self.streams:
+                if not began:  # ...or before its backend call began: never in flight
+                    if retry == 0 and not judging:
+                        self.tally.dropped()
+                elif not judging and not self.streams:
                     self.tally.cut()  # what it spent is unknown
                 if firing.generation_cancelled:
                     await self._cancelled(info, exc, began, retry, purpose)

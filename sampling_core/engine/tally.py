@@ -132,11 +132,14 @@ class Tally:
         del self.flights[info.iteration]
 
     def began(self) -> None:
-        """An attempt's backend call began: it is in flight until it is recorded or dropped."""
+        """An attempt not started through :meth:`may_start` (a rescore's) is in flight until
+        it is recorded."""
         self.in_flight += 1
 
     def dropped(self) -> None:
-        """An attempt in flight ended without being recorded (its backend failed for good)."""
+        """An attempt in flight ended without being recorded: its backend failed for good, or
+        its backend call never began (refused by ``generation_pre_call``, or cancelled
+        before it)."""
         self.in_flight -= 1
 
     def cut(self) -> None:
@@ -145,12 +148,15 @@ class Tally:
         self.cut_short += 1
 
     def may_start(self, index: int, number: int) -> bool:
-        """Whether subsample ``index`` may start attempt ``number`` (and note that it does)."""
+        """Whether subsample ``index`` may start attempt ``number`` (and note that it does:
+        the attempt is in flight until it is recorded, or :meth:`dropped` if its backend
+        call never began or failed for good)."""
         if self.over:
             return False
         if self.early_exit and self.best_key is not None and (number, index) > self.best_key:
             return False  # selection="ordered": this subsample can no longer win
         self.current_attempt[index] = number
+        self.in_flight += 1
         return True
 
     def count_usage(self, usage: Usage) -> None:
