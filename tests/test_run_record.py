@@ -268,3 +268,19 @@ async def test_sampling_iteration_and_the_trace_carry_the_provenance() -> None:
     assert [p.kind for p in seen] == ["stopped_early", "whole"]
     iterations = [e for e in logs if e["event"] == "sampling.iteration"]
     assert [e["provenance"]["kind"] for e in iterations] == ["stopped_early", "whole"]
+
+
+def test_a_loop_end_dump_writes_each_attempt_in_the_one_shape(tmp_path: Path) -> None:
+    from builtin_plugins.recorder import RecorderPlugin
+
+    path = tmp_path / "events.jsonl"
+    with RecorderPlugin(path, capture_content=True) as recorder:
+        result = sampler(ScriptedBackend(["a b c d e", "ok"]), recorder).sample_sync(
+            "q", requirements=[max_words(3)], loop_budget=2
+        )
+    events = [json.loads(line) for line in path.open()]
+    (end,) = [e["payload"] for e in events if e["hook"] == "sampling_loop_end"]
+    shown = result_as_dict(result)["attempts"]  # sample --json
+    for entry in shown:
+        entry.pop("messages", None)  # the dump leaves the messages to the generation events
+    assert end["attempts"] == shown
