@@ -101,3 +101,17 @@ def test_rescore_reads_the_source_once_and_the_new_run_once(
     assert result.exit_code == 0, result.output
     assert [p.name for p in reads] == ["run", f".new.rescore-{__import__('os').getpid()}"]
     assert "Rescored from" in result.output and (new / "view.html").is_file()
+
+
+def test_samplehooks_run_reads_its_run_once_for_its_end_and_its_report(
+    tmp_path: Path, reads: list[Path]
+) -> None:
+    config = write_config(
+        tmp_path / "run.yaml",
+        write_dataset(tmp_path / "d.jsonl", 3),
+        budgets={"loop_budget": 1, "concurrency_budget": 2, "early_exit": False},
+        plugins=["tracing"],
+    )
+    result = CliRunner().invoke(app, ["run", str(config), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert reads == [tmp_path / "run"] and "pass@1" in result.output
