@@ -17,7 +17,8 @@ from structlog.contextvars import bound_contextvars
 from sampling_core.engine.results import SamplingResult, error_label
 from sampling_core.runs.components import Components, build_requirements, prompt_seed
 from sampling_core.runs.dataset import PromptItem
-from sampling_core.runs.record import RunRecord, error_fields, result_fields
+from sampling_core.runs.record import RunRecord
+from sampling_core.runs.record_fields import error_fields, result_fields
 from sampling_core.runs.store import utc_now
 from sampling_core.runs.votes import voted_answer
 

@@ -45,7 +45,8 @@ from sampling_core.engine.tally import Tally
 from sampling_core.requirements.checks import Requirement, validate_all
 from sampling_core.requirements.context import CheckContext
 from sampling_core.runs.dataset import PromptItem
-from sampling_core.runs.record import AttemptEntry, RunRecord, count_samples, result_fields
+from sampling_core.runs.record import AttemptEntry, RunRecord, count_samples
+from sampling_core.runs.record_fields import result_fields
 from sampling_core.runs.votes import count_votes, voted_answer
 from sampling_core.strategies import Strategy
 
