@@ -115,3 +115,34 @@ def test_samplehooks_run_reads_its_run_once_for_its_end_and_its_report(
     result = CliRunner().invoke(app, ["run", str(config), "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
     assert reads == [tmp_path / "run"] and "pass@1" in result.output
+
+
+def test_a_resumed_run_is_read_once_and_its_end_counts_the_new_records(
+    tmp_path: Path, reads: list[Path]
+) -> None:
+    from sampling_core.runs import summarize
+    from sampling_core.runs.report import build_report
+
+    config = write_config(
+        tmp_path / "run.yaml",
+        write_dataset(tmp_path / "d.jsonl", 6, zebra_every=3),
+        budgets={"loop_budget": 1, "concurrency_budget": 2, "early_exit": False},
+    )
+    out = tmp_path / "run"
+    run_batch_sync(config, out, plugins=[RowsReader()])  # the resume's plugins: the same
+    full = build_report(out, rows=True).as_dict()
+    kept = (out / "records.jsonl").read_bytes().splitlines(keepends=True)
+    (out / "records.jsonl").write_bytes(b"".join(kept[:2]) + kept[2][:17])  # killed mid-line
+    rows = RowsReader()
+    reads.clear()
+    summary = run_batch_sync(config, out, resume=True, plugins=[rows])
+    assert reads == [out]  # once, at the resume's start: its end reads no more
+    assert summary.as_dict() == summarize(out).as_dict()
+    assert sorted(r["key"] for r in rows.rows) == sorted(r["key"] for r in full["prompts"])
+    again = build_report(out, rows=True).as_dict()
+    assert (
+        rows.report["totals"] == again["totals"] and rows.report["pass_at_k"] == again["pass_at_k"]
+    )
+    assert {r["key"]: r["status"] for r in rows.rows} == {
+        r["key"]: r["status"] for r in again["prompts"]
+    }

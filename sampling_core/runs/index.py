@@ -68,6 +68,9 @@ CREATE TABLE reason(line INTEGER NOT NULL, text TEXT NOT NULL);
 _LINKS = """
 CREATE INDEX prompt_key ON prompt(key);
 CREATE INDEX rec_key ON rec(key, line);
+CREATE INDEX reason_line ON reason(line);
+"""
+_OWN = """
 UPDATE rec SET own = COALESCE(
     (SELECT CASE WHEN p.hash = rec.hash THEN 1 ELSE 2 END FROM prompt p
      WHERE p.key = rec.key ORDER BY p.pos DESC LIMIT 1), 0);
@@ -75,8 +78,10 @@ CREATE TABLE latest(line INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
 INSERT INTO latest SELECT MAX(line), key FROM rec WHERE own = 1 GROUP BY key;
 CREATE TABLE first(line INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
 INSERT INTO first SELECT MIN(line), key FROM rec WHERE own = 1 AND n > 0 GROUP BY key;
-CREATE INDEX reason_line ON reason(line);
 """
+_RELINK = f"DROP TABLE latest; DROP TABLE first; {_OWN}"
+"""After records were appended (:meth:`RunIndex.append`): which are the run's, and the latest
+and first of each prompt, made again."""
 
 
 class RunIndex:
@@ -152,7 +157,38 @@ class RunIndex:
         reasons.flush()
         bodies.flush()
         self._db.execute("COMMIT")
-        self._db.executescript(f"BEGIN; {_LINKS} COMMIT;")
+        self._db.executescript(f"BEGIN; {_LINKS} {_OWN} COMMIT;")
+        self._end: int | None = None  # where appended records start (see start_appending)
+        self._appended = False
+
+    def start_appending(self, size: int) -> None:
+        """Records will be appended to ``records.jsonl``, whose size is ``size`` now (after
+        a resume dropped a torn tail): :meth:`append` each as it is written."""
+        self._end = size
+
+    def append(self, record: RunRecord, size: int) -> None:
+        """Add a record just appended to ``records.jsonl`` (its line ``size`` bytes long,
+        newline included): the index then answers for the run as it is now, with no new
+        reading of the file, once :meth:`refresh` made the latest records again. Until
+        then ``latest`` and ``first`` are as they were (what came before this session)."""
+        if self._end is None:
+            raise ValueError("start_appending() first: the file's size is not known")
+        line = self.scan.count + 1
+        self._db.execute(_INSERT_REC, _rec_values(line, self._end, record))
+        for text in _reasons(record):
+            self._db.execute("INSERT INTO reason VALUES (?, ?)", (line, clean_text(text)))
+        if self.keep_records:
+            self._db.execute("INSERT INTO body VALUES (?, ?)", (line, json.dumps(record.as_json())))
+        self.scan.count = line
+        self.scan.last_seq = max(self.scan.last_seq, record.seq)
+        self._end += size
+        self._appended = True
+
+    def refresh(self) -> None:
+        """Make ``latest`` and ``first`` again over the records appended so far."""
+        if self._appended:
+            self._db.executescript(f"BEGIN; {_RELINK} COMMIT;")
+            self._appended = False
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> Iterator[tuple[Any, ...]]:
         """The rows of a read-only query over the tables, as they come (never all at once)."""

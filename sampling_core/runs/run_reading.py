@@ -36,16 +36,31 @@ class ReportRows:
 
 class RunReading:
     """The run in ``run_dir`` read once, when first asked (:meth:`index`), then kept until
-    :meth:`close`."""
+    :meth:`close`.
 
-    def __init__(self, run_dir: RunDirectory) -> None:
+    A resumed session read the run at its start: its index, given as ``resumed`` (which
+    this then owns), took in every record the session appended, and once the session's
+    records are all in the file (:meth:`written_whole`) it answers for the run as it is
+    then, with no new reading; otherwise (the session's last write failed) the run is
+    read again."""
+
+    def __init__(self, run_dir: RunDirectory, resumed: RunIndex | None = None) -> None:
         self.run_dir = run_dir
         self._index: RunIndex | None = None
+        self._resumed = resumed
         self._report: RunReport | None = None
 
+    def written_whole(self, index: RunIndex) -> None:
+        """Every record the session appended to ``index`` is in the file: use it."""
+        if index is self._resumed and self._index is None:
+            index.refresh()
+            self._index, self._resumed = index, None
+
     def index(self) -> RunIndex:
-        """The run's index (built on the first call: the one reading of its records)."""
+        """The run's index (built on the first call, unless a resumed session's is
+        complete: the one reading of its records)."""
         if self._index is None:
+            self._close_resumed()
             self._index = RunIndex.build(self.run_dir)
         return self._index
 
@@ -61,6 +76,12 @@ class RunReading:
 
     def close(self) -> None:
         """Close the index (its file goes with it)."""
+        self._close_resumed()
         if self._index is not None:
             self._index.close()
             self._index = None
+
+    def _close_resumed(self) -> None:
+        if self._resumed is not None:
+            self._resumed.close()
+            self._resumed = None

@@ -171,6 +171,7 @@ async def run_batch(
             index = _prepare_resume(
                 run_dir, config, dataset, argv, retry_failed, say, resolved, kinds, extra_plugins
             )
+            reading = RunReading(run_dir, index)  # it owns the index now, and closes it
         else:
             _create(run_dir, config, dataset, argv, source, resolved, kinds, extra_plugins)
             say(f"started run {run_dir.path}: {dataset.count} prompts")
@@ -199,8 +200,6 @@ async def run_batch(
         failed, interrupted = True, _is_interruption(exc)
         raise
     finally:
-        if index is not None:
-            index.close()
         late: BaseException | None = None  # a Ctrl-C while the end waited for observers
         for sampler in (parts.sampler if parts is not None else None, driver):
             if sampler is None:

@@ -67,6 +67,8 @@ class BatchSession:
             self._pending(dataset, retry_failed) if self.pending_count > 0 else iter(())
         )
         self.seq = index.scan.last_seq if index is not None else 0
+        if index is not None:  # what this session writes goes into the index too
+            index.start_appending(run_dir.records_file.stat().st_size)
         progress = run_dir.read_progress()
         self.sessions: list[dict[str, Any]] = list(progress.get("sessions", []))
         self.session = {
@@ -127,6 +129,8 @@ class BatchSession:
         finally:
             try:
                 self.writer.close()
+                if reading is not None and self._index is not None:
+                    reading.written_whole(self._index)  # every record is in the file
                 await self.hooks.announce()  # the records flushed last
                 self._save_progress()
                 self.display.stop()
@@ -147,7 +151,10 @@ class BatchSession:
         self.seq += 1
         record["seq"] = self.seq
         record["session"] = self.number
-        self.hooks.written(self.writer.append(record))
+        written, size = self.writer.append_sized(record)
+        self.hooks.written(written)
+        if self._index is not None:
+            self._index.append(read_record(written) or read, size)
         previous = self._status(read.key)
         if previous is not None:  # a prompt run again (--retry-failed)
             self.counts[previous] -= 1
