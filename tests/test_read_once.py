@@ -135,7 +135,14 @@ def test_a_resumed_run_is_read_once_and_its_end_counts_the_new_records(
     (out / "records.jsonl").write_bytes(b"".join(kept[:2]) + kept[2][:17])  # killed mid-line
     rows = RowsReader()
     reads.clear()
-    summary = run_batch_sync(config, out, resume=True, plugins=[rows])
+    lines: list[Any] = []
+
+    def every_record(index: Any) -> None:  # found by their offsets, the appended ones too
+        count = index.value("SELECT COUNT(*) FROM rec")
+        lines.extend(index.read_record(line).key for line in range(1, count + 1))
+
+    summary = run_batch_sync(config, out, resume=True, plugins=[rows], with_index=every_record)
+    assert lines == [json.loads(line)["key"] for line in (out / "records.jsonl").open()]
     assert reads == [out]  # once, at the resume's start: its end reads no more
     assert summary.as_dict() == summarize(out).as_dict()
     assert sorted(r["key"] for r in rows.rows) == sorted(r["key"] for r in full["prompts"])
