@@ -180,9 +180,13 @@ def best_of_n(keep_failures: KeepFailures = 3) -> Strategy:
     return BestOfN(keep_failures=keep_failures)
 
 
-def majority(keep_failures: KeepFailures = 3) -> Strategy:
-    """Run the whole budget, pick the most common answer."""
-    return MajorityVote(keep_failures=keep_failures)
+def majority(
+    consensus: Annotated[float | None, Field(gt=0, le=1)] = None,
+    keep_failures: KeepFailures = 3,
+) -> Strategy:
+    """Pick the most common answer; with ``consensus`` (1.0: exactly; below: the posterior
+    probability that the leader stays), stop once the pick is settled."""
+    return MajorityVote(consensus=consensus, keep_failures=keep_failures)
 
 
 @hookimpl

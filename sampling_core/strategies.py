@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from hook_specs.records import Attempt, Message
+from sampling_core.voting import leader_stays, settled, standing
 
 __all__ = [
     "BestOfN",
@@ -49,6 +50,16 @@ class Strategy:
 
     def __repr__(self) -> str:
         return f"{self.name}(keep_failures={self.keep_failures})"
+
+    @property
+    def decides_early(self) -> bool:
+        """Whether :meth:`decided` may end a call that runs the whole budget early."""
+        return False
+
+    def decided(self, attempts: Sequence[Attempt], open_subsamples: Sequence[int]) -> bool:
+        """Whether the pick over ``attempts`` is settled although the subsamples
+        ``open_subsamples`` (running or not started) may still answer: the call then ends."""
+        return False
 
     def repair(self, prompt: list[Message], failures: Sequence[Attempt]) -> list[Message]:
         """The messages for a subsample's next attempt."""
@@ -155,11 +166,18 @@ def normalize_answer(text: str) -> str:
 
 
 class MajorityVote(Strategy):
-    """Run the whole budget and pick the most common answer (self-consistency).
+    """Pick the most common answer (self-consistency); with ``consensus``, stop once it is
+    settled.
 
     Answers are compared after ``normalize`` (default: :func:`normalize_answer`). The vote
     is over passing attempts when there are any, else over all completed attempts; a tie
     goes to the answer seen first in (subsample_index, attempt) order.
+
+    ``consensus=None`` (the default) runs the whole budget. ``consensus=1.0`` ends the call
+    as soon as no answer of the subsamples still running or not started can change the
+    pick; a value in (0, 1) ends it once the posterior probability that the leader stays
+    the pick reaches it (:mod:`sampling_core.voting` states the model). Running subsamples
+    are then cancelled and the others never start.
     """
 
     runs_whole_budget: ClassVar[bool] = True
@@ -168,10 +186,52 @@ class MajorityVote(Strategy):
         self,
         normalize: Callable[[str], str] = normalize_answer,
         *,
+        consensus: float | None = None,
         keep_failures: int = 3,
     ) -> None:
         super().__init__(keep_failures=keep_failures)
+        if consensus is not None and (
+            isinstance(consensus, bool)
+            or not isinstance(consensus, int | float)
+            or not 0.0 < consensus <= 1.0
+        ):
+            raise ValueError(
+                f"MajorityVote(consensus=...) must be None or a number in (0, 1], not {consensus!r}"
+            )
         self.normalize = normalize
+        self.consensus = None if consensus is None else float(consensus)
+
+    def __repr__(self) -> str:
+        return f"{self.name}(consensus={self.consensus}, keep_failures={self.keep_failures})"
+
+    @property
+    def decides_early(self) -> bool:
+        """Whether the vote may end the call before the whole budget is spent."""
+        return self.consensus is not None
+
+    def decided(self, attempts: Sequence[Attempt], open_subsamples: Sequence[int]) -> bool:
+        """Whether the vote over ``attempts`` is settled while the subsamples
+        ``open_subsamples`` may still vote once each (see :mod:`sampling_core.voting`)."""
+        if self.consensus is None:
+            return False
+        passing = [a for a in attempts if a.passed]
+        if not passing:
+            return False  # a first pass would replace the whole pool
+        votes = standing([(self.normalize(a.text), a.subsample_index) for a in passing])
+        if settled(votes, open_subsamples):
+            return True
+        if self.consensus >= 1.0:
+            return False
+        leader = votes.leader()
+        ranked = sorted(votes.order, key=lambda a: (-votes.counts[a], votes.first[a]))
+        lead = int(votes.counts[leader])
+        rival = ranked[1] if len(ranked) > 1 else None
+        runner_up = int(votes.counts[rival]) if rival is not None else 0
+        rival_first = votes.first[rival] if rival is not None else len(attempts) + 1
+        earliest = min(rival_first, *open_subsamples)
+        wins_tie = votes.first[leader] < earliest
+        chance = leader_stays(lead, runner_up, len(open_subsamples), wins_tie)
+        return chance >= self.consensus
 
     def pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
         """The first attempt whose normalised answer is the most common."""

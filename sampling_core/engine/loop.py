@@ -176,6 +176,8 @@ class SamplingCall:
         s = self.s
         count = s.concurrency_budget
         self.tally.current_attempt = [0] * count
+        if self.tally.votes_early:
+            self.tally.ended = [False] * count
         if count == 1:
             # One subsample has no sibling to cancel or to be cancelled by: it runs in the
             # caller's task (and restores the caller's context variables when it ends).
@@ -222,6 +224,10 @@ class SamplingCall:
                 else:
                     enter_next_attempt(info)
                 attempt = await self._attempt(info, messages)
+                if tally.votes_early and (
+                    attempt is None or attempt.passed or number == s.loop_budget
+                ):  # its last answer is in: the vote may be settled (before any launch)
+                    tally.subsample_ended(index)
                 if launcher is not None and not tally.over:  # failed, or ends the subsample
                     launcher.attempt_ended()
                 if overdue():  # a schedule point: see sampling_core.engine.suspension
@@ -240,6 +246,8 @@ class SamplingCall:
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
             self.tally.fail(exc)
         finally:
+            if tally.votes_early:  # a vote with a consensus may be settled now
+                tally.subsample_ended(index)
             if entered:  # run inline: the caller's values come back
                 leave_subsample(entered)
 
