@@ -41,6 +41,7 @@ from hook_specs.records import (
     Generation,
     IterationInfo,
     Message,
+    TokenLogprob,
     Usage,
     ValidationResult,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "SamplingRepairPayload",
     "StopReason",
     "StopSampling",
+    "TokenLogprob",
     "Usage",
     "ValidationResult",
     "background",

@@ -22,6 +22,7 @@ from hook_specs.records import (
     CachedGeneration,
     Generation,
     Message,
+    TokenLogprob,
     Usage,
     ValidationResult,
 )
@@ -394,6 +395,11 @@ class GenerationChunkPayload(AttemptPayload, ObserveOnlyPayload):
     text: str = Field(description="All the text so far (every `delta` up to this one, joined).")
     index: int = Field(description="0-based number of this chunk within its backend call.")
     retry: int = Field(default=0, description=_RETRY_DOC)
+    logprobs: tuple[TokenLogprob, ...] = Field(
+        default=(),
+        description="The log-probabilities of this chunk's tokens, when the request asked "
+        "for them (options `logprobs: true`, `top_logprobs: N`) and the backend gave them.",
+    )
 
 
 class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):

@@ -95,12 +95,25 @@ STOPPED_EARLY = "stopped_early"
 failed a requirement's prefix check (early stop)."""
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token: its text, its log-probability, and the most likely tokens at
+    its place with theirs (``top``: ``(token, logprob)`` pairs, most likely first; empty
+    unless ``top_logprobs`` was asked for)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
 @dataclass(slots=True)
 class Generation:
     """What a backend returned for one request.
 
     ``cached`` is true for a :class:`CachedGeneration`: the response cache answered
-    instead of the backend.
+    instead of the backend. ``logprobs`` holds the generated tokens' log-probabilities
+    when the request asked for them (options ``logprobs: true``, ``top_logprobs: N``) and
+    the backend gave them; else ``None``.
     """
 
     text: str
@@ -109,6 +122,7 @@ class Generation:
     model: str | None = None
     latency_s: float = 0.0
     raw: Any = field(default=None, repr=False)
+    logprobs: tuple[TokenLogprob, ...] | None = field(default=None, repr=False)
     cached: ClassVar[bool] = False
 
 

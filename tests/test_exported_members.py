@@ -60,8 +60,8 @@ EXPECTED: dict[str, list[str]] = {
         "RunEndPayload", "RunPayload", "RunStartPayload", "SamplingIterationPayload",
         "SamplingValidatePayload",
         "SamplingLoopEndPayload", "SamplingLoopStartPayload", "SamplingRepairPayload",
-        "StopReason", "StopSampling", "Usage", "ValidationResult", "background", "hookimpl",
-        "hookspec", "may_write", "specs",
+        "StopReason", "StopSampling", "TokenLogprob", "Usage", "ValidationResult", "background",
+        "hookimpl", "hookspec", "may_write", "specs",
     ],
     "builtin_plugins": [
         "budget_guard", "kinds", "llm_bridge", "mlflow_export", "ordering", "progress",

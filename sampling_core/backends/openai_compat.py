@@ -37,6 +37,7 @@ import httpx
 from hook_specs.records import Generation, Message, Usage
 from sampling_core.backends.base import Chunk, GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
+from sampling_core.backends.logprobs import completions_options, logprobs_of
 from sampling_core.backends.sse import DONE, StreamedReply, usage_of
 from sampling_core.backends.transport import TransientBackendError
 from sampling_core.errors import SamplehooksError, exception_text
@@ -267,6 +268,8 @@ class OpenAIBackend:
         for key, value in {**self.default_options, **request.options}.items():
             if value is not None and key not in _NOT_SENT:
                 body[key] = value
+        if self.mode == "completions":
+            completions_options(body)
         schema = request.json_schema
         if schema is not None and "response_format" not in body:
             name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "answer"))[:64]
@@ -325,7 +328,7 @@ class OpenAIBackend:
                         whole = self._generation(response, time.perf_counter() - began)
                         self.limits.on_success()
                         if whole.text:
-                            yield Chunk(whole.text, whole.usage)
+                            yield Chunk(whole.text, whole.usage, whole.logprobs or ())
                         yield whole
                         return
                     async for line in response.aiter_lines():
@@ -335,7 +338,7 @@ class OpenAIBackend:
                             break
                         if piece:
                             pieces.append(piece)
-                            yield Chunk(piece, reply.usage_so_far())
+                            yield Chunk(piece, reply.usage_so_far(), reply.new_logprobs())
                         elif reply.timings != timings:  # the server's count moved (the prompt)
                             yield Chunk("", reply.usage_so_far())
             except httpx.TransportError as exc:  # timeouts included
@@ -350,6 +353,7 @@ class OpenAIBackend:
             finish_reason=reply.finish_reason,
             model=model,
             latency_s=latency,
+            logprobs=None if reply.logprobs is None else tuple(reply.logprobs),
         )
 
     def _raise_for(self, response: httpx.Response, epoch: int) -> None:
@@ -405,6 +409,7 @@ class OpenAIBackend:
             model=data.get("model") or self.model,
             latency_s=latency,
             raw=data,
+            logprobs=logprobs_of(choice),
         )
 
 

@@ -13,8 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from hook_specs.records import UNKNOWN_USAGE, Usage
+from hook_specs.records import UNKNOWN_USAGE, TokenLogprob, Usage
 from sampling_core.backends.base import content_text
+from sampling_core.backends.logprobs import logprobs_of
 
 __all__ = ["DONE", "StreamedReply", "token_count", "usage_of"]
 
@@ -25,13 +26,15 @@ DONE: Any = object()
 class StreamedReply:
     """What the events of one streamed reply said so far: model, finish reason, usage."""
 
-    __slots__ = ("finish_reason", "model", "timings", "usage")
+    __slots__ = ("_logprobs_sent", "finish_reason", "logprobs", "model", "timings", "usage")
 
     def __init__(self) -> None:
         self.model: str | None = None
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.timings: tuple[int, int] | None = None  # llama.cpp's (input, output) so far
+        self.logprobs: list[TokenLogprob] | None = None  # every token's, once one came
+        self._logprobs_sent = 0
 
     def read(self, line: str, mode: str) -> Any:
         """The text an event line brings (``""`` for none), or :data:`DONE` at the end."""
@@ -64,10 +67,26 @@ class StreamedReply:
         choice = choices[0]
         if choice.get("finish_reason"):
             self.finish_reason = str(choice["finish_reason"])
+        self._add_logprobs(logprobs_of(choice))
         if mode == "chat":
             delta = choice.get("delta")
             return content_text(delta.get("content")) if isinstance(delta, Mapping) else ""
         return content_text(choice.get("text"))
+
+    def _add_logprobs(self, found: tuple[TokenLogprob, ...] | None) -> None:
+        if found:
+            if self.logprobs is None:
+                self.logprobs = []
+            self.logprobs.extend(found)
+
+    def new_logprobs(self) -> tuple[TokenLogprob, ...]:
+        """The tokens' log-probabilities that arrived since the last call (a chunk's)."""
+        given = self.logprobs
+        if given is None or self._logprobs_sent == len(given):
+            return ()
+        new = tuple(given[self._logprobs_sent :])
+        self._logprobs_sent = len(given)
+        return new
 
     def usage_so_far(self) -> Usage | None:
         """The tokens of the call so far, when the server says (llama.cpp's timings)."""

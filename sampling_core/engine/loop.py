@@ -59,6 +59,7 @@ from sampling_core.engine.streaming import (
     Failed,
     Flight,
     Prefixes,
+    prefix_checks,
     read_stream,
     read_stream_within,
     unmet_early,
@@ -108,12 +109,13 @@ class SamplingCall:
         # A CheckContext is built only when a check asks for one; the backend streams when
         # someone needs the pieces (prefix checks, generation_chunk), and it can.
         self.wants_context = False  # a check takes a CheckContext
-        prefixes: Prefixes = ()  # the requirements with a prefix check (early stop on)
-        for position, requirement in enumerate(settings.requirements):
+        for requirement in settings.requirements:
             if requirement.wants_context:
                 self.wants_context = True
-            if requirement.prefix is not None and settings.tokens.early_stop:
-                prefixes += ((position, requirement),)
+        # the requirements with a prefix check (early stop on)
+        prefixes: Prefixes = (
+            prefix_checks(settings.requirements) if settings.tokens.early_stop else ()
+        )
         self.prefixes = prefixes
         self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
         self.launcher: Launcher | None = None  # a launch policy other than "all"
@@ -264,7 +266,12 @@ class SamplingCall:
         context = None
         if self.wants_context:  # what the model was asked, as plugins left it
             context = CheckContext(
-                sent.messages, self.s.row, info, sent.options, partial(self._judge_call, info)
+                sent.messages,
+                self.s.row,
+                info,
+                sent.options,
+                partial(self._judge_call, info),
+                generation,
             )
         try:
             validations = validate_all(
@@ -401,8 +408,10 @@ class SamplingCall:
         on_chunk = None
         if self.hooks.firing.generation_chunk:
 
-            async def on_chunk(flight: Flight, delta: str) -> None:
-                pending = self.hooks.chunk(info, delta, flight.text, flight.chunks - 1, retry)
+            async def on_chunk(flight: Flight, delta: str, logprobs: tuple[Any, ...]) -> None:
+                pending = self.hooks.chunk(
+                    info, delta, flight.text, flight.chunks - 1, retry, logprobs
+                )
                 if pending is not None:
                     await pending
 

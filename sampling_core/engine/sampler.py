@@ -37,6 +37,7 @@ from sampling_core.requirements.checks import (
     Check,
     Requirement,
     as_requirements,
+    asked_options,
 )
 from sampling_core.requirements.formats import format_requirement
 from sampling_core.strategies import RejectionSampling, Strategy
@@ -275,7 +276,7 @@ class Sampler:
                 concurrency_budget=concurrency_budget,
                 selection=selection,
                 seed=seed,
-                options=dict(options or {}),
+                options=asked_options(checks, options or {}),
                 format=format,
                 retry=self.retry,
                 attempt_timeout=self.attempt_timeout,

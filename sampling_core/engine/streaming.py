@@ -4,9 +4,12 @@ The loop streams an attempt's generation when someone needs the pieces (a plugin
 implementing ``generation_chunk``, or a requirement with a prefix check while early stop is
 on) and the backend can (:func:`~sampling_core.backends.base.can_stream`). Then
 :func:`read_stream` reads the backend's ``stream(request)`` into a :class:`Flight`: each
-chunk's text is added, handed to ``on_chunk`` (the ``generation_chunk`` hook) and judged by
-the prefix checks; at the first one that fails, the stream is closed (so the server stops
-decoding) and the text so far is the generation, ``finish_reason="stopped_early"``.
+chunk's text is added, handed to ``on_chunk`` (the ``generation_chunk`` hook) and to the
+prefix checks' readers (:mod:`sampling_core.requirements.prefix`: one per requirement and
+generation, fed the new text only); at the first one that fails, the stream is closed (so
+the server stops decoding) and the text so far is the generation,
+``finish_reason="stopped_early"``. A generation that runs to its end is shown to each
+reader (:meth:`~sampling_core.requirements.prefix.PrefixReader.finished`).
 
 A flight still open when the call ends was cancelled: :meth:`Flight.spent` is what it
 spent, counted from what arrived.
@@ -21,24 +24,53 @@ from typing import Any
 import anyio
 
 from hook_specs.errors import StopSampling
-from hook_specs.records import STOPPED_EARLY, Generation, IterationInfo, Usage, ValidationResult
+from hook_specs.records import (
+    STOPPED_EARLY,
+    Generation,
+    IterationInfo,
+    TokenLogprob,
+    Usage,
+    ValidationResult,
+)
 from sampling_core.backends.base import AttemptTimeout, BadReply, Chunk, GenerationRequest
 from sampling_core.errors import exception_text
 from sampling_core.requirements.checks import Requirement
+from sampling_core.requirements.prefix import PrefixReader, ReaderFactory, WholeText
 
-__all__ = ["Flight", "Prefixes", "read_stream", "unmet_early"]
+__all__ = ["Flight", "Prefixes", "prefix_checks", "read_stream", "unmet_early"]
 
-Prefixes = tuple[tuple[int, Requirement], ...]
-"""The requirements with a prefix check, with their position in the call's requirements."""
+Prefixes = tuple[tuple[int, ReaderFactory, dict[str, Any]], ...]
+"""The requirements with a prefix check: their position in the call's requirements, the
+factory of their readers, and the notes the call keeps for them."""
 
 Failed = tuple[tuple[int, str | None], ...]
 """Requirements whose prefix failed: position, and a reason when the prefix raised."""
 
 
+def prefix_checks(requirements: Sequence[Requirement]) -> Prefixes:
+    """The prefix checks of a call's requirements (a plain ``prefix`` function is given the
+    whole text so far; a ``reader`` the new text only), with fresh notes."""
+    found: list[tuple[int, ReaderFactory, dict[str, Any]]] = []
+    for position, requirement in enumerate(requirements):
+        factory = requirement.reader
+        if factory is None and requirement.prefix is not None:
+            factory = _whole_text(requirement.prefix)
+        if factory is not None:
+            found.append((position, factory, {}))
+    return tuple(found)
+
+
+def _whole_text(prefix: Callable[[str], Any]) -> ReaderFactory:
+    def factory(notes: dict[str, Any]) -> PrefixReader:
+        return WholeText(prefix)
+
+    return factory
+
+
 class Flight:
     """A streamed backend call while it runs: the text and the tokens that arrived."""
 
-    __slots__ = ("chunks", "info", "parts", "text", "usage")
+    __slots__ = ("chunks", "info", "logprobs", "parts", "text", "usage")
 
     def __init__(self, info: IterationInfo) -> None:
         self.info = info
@@ -46,6 +78,7 @@ class Flight:
         self.text = ""
         self.chunks = 0
         self.usage: Usage | None = None  # the server's count so far, when it gives one
+        self.logprobs: list[TokenLogprob] | None = None  # once a chunk brought some
 
     def add(self, chunk: Chunk) -> str:
         """Take one chunk in; its text (``""``: a chunk that only reports the usage)."""
@@ -54,6 +87,10 @@ class Flight:
             raise BadReply(f"backend streamed a chunk whose text is {type(delta).__name__}")
         if chunk.usage is not None:
             self.usage = chunk.usage
+        if chunk.logprobs:
+            if self.logprobs is None:
+                self.logprobs = []
+            self.logprobs.extend(chunk.logprobs)
         if delta:
             self.parts.append(delta)
             self.text += delta
@@ -74,7 +111,7 @@ async def read_stream(
     request: GenerationRequest,
     flight: Flight,
     prefixes: Prefixes,
-    on_chunk: Callable[[Flight, str], Awaitable[None]] | None,
+    on_chunk: Callable[[Flight, str, tuple[TokenLogprob, ...]], Awaitable[None]] | None,
     free: bool,
 ) -> tuple[Generation, Failed]:
     """Read ``backend.stream(request)`` into ``flight``; the generation and the prefix
@@ -82,9 +119,12 @@ async def read_stream(
 
     Closing the stream early (a failed prefix) or on a cancellation closes the request.
     """
+    readers = [(position, factory(notes)) for position, factory, notes in prefixes]
     async with aclosing(backend.stream(request)) as pieces:
         async for item in pieces:
             if isinstance(item, Generation):
+                for _, reader in readers:
+                    reader.finished(item)
                 return item, ()
             if not isinstance(item, Chunk):
                 raise BadReply(
@@ -95,12 +135,16 @@ async def read_stream(
             if not delta:
                 continue
             if on_chunk is not None:
-                await on_chunk(flight, delta)
-            if prefixes:
-                failed = failing_prefixes(prefixes, flight.text)
+                await on_chunk(flight, delta, item.logprobs)
+            if readers:
+                failed = failing_readers(readers, delta, item.logprobs)
                 if failed:
+                    logprobs = flight.logprobs
                     generation = Generation(
-                        flight.text, flight.spent(free), finish_reason=STOPPED_EARLY
+                        flight.text,
+                        flight.spent(free),
+                        finish_reason=STOPPED_EARLY,
+                        logprobs=None if logprobs is None else tuple(logprobs),
                     )
                     return generation, failed
     raise BadReply("backend's stream() ended without a Generation (it must yield one last)")
@@ -115,13 +159,16 @@ async def read_stream_within(timeout: float, *args: Any) -> tuple[Generation, Fa
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def failing_prefixes(prefixes: Prefixes, text: str) -> Failed:
-    """The prefix checks that fail ``text``. One that raises (or answers anything but a
-    bool) fails, with the reason, as a check that raises does; ``StopSampling`` propagates."""
+def failing_readers(
+    readers: Sequence[tuple[int, PrefixReader]], delta: str, logprobs: tuple[TokenLogprob, ...]
+) -> Failed:
+    """The prefix checks that fail once ``delta`` is read. One that raises (or answers
+    anything but a bool) fails, with the reason, as a check that raises does;
+    ``StopSampling`` propagates."""
     failed: list[tuple[int, str | None]] = []
-    for position, requirement in prefixes:
+    for position, reader in readers:
         try:
-            verdict = requirement.prefix(text)  # type: ignore[misc]
+            verdict = reader.feed(delta, logprobs)
         except StopSampling:
             raise
         except Exception as exc:

@@ -23,6 +23,7 @@ from hook_specs.records import (
     Generation,
     IterationInfo,
     Message,
+    TokenLogprob,
     ValidationResult,
     count_passed,
     failure_reasons,
@@ -134,7 +135,13 @@ class CallHooks(HookChannel):
         return self._fire(route, fields)
 
     def chunk(
-        self, info: IterationInfo, delta: str, text: str, index: int, retry: int
+        self,
+        info: IterationInfo,
+        delta: str,
+        text: str,
+        index: int,
+        retry: int,
+        logprobs: tuple[TokenLogprob, ...] = (),
     ) -> Awaitable[object] | None:
         """Fire ``generation_chunk`` for one piece of a streamed generation."""
         fields = {
@@ -149,6 +156,7 @@ class CallHooks(HookChannel):
             "text": text,
             "index": index,
             "retry": retry,
+            "logprobs": logprobs,
         }
         route = self._routes.generation_chunk
         if route.direct:
