@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -27,6 +27,7 @@ from sampling_core.requirements.checks import (
     min_words,
     not_contains,
 )
+from sampling_core.requirements.confidence import min_confidence
 from sampling_core.requirements.fields import contains_field, equals_field
 from sampling_core.strategies import (
     BestOfN,
@@ -56,6 +57,20 @@ def _counted(build: Callable[[int], Requirement]) -> Callable[[Count], Requireme
     return factory
 
 
+def _min_confidence(
+    threshold: float | Literal["calibrated"],
+    *,
+    window: Count = 16,
+    warmup: Count = 4,
+    keep: Annotated[float, Field(gt=0, le=1)] = 0.9,
+    top_k: Count = 5,
+) -> Requirement:
+    """Token confidence (DeepConf's) never below ``threshold``, a number or ``calibrated``
+    (per call, from its first ``warmup`` whole generations, keeping ``keep`` of them)."""
+    fixed = None if threshold == "calibrated" else float(threshold)
+    return min_confidence(fixed, window=window, warmup=warmup, keep=keep, top_k=top_k)
+
+
 def _matches(pattern: str) -> Requirement:
     """The answer contains a match of the regular expression (RE2: linear time)."""
     return matches(pattern)  # a bad pattern: ValueError "not a valid regular expression ..."
@@ -64,7 +79,7 @@ def _matches(pattern: str) -> Requirement:
 @hookimpl
 def register_requirements(register: Callable[..., None]) -> None:
     """matches, contains, not_contains, max_words, min_words, max_chars, is_json,
-    equals_field, contains_field."""
+    equals_field, contains_field, min_confidence."""
     register("matches", _matches)
     register("contains", contains)
     register("not_contains", not_contains)
@@ -73,6 +88,7 @@ def register_requirements(register: Callable[..., None]) -> None:
     register("max_chars", _counted(max_chars))
     register("is_json", is_json)
     register("equals_field", equals_field)
+    register("min_confidence", _min_confidence)
     register("contains_field", contains_field)
 
 
