@@ -217,6 +217,9 @@ class Attempt:
     validations: tuple[ValidationResult, ...]
     passed: bool
     messages: list[Message] = field(repr=False, default_factory=list)
+    scored: float | None = None
+    """The strategy's scorer's score (``BestOfN(scorer=...)``, ``MajorityVote(weight=...)``),
+    when it has one; then it is also :attr:`score`."""
 
     @property
     def stopped_early(self) -> bool:
@@ -247,11 +250,14 @@ class Attempt:
 
     @property
     def score(self) -> float:
-        """A rank for picking among attempts: the mean of the checks' scores.
+        """A rank for picking among attempts: the strategy's scorer's score when it has one
+        (:attr:`scored`), else the mean of the checks' scores.
 
         A check without a score counts 1.0 when it passed and 0.0 when it failed; with no
         requirement at all the score is 1.0.
         """
+        if self.scored is not None:
+            return self.scored
         if not self.validations:
             return 1.0
         total = 0.0

@@ -55,15 +55,17 @@ __all__ = [
     "collect_kinds",
     "default_kinds",
     "requirement",
+    "scorer",
     "strategy",
 ]
 
-Area = Literal["requirement", "backend", "strategy"]
-AREAS: tuple[Area, ...] = ("requirement", "backend", "strategy")
+Area = Literal["requirement", "backend", "strategy", "scorer"]
+AREAS: tuple[Area, ...] = ("requirement", "backend", "strategy", "scorer")
 _HOOKS: dict[Area, str] = {
     "requirement": "register_requirements",
     "backend": "register_backends",
     "strategy": "register_strategies",
+    "scorer": "register_scorers",
 }
 _NO_VALUE: Any = object()
 
@@ -277,7 +279,7 @@ class KindRegistry:
         raise KindError(
             f"unknown {area} kind {name!r} ({hint}known: {', '.join(known) or 'none'}; "
             "an installed plugin can add more)",
-            {"requirement": name, "backend": "kind", "strategy": "name"}[area],
+            {"requirement": name, "backend": "kind", "strategy": "name", "scorer": "kind"}[area],
         )
 
     def requirement(self, kind: str, value: Any = _NO_VALUE, **options: Any) -> Requirement:
@@ -297,6 +299,23 @@ class KindRegistry:
         if not isinstance(built, Strategy):
             raise KindError(f"strategy {name!r}: the factory returned {built!r}, not a Strategy")
         return built
+
+    def scorer(self, kind: str, **options: Any) -> Any:
+        """Build the scorer ``kind`` with options (a callable of the text, or of the text
+        and a ``CheckContext``, returning a number)."""
+        built = self.get("scorer", kind).build(options=options)
+        if not callable(built):
+            raise KindError(f"scorer {kind!r}: the factory returned {built!r}, not a callable")
+        return built
+
+    def scorer_spec(self, spec: Any) -> Any:
+        """A scorer from a config: ``KIND`` or ``{"kind": KIND, ...options}``."""
+        if isinstance(spec, str):
+            return self.scorer(spec)
+        if isinstance(spec, Mapping) and isinstance(spec.get("kind"), str):
+            options = {k: v for k, v in spec.items() if k != "kind"}
+            return self.scorer(spec["kind"], **options)
+        raise KindError(f"a scorer is KIND or {{kind: KIND, ...options}}, not {spec!r}", "scorer")
 
 
 def collect_kinds(
@@ -357,3 +376,8 @@ def backend(kind: str, **options: Any) -> Any:
 def strategy(name: str, **options: Any) -> Any:
     """The strategy ``name`` of the installed plugins: ``strategy("repair")``."""
     return default_kinds().strategy(name, **options)
+
+
+def scorer(kind: str, **options: Any) -> Any:
+    """The scorer ``kind`` of the installed plugins: ``scorer("mean_confidence")``."""
+    return default_kinds().scorer(kind, **options)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from hook_specs.records import Attempt, Message
 from sampling_core.voting import leader_stays, settled, standing
@@ -21,6 +21,7 @@ from sampling_core.voting import leader_stays, settled, standing
 __all__ = [
     "BestOfN",
     "MajorityVote",
+    "NORMALIZERS",
     "MultiTurn",
     "RejectionSampling",
     "RepairTemplate",
@@ -33,6 +34,9 @@ class Strategy:
     """Base class: retries the prompt unchanged and picks the best-scoring attempt."""
 
     runs_whole_budget: ClassVar[bool] = False
+    scorer: Callable[..., Any] | None = None
+    """A scorer (``scorer(text)`` or ``scorer(text, context)`` returning a number): when
+    set, the engine scores every completed attempt (``Attempt.scored``)."""
 
     def __init__(self, *, keep_failures: int = 3) -> None:
         if (
@@ -155,9 +159,19 @@ class MultiTurn(Strategy):
 
 
 class BestOfN(Strategy):
-    """Run the whole budget and pick the best-scoring attempt (passing ones first)."""
+    """Run the whole budget and pick the best-scoring attempt (passing ones first).
+
+    The score is ``scorer``'s when given (see :mod:`sampling_core.requirements.scorers`:
+    mean token confidence, an LLM judge, a Python function), else the checks' mean.
+    """
 
     runs_whole_budget: ClassVar[bool] = True
+
+    def __init__(self, scorer: Callable[..., Any] | None = None, *, keep_failures: int = 3) -> None:
+        super().__init__(keep_failures=keep_failures)
+        if scorer is not None and not callable(scorer):
+            raise TypeError(f"BestOfN(scorer=...) must be callable, not {scorer!r}")
+        self.scorer = scorer
 
 
 def normalize_answer(text: str) -> str:
@@ -165,11 +179,33 @@ def normalize_answer(text: str) -> str:
     return re.sub(r"\s+", " ", text.strip().lower()).rstrip(".!? ")
 
 
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def last_number(text: str) -> str:
+    """The last number in the text (``"The answer is 12."`` -> ``"12"``), else the text as
+    :func:`normalize_answer` gives it."""
+    found = _NUMBER.findall(text.replace(",", ""))
+    return found[-1] if found else normalize_answer(text)
+
+
+NORMALIZERS: dict[str, Callable[[str], str]] = {
+    "text": normalize_answer,
+    "last_number": last_number,
+}
+"""How a vote compares answers, by the names configs use (``normalize: last_number``)."""
+
+
 class MajorityVote(Strategy):
     """Pick the most common answer (self-consistency); with ``consensus``, stop once it is
     settled.
 
-    Answers are compared after ``normalize`` (default: :func:`normalize_answer`). The vote
+    ``weight`` (a scorer, e.g. mean token confidence) makes each answer count its score
+    instead of 1 (DeepConf's confidence-weighted vote); it cannot be combined with
+    ``consensus``.
+
+    Answers are compared after ``normalize`` (default: :func:`normalize_answer`; a name of
+    :data:`NORMALIZERS` is accepted, e.g. ``"last_number"``). The vote
     is over passing attempts when there are any, else over all completed attempts; a tie
     goes to the answer seen first in (subsample_index, attempt) order.
 
@@ -184,12 +220,21 @@ class MajorityVote(Strategy):
 
     def __init__(
         self,
-        normalize: Callable[[str], str] = normalize_answer,
+        normalize: Callable[[str], str] | str = normalize_answer,
         *,
         consensus: float | None = None,
+        weight: Callable[..., Any] | None = None,
         keep_failures: int = 3,
     ) -> None:
         super().__init__(keep_failures=keep_failures)
+        if weight is not None and not callable(weight):
+            raise TypeError(f"MajorityVote(weight=...) must be a scorer (callable), not {weight!r}")
+        if weight is not None and consensus is not None:
+            raise ValueError(
+                "MajorityVote: consensus counts votes, so it cannot be combined with weight "
+                "(a weighted vote runs the whole budget); choose one"
+            )
+        self.scorer = weight
         if consensus is not None and (
             isinstance(consensus, bool)
             or not isinstance(consensus, int | float)
@@ -198,11 +243,21 @@ class MajorityVote(Strategy):
             raise ValueError(
                 f"MajorityVote(consensus=...) must be None or a number in (0, 1], not {consensus!r}"
             )
+        if isinstance(normalize, str):
+            if normalize not in NORMALIZERS:
+                raise ValueError(
+                    f"MajorityVote(normalize=...): {normalize!r} is not one of "
+                    f"{', '.join(map(repr, NORMALIZERS))} (or give a function)"
+                )
+            normalize = NORMALIZERS[normalize]
         self.normalize = normalize
         self.consensus = None if consensus is None else float(consensus)
 
     def __repr__(self) -> str:
-        return f"{self.name}(consensus={self.consensus}, keep_failures={self.keep_failures})"
+        return (
+            f"{self.name}(consensus={self.consensus}, weighted={self.scorer is not None}, "
+            f"keep_failures={self.keep_failures})"
+        )
 
     @property
     def decides_early(self) -> bool:
@@ -234,12 +289,19 @@ class MajorityVote(Strategy):
         return chance >= self.consensus
 
     def pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
-        """The first attempt whose normalised answer is the most common."""
+        """The first attempt whose normalised answer is the most common (with ``weight``:
+        whose answers' scores add up to the most)."""
         pool = [a for a in attempts if a.passed] or list(attempts)
         if not pool:
             return None
         keys = [self.normalize(a.text) for a in pool]
-        counts = Counter(keys)
+        counts: Counter[str] | dict[str, float]
+        if self.scorer is None:
+            counts = Counter(keys)
+        else:
+            counts = {}
+            for attempt, key in zip(pool, keys, strict=True):
+                counts[key] = counts.get(key, 0.0) + (attempt.scored or 0.0)
         best = max(counts.values())
         for attempt, key in zip(pool, keys, strict=True):
             if counts[key] == best:

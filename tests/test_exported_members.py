@@ -77,7 +77,9 @@ EXPECTED: dict[str, list[str]] = {
     "builtin_plugins.recorder": ["DEFAULT_PATH", "EventFileError", "RecorderPlugin", "read_events"],
     "builtin_plugins.otel": ["CANCELLED", "EVALUATION_EVENT", "OtelPlugin"],
     "builtin_plugins.mlflow_export": ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"],
-    "builtin_plugins.kinds": ["register_backends", "register_requirements", "register_strategies"],
+    "builtin_plugins.kinds": [
+        "register_backends", "register_requirements", "register_scorers", "register_strategies",
+    ],
     "builtin_plugins.llm_bridge": ["LLMBackend", "register_backends"],
 }  # fmt: skip
 

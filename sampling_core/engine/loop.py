@@ -72,6 +72,7 @@ from sampling_core.hooks.call_hooks import CallHooks
 from sampling_core.hooks.faults import describe
 from sampling_core.requirements.checks import validate_all
 from sampling_core.requirements.context import CheckContext
+from sampling_core.requirements.scorers import score_of
 
 logger = structlog.get_logger("samplehooks")
 
@@ -92,6 +93,7 @@ class SamplingCall:
         "launcher",
         "prefixes",
         "s",
+        "scorer",
         "stopped_by",
         "streams",
         "tally",
@@ -117,6 +119,9 @@ class SamplingCall:
             prefix_checks(settings.requirements) if settings.tokens.early_stop else ()
         )
         self.prefixes = prefixes
+        self.scorer = settings.strategy.scorer  # scores every attempt (BestOfN, a weighted vote)
+        if self.scorer is not None:
+            self.wants_context = True
         self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
         self.launcher: Launcher | None = None  # a launch policy other than "all"
         self.streams = bool(
@@ -289,8 +294,12 @@ class SamplingCall:
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             judged = self.hooks.validate(info, sent.messages, generation, validations)
             validations = judged if isinstance(judged, tuple) else await judged
+        scored = None
+        if self.scorer is not None:
+            assert context is not None
+            scored = await score_of(self.scorer, generation.text, context)
         tally.in_flight -= 1
-        attempt = tally.record(info, messages, generation, validations)
+        attempt = tally.record(info, messages, generation, validations, scored)
         if self.hooks.firing.sampling_iteration:
             pending = self.hooks.iteration(info, attempt, self._shield)
             if pending is not None:

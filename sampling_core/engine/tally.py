@@ -144,8 +144,9 @@ class Tally:
         messages: list[Message],
         generation: Generation,
         validations: tuple[ValidationResult, ...],
+        scored: float | None = None,
     ) -> Attempt:
-        """Number, keep and judge a validated attempt."""
+        """Number, keep and judge a validated attempt (``scored``: the strategy's scorer's)."""
         self.sequence += 1
         attempt = Attempt(
             info.subsample_index,
@@ -157,6 +158,7 @@ class Tally:
             validations,
             count_passed(validations) == len(validations),
             messages,
+            scored,
         )
         self.attempts.append(attempt)
         if attempt.passed and self.judges_passes:

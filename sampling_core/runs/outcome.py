@@ -6,7 +6,7 @@ whole text, and the messages it sent when they were not the prompt's (a repaired
 attempt's). The record writer moves the whole texts and the messages to ``texts.jsonl``
 and leaves a preview in the record (:mod:`sampling_core.runs.kept_texts`). An attempt
 answered from the response cache says ``"cached": true``, one a prefix check cut short
-``"stopped_early": true``; one whose request asked for token log-probabilities (options
+``"stopped_early": true``; one a strategy's scorer scored keeps it in ``"score"``; one whose request asked for token log-probabilities (options
 ``logprobs``) keeps them in ``"logprobs"``. Attempts whose backend call failed are entries with
 ``"error"``. A token count is ``null`` when unknown (an attempt cancelled in flight that
 did not stream).
@@ -45,6 +45,8 @@ def attempt_entries(result: SamplingResult) -> list[dict[str, Any]]:
             entry["cached"] = True
         if a.stopped_early:
             entry["stopped_early"] = True
+        if a.scored is not None:  # the strategy's scorer's
+            entry["score"] = a.scored
         if a.generation.logprobs is not None:  # asked for (options logprobs)
             entry["logprobs"] = [
                 {"token": t.token, "logprob": t.logprob, "top": [list(p) for p in t.top]}
