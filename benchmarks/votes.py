@@ -6,7 +6,9 @@ questions, made by ``examples/data/make_vote.py``) at ``concurrency_budget`` 8, 
 one llama.cpp server with 8 slots:
 
 * ``majority``: the whole budget (what every peer does);
-* ``consensus``: ``MajorityVote(consensus=...)`` ends a prompt once its pick is settled;
+* ``consensus``: ``MajorityVote(consensus=...)`` ends a prompt once its pick is settled,
+  its subsamples launched ``on_failure`` (the next one starts when one ends, while the
+  vote is open), so that a settled vote leaves the rest unstarted;
 * ``confidence``: ``min_confidence`` (calibrated per prompt) stops unsure answers;
 * ``consensus + confidence``: both.
 
@@ -60,15 +62,15 @@ def rows(limit: int | None = None) -> list[dict[str, str]]:
 
 
 def settings(
-    name: str, consensus: float, window: int, warmup: int, keep: float
-) -> tuple[MajorityVote, list[Requirement]]:
-    """The strategy and requirements of variant ``name``."""
+    name: str, consensus: float, window: int, warmup: int, keep: float, launch: str
+) -> tuple[MajorityVote, list[Requirement], str]:
+    """The strategy, requirements and launch policy of variant ``name``."""
     chosen = VARIANTS[name]
     strategy = MajorityVote("last_number", consensus=consensus if chosen["consensus"] else None)
     requirements = [matches(r"\d", description="holds a number")]
     if chosen["confidence"]:
         requirements.append(min_confidence(window=window, warmup=warmup, keep=keep))
-    return strategy, requirements
+    return strategy, requirements, launch if chosen["consensus"] else "all"
 
 
 def correct(text: str | None, answer: str) -> bool:
@@ -107,7 +109,7 @@ async def run_variant(
 
     async def one(index: int, line: dict[str, str]) -> None:
         nonlocal calls, not_started, cancelled, stopped
-        strategy, requirements = settings(name, **knobs)
+        strategy, requirements, launch = settings(name, **knobs)
         async with limiter:
             result = await sampler.sample(
                 line["prompt"],
@@ -116,6 +118,7 @@ async def run_variant(
                 concurrency_budget=CONCURRENCY_BUDGET,
                 seed=prompt_seed(SEED, line["id"]),
                 options=dict(OPTIONS),
+                launch=launch,
             )
         right[index] = correct(result.text, line["answer"])
         calls += result.iterations_used + result.cancelled
@@ -165,7 +168,10 @@ async def main(argv: list[str] | None = None) -> None:
     """Run the variants in turn on one server; print a JSON line each, then the table."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.votes")
     parser.add_argument("--limit", type=int, help="the first N prompts only")
-    parser.add_argument("--in-flight", type=int, default=4, help="prompts at once")
+    parser.add_argument("--in-flight", type=int, default=8, help="prompts at once")
+    parser.add_argument(
+        "--launch", default="on_failure", help="the consensus variants' launch policy"
+    )
     parser.add_argument("--consensus", type=float, default=0.9)
     parser.add_argument("--window", type=int, default=6, help="min_confidence's window")
     parser.add_argument("--warmup", type=int, default=2, help="min_confidence's warm-up")
@@ -180,6 +186,7 @@ async def main(argv: list[str] | None = None) -> None:
         "window": args.window,
         "warmup": args.warmup,
         "keep": args.keep,
+        "launch": args.launch,
     }
     lines = rows(args.limit)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)

@@ -127,7 +127,7 @@ async def test_a_plugin_registers_a_scorer_kind() -> None:
 def test_python_scorers_are_named_module_colon_function() -> None:
     scorer = default_kinds().scorer("python", function="test_scorers:length")
     assert scorer("abc") == 3.0
-    with pytest.raises(KindError, match="package.module:function"):
+    with pytest.raises(KindError, match=r"package\.module:function"):
         default_kinds().scorer("python", function="length")
 
 

@@ -210,7 +210,6 @@ class Tally:
             return
         if decided:
             self.over = True
-            logger.debug("sampling.vote_settled", sampling_id=self.sampling_id)
             if self.tasks is not None:
                 self.tasks.cancel_all()
 

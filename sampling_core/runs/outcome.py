@@ -6,10 +6,10 @@ whole text, and the messages it sent when they were not the prompt's (a repaired
 attempt's). The record writer moves the whole texts and the messages to ``texts.jsonl``
 and leaves a preview in the record (:mod:`sampling_core.runs.kept_texts`). An attempt
 answered from the response cache says ``"cached": true``, one a prefix check cut short
-``"stopped_early": true``; one a strategy's scorer scored keeps it in ``"score"``; one whose request asked for token log-probabilities (options
-``logprobs``) keeps them in ``"logprobs"``. Attempts whose backend call failed are entries with
-``"error"``. A token count is ``null`` when unknown (an attempt cancelled in flight that
-did not stream).
+``"stopped_early": true``; one a strategy's scorer scored keeps its ``"score"``, one whose
+request asked for token log-probabilities (options ``logprobs``) keeps them in
+``"logprobs"``. Attempts whose backend call failed are entries with ``"error"``. A token
+count is ``null`` when unknown (an attempt cancelled in flight that did not stream).
 Records written before these fields existed (no ``sampling_id``, no tokens per attempt)
 are still read: every reader takes each field as optional.
 """
