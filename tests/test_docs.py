@@ -36,6 +36,7 @@ EXECUTED_PAGES = [
     "writing-plugins.md",
     "writing-an-exporter.md",
     "spending-fewer-tokens.md",
+    "fewer-samples.md",
 ]
 
 
