@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from benchmarks.timing import Runner
-from hook_specs import hookimpl
+from hook_specs import CALL_HOOKS, HookName, hookimpl
 from hook_specs.records import Generation
 from sampling_core import Requirement, Sampler, SamplingResult
 from sampling_core.backends import GenerationRequest
@@ -118,59 +118,33 @@ def engine_runner(
 
 
 class TrivialPlugin:
-    """Implements every hook and does nothing: the cost of dispatch and payloads alone."""
+    """Implements every hook and does nothing: the cost of dispatch and payloads alone.
 
-    @hookimpl
-    def sampling_loop_start(self, payload: Any) -> None:
-        """Do nothing."""
+    Its implementations are made from the hook list (:func:`_trivial`): a plain one that
+    returns nothing on every hook fired with a payload, a sync wrapper (``return (yield)``)
+    on the call hooks. A new hook needs no edit here."""
 
-    @hookimpl
-    def sampling_validate(self, payload: Any) -> None:
-        """Do nothing."""
 
-    @hookimpl
-    def sampling_iteration(self, payload: Any) -> None:
-        """Do nothing."""
+def _trivial(hook: HookName) -> Any:
+    if hook in CALL_HOOKS:
 
-    @hookimpl
-    def sampling_repair(self, payload: Any) -> None:
-        """Do nothing."""
+        def around(self: TrivialPlugin, payload: Any) -> Any:
+            return (yield)
 
-    @hookimpl
-    def sampling_loop_end(self, payload: Any) -> None:
-        """Do nothing."""
+        around.__name__ = around.__qualname__ = hook.value
+        around.__doc__ = "Hand the outcome back."
+        return hookimpl(wrapper=True)(around)
 
-    @hookimpl
-    def generation_pre_call(self, payload: Any) -> None:
-        """Do nothing."""
+    def nothing(self: TrivialPlugin, payload: Any) -> None:
+        pass
 
-    @hookimpl
-    def generation_post_call(self, payload: Any) -> None:
-        """Do nothing."""
+    nothing.__name__ = nothing.__qualname__ = hook.value
+    nothing.__doc__ = "Do nothing."
+    return hookimpl(nothing)
 
-    @hookimpl
-    def generation_error(self, payload: Any) -> None:
-        """Do nothing."""
 
-    @hookimpl
-    def run_start(self, payload: Any) -> None:
-        """Do nothing."""
-
-    @hookimpl
-    def prompt_start(self, payload: Any) -> None:
-        """Do nothing."""
-
-    @hookimpl
-    def prompt_end(self, payload: Any) -> None:
-        """Do nothing."""
-
-    @hookimpl
-    def run_end(self, payload: Any) -> None:
-        """Do nothing."""
-
-    @hookimpl
-    def generation_chunk(self, payload: Any) -> None:
-        """Do nothing."""
+for _hook in HookName.fired():
+    setattr(TrivialPlugin, _hook.value, _trivial(_hook))
 
 
 def tracing_plugin() -> Any | None:

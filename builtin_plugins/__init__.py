@@ -23,7 +23,7 @@ The modules are not imported here, so enabling one plugin imports only that one.
 package's ``__all__`` names the plugin modules; each module's ``__all__`` is its public
 surface. ``otel`` (the OpenTelemetry part of ``tracing``) needs the ``otel`` extra and is
 left out of ``__all__`` for that reason; ``otel_metrics`` is internal (the OTel plugin's
-metrics).
+metrics), and so is ``budget_inputs`` (the guard's count of streams cut short).
 """
 
 __all__ = [

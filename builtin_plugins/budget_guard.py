@@ -12,7 +12,10 @@
   is reached. It listens to ``generation_chunk``, so backends that can stream do: a call's
   output tokens count as they arrive (a ceiling crossed mid-generation stops sampling
   there), and what attempts cancelled in flight spent is known; at a call's end the guard
-  adds it (``sampling_loop_end``'s ``cancelled_usage``).
+  adds it (``sampling_loop_end``'s ``cancelled_usage``). A server other than llama.cpp says
+  a stream's tokens only at its end: the input of an attempt stopped early or cancelled is
+  then the input of its request, learned once for the call from an attempt that sent the
+  same request and ran to its end (:mod:`builtin_plugins.budget_inputs`).
 * ``max_usd_per_call`` / ``max_usd_total``: US dollars, as priced in ``usage.cost_usd``
   (see :mod:`sampling_core.pricing`), enforced like the token ceilings.
 
@@ -35,6 +38,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from builtin_plugins.budget_inputs import RequestInputs, model_named
 from hook_specs import (
     GenerationChunkPayload,
     GenerationErrorPayload,
@@ -45,6 +49,7 @@ from hook_specs import (
     StopSampling,
     hookimpl,
 )
+from hook_specs.records import STOPPED_EARLY
 
 __all__ = ["ENV_VAR", "PROCESS_TOTALS", "BudgetGuard", "Totals"]
 
@@ -154,6 +159,7 @@ class BudgetGuard:
         self.max_usd_total = _dollars("max_usd_total", max_usd_total, env)
         self.totals = totals if totals is not None else PROCESS_TOTALS
         self._calls: dict[str, Totals] = {}
+        self._inputs: dict[str, RequestInputs] = {}
 
     @property
     def max_tokens(self) -> int | None:
@@ -190,6 +196,7 @@ class BudgetGuard:
         with self.totals.lock:
             self._check_total_before_call()
         self._calls[payload.sampling_id] = Totals()
+        self._inputs[payload.sampling_id] = RequestInputs()
 
     @hookimpl(trylast=True)
     def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
@@ -215,6 +222,10 @@ class BudgetGuard:
                 )
             total.started += 1
             call.started += 1
+        if payload.purpose == "sample":
+            self._requests(payload.sampling_id).sent(
+                payload.iteration, payload.messages, payload.options
+            )
 
     @hookimpl
     def generation_chunk(self, payload: GenerationChunkPayload) -> None:
@@ -239,13 +250,18 @@ class BudgetGuard:
     def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
         """Count the call and its tokens; stop when a token ceiling is crossed."""
         self._call(payload.sampling_id).streaming.pop(payload.iteration, None)
-        usage = payload.generation.usage
-        self._spent(payload.sampling_id, usage.total_tokens, usage.cost_usd, payload.generation)
+        generation = payload.generation
+        tokens = generation.usage.total_tokens
+        if payload.purpose == "sample":
+            tokens = self._requests(payload.sampling_id).returned(payload.iteration, generation)
+        self._spent(payload.sampling_id, tokens, generation.usage.cost_usd, generation)
 
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Count a failed backend call (it returned no reply, so it spent no tokens)."""
         self._call(payload.sampling_id).streaming.pop(payload.iteration, None)
+        if payload.purpose == "sample":
+            self._requests(payload.sampling_id).failed(payload.iteration)
         self._spent(payload.sampling_id, 0, 0.0)
 
     @hookimpl
@@ -253,19 +269,25 @@ class BudgetGuard:
         """Count what the call's attempts cancelled in flight spent (no
         ``generation_post_call`` saw it), then forget the call's counts."""
         self._calls.pop(payload.sampling_id, None)
+        requests = self._inputs.pop(payload.sampling_id, None) or RequestInputs()
         spent = payload.cancelled_usage
-        tokens = spent.total_tokens
+        tokens, unknown = requests.at_end(spent)
         total = self.totals
         with total.lock:
-            total.tokens += tokens or 0
+            total.tokens += tokens
             total.cost_usd += spent.cost_usd or 0.0
-            cut_short = "an attempt cancelled in flight did not report its tokens"
-            if tokens is None and total.unknown_tokens is None:
-                total.unknown_tokens = f"{cut_short} (a backend that streams reports them)"
-            if spent.cost_usd is None and tokens != 0 and total.unknown_cost is None:
+            if unknown is not None and total.unknown_tokens is None:
+                total.unknown_tokens = unknown
+            if spent.cost_usd is None and spent.total_tokens != 0 and total.unknown_cost is None:
                 total.unknown_cost = "the cost of an attempt cancelled in flight is unknown"
 
     # -- counting -----------------------------------------------------------------------
+
+    def _requests(self, sampling_id: str) -> RequestInputs:
+        requests = self._inputs.get(sampling_id)
+        if requests is None:
+            requests = self._inputs[sampling_id] = RequestInputs()
+        return requests
 
     def _call(self, sampling_id: str) -> Totals:
         call = self._calls.get(sampling_id)
@@ -310,7 +332,7 @@ class BudgetGuard:
     ) -> None:
         call = self._call(sampling_id)
         total = self.totals
-        model = getattr(generation, "model", None)
+        of_model = model_named(generation)
         with total.lock:
             total.generations += 1
             total.tokens += tokens or 0
@@ -319,13 +341,14 @@ class BudgetGuard:
             total.cost_usd += cost or 0.0
             call.cost_usd += cost or 0.0
             if tokens is None and total.unknown_tokens is None:
-                total.unknown_tokens = f"a reply of model {model!r} did not report its tokens"
+                total.unknown_tokens = f"a reply{of_model} did not report its tokens"
             if cost is None and total.unknown_cost is None:
                 total.unknown_cost = (
-                    f"the price of model {model!r} is unknown"
-                    if tokens is not None
-                    else f"a reply of model {model!r} did not report its tokens, so its cost "
-                    "is unknown"
+                    f"a reply{of_model} did not report its tokens, so its cost is unknown"
+                    if tokens is None
+                    else "the cost of an attempt stopped early is unknown"
+                    if getattr(generation, "finish_reason", None) == STOPPED_EARLY
+                    else f"the price of {of_model[4:] or 'the model (not named)'} is unknown"
                 )
             process_tokens, call_tokens = total.tokens, call.tokens
             process_usd, call_usd = total.cost_usd, call.cost_usd

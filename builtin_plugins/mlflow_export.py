@@ -12,8 +12,8 @@ process that writes the run directory fires them):
   directory in the experiment (a resume continues it), or starts one named after the run
   directory, and logs the run's result settings as params;
 * ``run_end``: logs the metrics ``success_rate``, ``ok``, ``failed``, ``error``,
-  ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``pass_at_<k>`` and
-  ``pass_hat_<k>`` (when measured) at step ``session``, and the artifacts
+  ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``pass_at_<k>``,
+  ``pass_hat_<k>`` and ``maj_at_<k>`` (when measured) at step ``session``, and the artifacts
   ``samplehooks/report.json`` (as ``samplehooks report --json`` gives it),
   ``samplehooks/report.txt`` and ``samplehooks/prompts.csv`` (one row per prompt); then
   ends the MLflow run (``KILLED`` when the session was interrupted, ``FAILED`` after a fatal
@@ -43,6 +43,7 @@ import structlog
 
 from hook_specs import RunEndPayload, RunStartPayload, background, hookimpl
 from sampling_core.errors import exception_text
+from sampling_core.redaction import ScrubbedLogger, shown
 from sampling_core.runs.report import report_rows, write_report_json
 
 __all__ = ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"]
@@ -50,7 +51,8 @@ __all__ = ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"]
 RUN_DIR_TAG = "samplehooks.run_dir"
 """The tag that ties an MLflow run to its samplehooks run: the absolute run directory."""
 
-logger = structlog.get_logger("samplehooks.mlflow")
+logger = ScrubbedLogger(structlog.get_logger("samplehooks.mlflow"))  # a tracking URI's
+# credentials, and secrets a store's error echoes, are never shown
 
 _PARAM_VALUE_MAX = 6000  # MLflow's limit on a param's value
 _BATCH = 100  # params per log_batch call (MLflow's limit)
@@ -169,7 +171,7 @@ class MlflowExporter:
             client.log_artifacts(run_id, folder, artifact_path="samplehooks")
 
     def _problem(self, hook: str, exc: Exception) -> None:
-        text = f"{type(exc).__name__}: {exception_text(exc)}"
+        text = shown(f"{type(exc).__name__}: {exception_text(exc)}")
         self.problems.append(f"{hook}: {text}")
         logger.warning(
             "mlflow.unavailable",
@@ -191,7 +193,11 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
     cost = totals.get("cost_usd")
     if isinstance(cost, int | float) and not isinstance(cost, bool):
         metrics["cost_usd"] = float(cost)
-    for prefix, table in (("pass_at", payload.pass_at_k), ("pass_hat", payload.pass_hat_k)):
+    for prefix, table in (
+        ("pass_at", payload.pass_at_k),
+        ("pass_hat", payload.pass_hat_k),
+        ("maj_at", payload.maj_at_k),
+    ):
         for entry in table or []:
             metrics[f"{prefix}_{entry['k']}"] = float(entry["value"])
     return metrics
@@ -244,4 +250,4 @@ def _param_key(path: str) -> str:
 
 def _param_value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
-    return text[:_PARAM_VALUE_MAX]
+    return shown(text)[:_PARAM_VALUE_MAX]

@@ -49,6 +49,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from builtin_plugins.otel_metrics import GenAIMetrics
 from hook_specs import (
     CallPayload,
+    GenerationCancelledPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
@@ -302,6 +303,24 @@ class OtelPlugin:
             state.span.set_attribute("error.type", payload.error_type)
             state.span.set_status(Status(StatusCode.ERROR, description))
             state.span.end()
+
+    @hookimpl
+    def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
+        """End the backend-call span and its attempt's span as cancelled, with the reason."""
+        state = self._end_attempt(payload)
+        if state is None:
+            return
+        status = Status(StatusCode.ERROR, f"cancelled: {payload.reason}")
+        if state.call is not None:
+            self.metrics.record_call(state.call_attributes, payload.latency_s, error_type=CANCELLED)
+        for span in (state.call, state.span):
+            if span is None:
+                continue
+            span.set_attribute("samplehooks.cancelled", True)
+            span.set_attribute("samplehooks.cancel_reason", payload.reason)
+            span.set_attribute("error.type", CANCELLED)
+            span.set_status(status)
+            span.end()
 
     @hookimpl
     def sampling_iteration(self, payload: SamplingIterationPayload) -> None:

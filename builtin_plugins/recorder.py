@@ -37,6 +37,8 @@ from types import TracebackType
 from typing import IO, Any
 
 from hook_specs import (
+    GenerationCallPayload,
+    GenerationCancelledPayload,
     GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
@@ -46,6 +48,7 @@ from hook_specs import (
     PromptStartPayload,
     RunEndPayload,
     RunStartPayload,
+    SamplingCallPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
@@ -107,6 +110,9 @@ _CONTENT: dict[str, Any] = {
     "prompt_start": {"row": True},  # the dataset line holds the prompt
     "prompt_end": {"record": True},  # the record, text included, is in records.jsonl
     "generation_chunk": {"delta": True, "text": True},
+    "generation_cancelled": {"text": True},
+    "sampling_call": {"messages": True},
+    "generation_call": {"messages": True},
 }
 
 
@@ -299,6 +305,23 @@ class RecorderPlugin:
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Note a backend call that raised."""
         self.output.note("generation_error", payload)
+
+    @hookimpl(wrapper=True, trylast=True)
+    def sampling_call(self, payload: SamplingCallPayload) -> Any:
+        """Note the call's work as it begins (the innermost wrapper)."""
+        self.output.note("sampling_call", payload)
+        return (yield)
+
+    @hookimpl(wrapper=True, trylast=True)
+    def generation_call(self, payload: GenerationCallPayload) -> Any:
+        """Note a backend call as it begins (the innermost wrapper)."""
+        self.output.note("generation_call", payload)
+        return (yield)
+
+    @hookimpl
+    def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
+        """Note a backend call that was cancelled before it answered."""
+        self.output.note("generation_cancelled", payload)
 
     @hookimpl
     def generation_chunk(self, payload: GenerationChunkPayload) -> None:

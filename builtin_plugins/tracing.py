@@ -30,6 +30,8 @@ import structlog
 from hook_specs import (
     AttemptPayload,
     CallPayload,
+    GenerationCallPayload,
+    GenerationCancelledPayload,
     GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
@@ -38,6 +40,7 @@ from hook_specs import (
     PromptStartPayload,
     RunEndPayload,
     RunStartPayload,
+    SamplingCallPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
@@ -68,6 +71,9 @@ EVENT_NAMES = {
     "prompt_end": "prompt.end",
     "run_end": "run.end",
     "generation_chunk": "generation.chunk",
+    "sampling_call": "sampling.call",
+    "generation_call": "generation.call",
+    "generation_cancelled": "generation.cancelled",
 }
 """The event name emitted for each hook."""
 
@@ -221,6 +227,35 @@ class TracingPlugin:
             will_retry=payload.will_retry,
             retry_in_s=payload.retry_in_s,
         )
+
+    @hookimpl
+    def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
+        """Emit ``generation.cancelled``: a backend call cut short, and why (and end its
+        spans as cancelled)."""
+        if self.otel is not None:
+            self.otel.generation_cancelled(payload)
+        extra = {"text": payload.text} if self.capture_content else {}
+        self.logger.info(
+            "generation.cancelled",
+            **_attempt_fields(payload),
+            retry=payload.retry,
+            reason=payload.reason,
+            latency_s=payload.latency_s,
+            output_tokens=payload.usage.output_tokens,
+            **extra,
+        )
+
+    @hookimpl(wrapper=True)
+    def sampling_call(self, payload: SamplingCallPayload) -> Any:
+        """Emit ``sampling.call`` (debug) as the call's work begins."""
+        self.logger.debug("sampling.call", **_call_fields(payload))
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def generation_call(self, payload: GenerationCallPayload) -> Any:
+        """Emit ``generation.call`` (debug) as the backend call begins."""
+        self.logger.debug("generation.call", **_attempt_fields(payload), retry=payload.retry)
+        return (yield)
 
     @hookimpl(trylast=True)
     def sampling_validate(self, payload: SamplingValidatePayload) -> None:

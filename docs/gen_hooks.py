@@ -154,6 +154,64 @@ EXAMPLES: dict[HookName, str] = {
                 if payload.index == 0:
                     self.first[(payload.sampling_id, payload.iteration)] = time.monotonic()
     ''',
+    HookName.SAMPLING_CALL: '''
+        import time
+
+        from hook_specs import SamplingCallPayload, hookimpl
+
+
+        class CallTimer:
+            """How long each call's work took, whether it succeeded, failed or was cancelled."""
+
+            def __init__(self) -> None:
+                self.seconds: dict[str, float] = {}
+
+            @hookimpl(wrapper=True)
+            def sampling_call(self, payload: SamplingCallPayload):
+                started = time.perf_counter()
+                try:
+                    return (yield)  # the SamplingResult, handed back unchanged
+                finally:  # runs once, however the call ends
+                    self.seconds[payload.sampling_id] = time.perf_counter() - started
+    ''',
+    HookName.GENERATION_CALL: '''
+        import anyio
+
+        from hook_specs import GenerationCallPayload, hookimpl
+
+
+        class TwoCallsAtATime:
+            """At most two backend calls at once, across every call of the sampler: the slot
+            is given back however the backend call ends (answer, error, cancellation)."""
+
+            def __init__(self) -> None:
+                self.slots: anyio.Semaphore | None = None
+
+            @hookimpl(wrapper=True)
+            async def generation_call(self, payload: GenerationCallPayload):
+                if self.slots is None:
+                    self.slots = anyio.Semaphore(2)
+                async with self.slots:
+                    yield  # evaluates to a pluggy.Result: .get_result(), .force_result(...)
+    ''',
+    HookName.GENERATION_CANCELLED: '''
+        from collections import Counter
+
+        from hook_specs import GenerationCancelledPayload, hookimpl
+
+
+        class CancelledCalls:
+            """Count the backend calls cut short, by why, and what they had generated."""
+
+            def __init__(self) -> None:
+                self.reasons: Counter[str] = Counter()
+                self.chars = 0
+
+            @hookimpl
+            def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
+                self.reasons[payload.reason] += 1
+                self.chars += len(payload.text or "")
+    ''',
     HookName.SAMPLING_VALIDATE: '''
         import dataclasses
 
@@ -298,14 +356,26 @@ For one attempt the hooks fire in this order:
 
 ```text
 sampling_loop_start                          once per call
+sampling_call                                around the call's work and its pick (wrappers)
   generation_pre_call                        before each backend call (and each transport retry)
+  generation_call                            around the backend call (wrappers; may answer)
     generation_chunk                         each piece of text, when the answer streams
   generation_post_call | generation_error    after it returned | raised
+    | generation_cancelled                   | was cancelled before either
   sampling_iteration                         the attempt, validated
   sampling_repair                            it failed and its subsample tries again
   ...
 sampling_loop_end                            once per call, on every path
 ```
+
+The two **call hooks**, `sampling_call` and `generation_call`, are fired *around* a piece
+of work and take `@hookimpl(wrapper=True)` implementations, sync (pluggy's new-style
+wrapper: `result = yield`, then return it or a replacement) or async (an async generator:
+`outcome = yield` gives a `pluggy.Result`). An error or a cancellation is raised at the
+`yield`, so `finally` and `async with` blocks run exactly once. A plain implementation of
+`generation_call` that returns a `Generation` answers instead of the backend. Every other
+hook refuses wrappers. See [Writing plugins](writing-plugins.md#wrappers) for when to use
+a wrapper and when a pair of hooks.
 
 A batch run (`samplehooks run`, `run_batch`) also fires four **run hooks** around its calls,
 in the process that writes the run directory, for the plugins the run names:
@@ -353,6 +423,8 @@ def summary_table() -> str:
         fires, _ = first_paragraph(getattr(specs, hook.value).__doc__ or "")
         change = ", ".join(f"`{f}`" for f in sorted(payload.writable)) or "nothing"
         fault = "fails closed" if may_write(hook) else "is isolated"
+        if payload.around:
+            change, fault = "the outcome (wrappers)", "is the work's outcome"
         rows.append(f"| [`{hook.value}`](#{hook.value}) | {fires} | {change} | {fault} |")
     return "\n".join(rows)
 
@@ -362,8 +434,10 @@ def stop_sampling_note(hook: HookName) -> str:
         return "is a fault like any other: a run hook ends no call."
     if hook is HookName.SAMPLING_LOOP_START:
         return 'ends the call before any generation (`stop_reason="stopped_by_plugin"`).'
-    if hook is HookName.SAMPLING_LOOP_END:
-        return "is a plugin error, handled like any other fault here: the loop is already over."
+    if hook in (HookName.SAMPLING_LOOP_END, HookName.GENERATION_CANCELLED):
+        return "is a plugin error, handled like any other fault here: that work is over."
+    if hook is HookName.SAMPLING_CALL:
+        return "is raised out of `sample()` like any exception (after `sampling_loop_end`)."
     return (
         "ends the loop: attempts in flight are cancelled and the result is picked from the "
         'completed attempts, with `stop_reason="stopped_by_plugin"`.'
@@ -390,7 +464,12 @@ def hook_section(hook: HookName) -> str:
     fires, details = first_paragraph(function.__doc__ or "")
     if hook not in EXAMPLES:
         raise ValueError(f"docs/gen_hooks.py has no example for {hook.value}")
-    if payload.writable:
+    if payload.around:
+        change = (
+            "The outcome: a sync wrapper returns it or a replacement; an async wrapper calls "
+            "`force_result(...)` on the `pluggy.Result` its `yield` gave. The payload is read-only."
+        )
+    elif payload.writable:
         change = "A plugin may change " + ", ".join(
             f"`{name}`" for name in sorted(payload.writable)
         )
@@ -398,7 +477,12 @@ def hook_section(hook: HookName) -> str:
         change += "".join(WRITABLE_NOTES[name] for name in sorted(payload.writable))
     else:
         change = "Nothing: this hook is observe-only; every field is read-only."
-    if may_write(hook):
+    if payload.around:
+        fault = (
+            "it is the outcome of the work the hook wraps, as if that work raised it "
+            "(nothing is isolated; wrappers outside see it at their `yield`)."
+        )
+    elif may_write(hook):
         fault = "the engine fails closed: `sample()` raises `PluginError`."
     elif hook.is_run:
         fault = "the fault is isolated and logged as `plugin.error`; the run goes on."

@@ -15,19 +15,29 @@ how the contract is organised: import from the package.
 """
 
 from hook_specs import specs
-from hook_specs.contract import OBSERVE_ONLY_HOOKS, PAYLOAD_TYPES, WRITABLE_HOOKS, may_write
+from hook_specs.contract import (
+    CALL_HOOKS,
+    OBSERVE_ONLY_HOOKS,
+    PAYLOAD_TYPES,
+    WRITABLE_HOOKS,
+    may_write,
+)
 from hook_specs.errors import ReadOnlyFieldError, StopSampling
 from hook_specs.markers import PROJECT_NAME, background, hookimpl, hookspec
 from hook_specs.names import HookName
 from hook_specs.payloads import (
     AttemptPayload,
     CallPayload,
+    CancelReason,
+    GenerationCallPayload,
+    GenerationCancelledPayload,
     GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
     HookPayload,
     ObserveOnlyPayload,
+    SamplingCallPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
@@ -54,6 +64,7 @@ from hook_specs.run_payloads import (
 )
 
 __all__ = [
+    "CALL_HOOKS",
     "OBSERVE_ONLY_HOOKS",
     "PAYLOAD_TYPES",
     "WRITABLE_HOOKS",
@@ -62,7 +73,10 @@ __all__ = [
     "AttemptPayload",
     "CachedGeneration",
     "CallPayload",
+    "CancelReason",
     "Generation",
+    "GenerationCallPayload",
+    "GenerationCancelledPayload",
     "GenerationChunkPayload",
     "GenerationErrorPayload",
     "GenerationPostCallPayload",
@@ -78,6 +92,7 @@ __all__ = [
     "RunEndPayload",
     "RunPayload",
     "RunStartPayload",
+    "SamplingCallPayload",
     "SamplingIterationPayload",
     "SamplingValidatePayload",
     "SamplingLoopEndPayload",

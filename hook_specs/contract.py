@@ -19,7 +19,7 @@ from hook_specs import specs
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
 
-__all__ = ["OBSERVE_ONLY_HOOKS", "PAYLOAD_TYPES", "WRITABLE_HOOKS", "may_write"]
+__all__ = ["CALL_HOOKS", "OBSERVE_ONLY_HOOKS", "PAYLOAD_TYPES", "WRITABLE_HOOKS", "may_write"]
 
 
 def _payload_types() -> Mapping[HookName, type[HookPayload]]:
@@ -46,7 +46,14 @@ WRITABLE_HOOKS: frozenset[HookName] = frozenset(
 )
 """The hooks whose payload plugins may change (a fault there fails closed)."""
 
-OBSERVE_ONLY_HOOKS: frozenset[HookName] = frozenset(PAYLOAD_TYPES) - WRITABLE_HOOKS
+CALL_HOOKS: frozenset[HookName] = frozenset(
+    hook for hook, model in PAYLOAD_TYPES.items() if model.around
+)
+"""The hooks fired around a piece of work (``sampling_call``, ``generation_call``): the only
+ones that take ``@hookimpl(wrapper=True)`` implementations. What their implementations
+raise is the outcome of the work they wrap (nothing is isolated); ``@background`` is refused."""
+
+OBSERVE_ONLY_HOOKS: frozenset[HookName] = frozenset(PAYLOAD_TYPES) - WRITABLE_HOOKS - CALL_HOOKS
 """The hooks plugins only watch (a fault there is isolated; ``@background`` is allowed)."""
 
 

@@ -27,6 +27,11 @@ from hook_specs.records import (
     ValidationResult,
 )
 
+CancelReason = Literal[
+    "sibling_succeeded", "stopped_by_plugin", "budget", "caller_cancelled", "interrupted", "error"
+]
+"""Why a backend call that began was cancelled (``generation_cancelled``'s ``reason``)."""
+
 _RETRY_DOC = "0 for the first backend call of the attempt, n for its n-th transport retry."
 
 StopReason = Literal["success", "budget_exhausted", "stopped_by_plugin", "error"]
@@ -52,6 +57,9 @@ class HookPayload(BaseModel):
 
     hook: ClassVar[HookName]
     writable: ClassVar[frozenset[str]] = frozenset()
+    around: ClassVar[bool] = False
+    """Whether the hook is fired *around* a piece of work (a call hook: ``sampling_call``,
+    ``generation_call``), so ``@hookimpl(wrapper=True)`` implementations are accepted."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in self.writable:
@@ -423,3 +431,78 @@ class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
     @field_serializer("exception")
     def _exception_as_text(self, exc: BaseException) -> str:
         return f"{type(exc).__name__}: {exception_text(exc)}"
+
+
+class SamplingCallPayload(CallPayload, ObserveOnlyPayload):
+    """Payload of ``sampling_call``: the call about to run its subsamples and pick.
+
+    A wrapper's ``yield`` gives back the ``SamplingResult`` (sync: the result itself; async:
+    a ``pluggy.Result`` holding it)."""
+
+    hook: ClassVar[HookName] = HookName.SAMPLING_CALL
+    around: ClassVar[bool] = True
+
+    messages: list[Message] = Field(description="The prompt, as chat messages.")
+    requirements: list[str] = Field(description="The description of every requirement.")
+    loop_budget: int = Field(
+        description="Attempts per subsample (as `sampling_loop_start` left it)."
+    )
+    concurrency_budget: int = Field(
+        description="Subsamples run at once (as `sampling_loop_start` left it)."
+    )
+    selection: str = Field(description='How the answer is picked: "first" or "ordered".')
+    seed: int | None = Field(default=None, description="The call's base seed, if any.")
+    options: dict[str, Any] = Field(description="Generation options of the call.")
+
+
+class GenerationCallPayload(AttemptPayload, ObserveOnlyPayload):
+    """Payload of ``generation_call``: one backend call about to be made.
+
+    A plain implementation that returns a ``Generation`` (or a string, or for a streamed
+    call chunks) answers instead of the backend; a wrapper's ``yield`` gives back the
+    ``Generation`` (sync: itself; async: a ``pluggy.Result`` holding it)."""
+
+    hook: ClassVar[HookName] = HookName.GENERATION_CALL
+    around: ClassVar[bool] = True
+
+    messages: list[Message] = Field(
+        description="The messages sent, as `generation_pre_call` left them."
+    )
+    options: dict[str, Any] = Field(
+        description="The options sent, as `generation_pre_call` left them."
+    )
+    streamed: bool = Field(
+        default=False,
+        description="Whether the engine reads this call as a stream (chunks to "
+        "`generation_chunk`, prefix checks): an answering plugin may return chunks.",
+    )
+    retry: int = Field(default=0, description=_RETRY_DOC)
+    purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
+
+
+class GenerationCancelledPayload(AttemptPayload, ObserveOnlyPayload):
+    """Payload of ``generation_cancelled``: a backend call that began and was cancelled."""
+
+    hook: ClassVar[HookName] = HookName.GENERATION_CANCELLED
+
+    reason: CancelReason = Field(
+        description='Why: "sibling_succeeded" (another attempt won), "stopped_by_plugin" '
+        '(`StopSampling`), "budget" (the call needed no more attempts: a launch policy or '
+        'vote decided it), "caller_cancelled" (the caller cancelled `sample()`), '
+        '"interrupted" (Ctrl-C, or the program exiting) or "error" (a plugin failed '
+        "closed, ending the call)."
+    )
+    text: str | None = Field(
+        default=None,
+        description="What was generated so far: a streamed call's text as it arrived; "
+        "`None` (unknown) for a call that was not streamed.",
+    )
+    usage: Usage = Field(
+        description="Tokens spent so far: a streamed call's count as it arrived; unknown "
+        "(`None` counts, never 0) for one that was not streamed."
+    )
+    latency_s: float = Field(
+        description="How long the call ran before it was cancelled, in seconds."
+    )
+    retry: int = Field(default=0, description=_RETRY_DOC)
+    purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)

@@ -111,9 +111,11 @@ class Generation:
     """What a backend returned for one request.
 
     ``cached`` is true for a :class:`CachedGeneration`: the response cache answered
-    instead of the backend. ``logprobs`` holds the generated tokens' log-probabilities
-    when the request asked for them (options ``logprobs: true``, ``top_logprobs: N``) and
-    the backend gave them; else ``None``.
+    instead of the backend. ``answered_by`` names the plugin whose ``generation_call``
+    implementation answered instead of the backend (``None``: the backend answered).
+    ``logprobs`` holds the generated tokens' log-probabilities when the request asked for
+    them (options ``logprobs: true``, ``top_logprobs: N``) and the backend gave them; else
+    ``None``.
     """
 
     text: str
@@ -122,6 +124,7 @@ class Generation:
     model: str | None = None
     latency_s: float = 0.0
     raw: Any = field(default=None, repr=False)
+    answered_by: str | None = None
     logprobs: tuple[TokenLogprob, ...] | None = field(default=None, repr=False)
     cached: ClassVar[bool] = False
 
@@ -130,10 +133,12 @@ class Generation:
 class CachedGeneration(Generation):
     """A generation the response cache answered: its text was generated earlier for the
     same request, and its ``usage`` holds no new tokens; ``cached_usage`` is what it took
-    when it was generated (a class of its own, so that a generation that was not cached
-    carries nothing more)."""
+    when it was generated, and ``entry`` the id of the cache's entry it came from (a class
+    of its own, so that a generation that was not cached carries nothing more). One that
+    early stop cut when it was generated keeps ``finish_reason="stopped_early"``."""
 
     cached_usage: Usage = ZERO_USAGE
+    entry: str | None = None
     cached: ClassVar[bool] = True
 
 
@@ -168,13 +173,17 @@ class ValidationResult:
 
     ``reason`` says why it failed (strategies feed it back to the model); ``score``, when
     given, ranks failed outputs (higher is better). ``requirement`` is filled in by the
-    engine with the requirement's description.
+    engine with the requirement's description. ``answer``, when the check compares an
+    answer (the dataset-field checks do), is that answer as compared (extracted and
+    normalised; ``""`` when nothing could be extracted): samples of a prompt with the same
+    answer vote together in maj@k, and this verdict says whether their answer is right.
     """
 
     passed: bool
     reason: str | None = None
     score: float | None = None
     requirement: str | None = None
+    answer: str | None = None
 
     def __post_init__(self) -> None:
         if self.passed is not True and self.passed is not False:  # "false" would be truthy

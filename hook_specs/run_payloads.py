@@ -77,6 +77,12 @@ class RunEndPayload(RunPayload):
     pass_hat_k: list[dict[str, Any]] | None = Field(
         description="pass^k (the chance that k samples all pass), shaped like `pass_at_k`."
     )
+    maj_at_k: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="maj@k (the chance that the majority answer of k samples is right), shaped "
+        "like `pass_at_k` (`None` unless the samples' answers are known: a field check or a "
+        "majority strategy).",
+    )
     interrupted: bool = Field(
         description="Whether the session ended before its prompts did (Ctrl-C, SIGTERM, or a "
         "fatal error)."

@@ -4,9 +4,9 @@ Every hook takes one argument, ``payload`` (see :mod:`hook_specs.payloads`). An
 implementation may be a plain function or ``async def``; async ones are awaited before the
 next implementation runs, and a change one implementation makes is seen by the next.
 Implementations run in pluggy's order: ``tryfirst`` ones, then the rest (last registered
-first), then ``trylast`` ones. ``wrapper``/``hookwrapper`` implementations are refused,
-because they cannot span awaited implementations: pair ``sampling_loop_start`` with
-``sampling_loop_end`` (or ``generation_pre_call`` with ``generation_post_call``) instead.
+first), then ``trylast`` ones. The two call hooks, ``sampling_call`` and ``generation_call``, are
+fired *around* a piece of work and take ``@hookimpl(wrapper=True)`` implementations (a
+generator with one ``yield``, sync or async); every other hook refuses them.
 """
 
 from __future__ import annotations
@@ -15,10 +15,13 @@ from collections.abc import Callable
 
 from hook_specs.markers import hookspec
 from hook_specs.payloads import (
+    GenerationCallPayload,
+    GenerationCancelledPayload,
     GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
     GenerationPreCallPayload,
+    SamplingCallPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
@@ -41,6 +44,21 @@ def sampling_loop_start(payload: SamplingLoopStartPayload) -> None:
     engine validates both after every implementation ran and raises ``BudgetError`` naming
     the field, the value and the plugin that wrote it. Raising ``StopSampling`` here ends the
     call before any generation. A fault here fails closed as ``PluginError``.
+    """
+
+
+@hookspec
+def sampling_call(payload: SamplingCallPayload) -> object:
+    """Around one ``sample()`` call's work: after ``sampling_loop_start``, around its
+    subsamples and the pick, before ``sampling_loop_end``.
+
+    Takes ``wrapper=True`` implementations: a sync one is pluggy's new-style wrapper
+    (``result = yield``, then ``return`` it or a replacement ``SamplingResult``, or raise);
+    an async one is an async generator whose ``yield`` gives a ``pluggy.Result``
+    (``outcome.force_result(other)`` replaces it). An error, ``StopSampling``, the caller's
+    cancellation or Ctrl-C is raised at the ``yield``, so ``finally`` and ``async with``
+    blocks run exactly once. A plain implementation is called before the work starts
+    (its return value is ignored).
     """
 
 
@@ -93,6 +111,36 @@ def generation_pre_call(payload: GenerationPreCallPayload) -> None:
 
     A plugin may change ``payload.messages`` and ``payload.options`` for this call. A fault
     here fails closed.
+    """
+
+
+@hookspec(firstresult=True)
+def generation_call(payload: GenerationCallPayload) -> object:
+    """Around each backend call, after ``generation_pre_call`` (transport retries included).
+
+    The backend is its innermost implementation. A plain implementation that returns
+    something other than ``None`` answers instead of the backend (``firstresult``): a
+    ``Generation`` (or a string; for a call with ``payload.streamed``, also an iterable or
+    async iterable of ``Chunk`` objects ending with a ``Generation``), and the generation
+    says which plugin answered (``generation.answered_by``). A ``wrapper=True``
+    implementation runs around the plain ones and the backend: a sync one is pluggy's
+    new-style wrapper (``generation = yield``, then ``return`` it or a replacement, or
+    raise); an async one is an async generator whose ``yield`` gives a ``pluggy.Result``
+    (``outcome.get_result()``; ``outcome.force_result(other)`` replaces it). An error or a
+    cancellation of the call is raised at the ``yield``, so ``finally`` and ``async with``
+    blocks run exactly once. What an implementation raises is the call's outcome, as if
+    the backend raised it (``generation_error``, retried when transient).
+    """
+
+
+@hookspec
+def generation_cancelled(payload: GenerationCancelledPayload) -> None:
+    """When a backend call that began (its ``generation_pre_call`` fired) was cancelled
+    before it answered or raised: ``payload.reason`` says why.
+
+    Every ``generation_pre_call`` is followed by exactly one of ``generation_post_call``,
+    ``generation_error`` and ``generation_cancelled``. Observe only; ``@background``
+    allowed.
     """
 
 

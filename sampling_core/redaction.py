@@ -16,6 +16,14 @@ are read when a backend, a records or events writer, a logger or a command start
 
 The same pass replaces text that cannot be written as UTF-8 (lone surrogates) with U+FFFD,
 so one odd character in a model's reply never makes a file unwritable or unreadable.
+
+URL-shaped settings (a backend's ``base_url``, a plugin's ``tracking_uri``, an environment
+variable holding a URL) may carry credentials: a user and password, a query value named
+like a key (``?api-key=...``). What samplehooks *shows* of settings (``effective_config.yaml``,
+the settings in ``meta.json`` and in run hook payloads, MLflow params, log events, stdout
+and stderr) goes through :func:`shown` / :func:`shown_data`, which scrub and also mask the
+credentials of every URL (:func:`mask_url_credentials`), however short they are; and the
+long credentials of URLs in the environment are secrets, scrubbed everywhere.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ __all__ = [
     "MIN_PIECE",
     "clean_text",
     "environment_secrets",
+    "mask_url_credentials",
     "has_secrets",
     "one_json_line",
     "refresh_environment",
@@ -40,6 +49,8 @@ __all__ = [
     "register_secret",
     "scrub",
     "scrub_data",
+    "shown",
+    "shown_data",
     "url_secrets",
     "without_credentials",
 ]
@@ -51,6 +62,8 @@ _QUERY_HINTS = ("key", "token", "secret", "password", "sig", "auth", "code", "cr
 _AUTH_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
+_QUERY_PAIR = re.compile(r"([?&;])([^=&#;]*)=([^&#;]*)")
 _lock = threading.Lock()
 _registered: set[str] = set()
 _environment: frozenset[str] = frozenset()
@@ -97,12 +110,67 @@ def register_headers(headers: Iterable[tuple[str, str]]) -> None:
 
 
 def environment_secrets() -> frozenset[str]:
-    """The values (8 characters or more) of environment variables named like secrets."""
-    return frozenset(
+    """The values (8 characters or more) of environment variables named like secrets, and
+    the credentials (8 characters or more) of URLs in any environment variable."""
+    found = {
         value
         for name, value in os.environ.items()
         if len(value) >= MIN_PIECE and any(hint in name.lower() for hint in _NAME_HINTS)
-    )
+    }
+    for value in os.environ.values():
+        if "://" in value:
+            found.update(
+                secret
+                for url in _URL.findall(value)
+                for secret in url_secrets(url)
+                if len(secret) >= MIN_PIECE
+            )
+    return frozenset(found)
+
+
+def mask_url_credentials(text: str) -> str:
+    """``text`` with the credentials of every URL in it as ``***``: the user and password
+    (``https://***@host/...``) and each query value named like a key (``?api-key=***``)."""
+    if "://" not in text:
+        return text
+    return _URL.sub(_masked_url, text)
+
+
+def _masked_url(found: re.Match[str]) -> str:
+    url = found.group(0)
+    scheme, rest = url.split("://", 1)
+    ends = [at for at in (rest.find(c) for c in "/?#") if at >= 0]
+    authority, tail = rest[: min(ends)] if ends else rest, rest[min(ends) :] if ends else ""
+    if "@" in authority:
+        authority = f"{MASK}@{authority.rsplit('@', 1)[1]}"
+    if "?" in tail:
+        path, query = tail.split("?", 1)
+        tail = path + _QUERY_PAIR.sub(_masked_pair, "?" + query)
+    return f"{scheme}://{authority}{tail}"
+
+
+def _masked_pair(pair: re.Match[str]) -> str:
+    separator, name, value = pair.groups()
+    if value and any(hint in name.lower() for hint in _QUERY_HINTS):
+        return f"{separator}{name}={MASK}"
+    return pair.group(0)
+
+
+def shown(text: str) -> str:
+    """``text`` as samplehooks shows settings and messages: :func:`scrub`, and the
+    credentials of every URL masked (:func:`mask_url_credentials`)."""
+    return mask_url_credentials(scrub(text))
+
+
+def shown_data(value: Any) -> Any:
+    """A copy of JSON-like ``value`` with every string (and key) :func:`shown`."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {(shown(k) if isinstance(k, str) else k): shown_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [shown_data(v) for v in value]
+    return value
 
 
 def url_secrets(url: str) -> list[str]:
@@ -216,7 +284,7 @@ class ScrubbedLogger:
         self._logger = logger
 
     def _emit(self, method: str, event: str, fields: dict[str, Any]) -> Any:
-        return getattr(self._logger, method)(event, **scrub_data(fields))
+        return getattr(self._logger, method)(event, **shown_data(fields))
 
     def debug(self, event: str, **fields: Any) -> Any:
         """Emit a debug event."""
@@ -243,10 +311,10 @@ class ScrubbedStream:
         self._stream = stream
 
     def write(self, text: Any) -> int:
-        """Write ``text`` scrubbed (bytes are passed through, as the stream takes them)."""
+        """Write ``text`` :func:`shown` (bytes are passed through, as the stream takes them)."""
         if not isinstance(text, str):
             return self._stream.write(text)
-        text = scrub(text)
+        text = shown(text)
         encoding = getattr(self._stream, "encoding", None) or "utf-8"
         try:
             text.encode(encoding)

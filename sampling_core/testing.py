@@ -44,6 +44,7 @@ from typing import Any
 
 import pytest
 
+from hook_specs.contract import CALL_HOOKS
 from hook_specs.markers import hookimpl
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
@@ -164,70 +165,30 @@ class HookRecorder:
         snapshot = {name: _copy_one_level(value) for name, value in payload.__dict__.items()}
         self.events.append(HookEvent(hook, payload, snapshot, current_iteration()))
 
-    @hookimpl(trylast=True)
-    def sampling_loop_start(self, payload: HookPayload) -> None:
-        """Record the event."""
-        self._record(HookName.SAMPLING_LOOP_START, payload)
 
-    @hookimpl(trylast=True)
-    def sampling_iteration(self, payload: HookPayload) -> None:
-        """Record the event."""
-        self._record(HookName.SAMPLING_ITERATION, payload)
+def _recording(hook: HookName) -> Callable[..., Any]:
+    """The recorder's implementation of ``hook``: ``trylast`` (after the plugins under test); on
+    a call hook a wrapper (the innermost one) that records the call as it begins."""
+    if hook in CALL_HOOKS:
 
-    @hookimpl(trylast=True)
-    def sampling_validate(self, payload: HookPayload) -> None:
-        """Record the event."""
-        self._record(HookName.SAMPLING_VALIDATE, payload)
+        def record_around(self: HookRecorder, payload: HookPayload) -> Any:
+            self._record(hook, payload)
+            return (yield)
 
-    @hookimpl(trylast=True)
-    def sampling_repair(self, payload: HookPayload) -> None:
-        """Record the event."""
-        self._record(HookName.SAMPLING_REPAIR, payload)
+        record_around.__name__ = record_around.__qualname__ = hook.value
+        record_around.__doc__ = "Record the call as it begins (a wrapper)."
+        return hookimpl(wrapper=True, trylast=True)(record_around)
 
-    @hookimpl(trylast=True)
-    def sampling_loop_end(self, payload: HookPayload) -> None:
-        """Record the event."""
-        self._record(HookName.SAMPLING_LOOP_END, payload)
+    def record(self: HookRecorder, payload: HookPayload) -> None:
+        self._record(hook, payload)
 
-    @hookimpl(trylast=True)
-    def generation_pre_call(self, payload: HookPayload) -> None:
-        """Record the event."""
-        self._record(HookName.GENERATION_PRE_CALL, payload)
+    record.__name__ = record.__qualname__ = hook.value
+    record.__doc__ = "Record the event."
+    return hookimpl(trylast=True)(record)
 
-    @hookimpl(trylast=True)
-    def generation_post_call(self, payload: HookPayload) -> None:
-        """Record the event."""
-        self._record(HookName.GENERATION_POST_CALL, payload)
 
-    @hookimpl(trylast=True)
-    def generation_error(self, payload: HookPayload) -> None:
-        """Record the event."""
-        self._record(HookName.GENERATION_ERROR, payload)
-
-    @hookimpl(trylast=True)
-    def run_start(self, payload: HookPayload) -> None:
-        """Record the event (a batch run's session starts)."""
-        self._record(HookName.RUN_START, payload)
-
-    @hookimpl(trylast=True)
-    def prompt_start(self, payload: HookPayload) -> None:
-        """Record the event (a batch run's prompt is about to be sampled)."""
-        self._record(HookName.PROMPT_START, payload)
-
-    @hookimpl(trylast=True)
-    def prompt_end(self, payload: HookPayload) -> None:
-        """Record the event (a batch run's prompt has its record)."""
-        self._record(HookName.PROMPT_END, payload)
-
-    @hookimpl(trylast=True)
-    def run_end(self, payload: HookPayload) -> None:
-        """Record the event (a batch run's session ends)."""
-        self._record(HookName.RUN_END, payload)
-
-    @hookimpl(trylast=True)
-    def generation_chunk(self, payload: HookPayload) -> None:
-        """Record the event."""
-        self._record(HookName.GENERATION_CHUNK, payload)
+for _hook in HookName.fired():  # every hook fired with a payload: a new hook needs no edit here
+    setattr(HookRecorder, _hook.value, _recording(_hook))
 
 
 def _copy_one_level(value: Any) -> Any:

@@ -89,18 +89,20 @@ def race(
 
 def hook_sequence(attempts: int, chunks: int = 1) -> list[str]:
     """The hooks a call of one subsample fires for ``attempts`` attempts, in the engine's order
-    (docs/concepts.md): loop start; each attempt's backend call (pre, ``chunks`` chunks of
+    (docs/concepts.md): loop start, the call hook around the work; each attempt's backend
+    call (pre, the call hook around it, ``chunks`` chunks of
     its streamed answer -- someone listening to every hook streams it -- then post), checks
     (``sampling_validate``) and ``sampling_iteration``, with a repair before each next one;
     loop end."""
     one = [
         "generation_pre_call",
+        "generation_call",
         *["generation_chunk"] * chunks,
         "generation_post_call",
         "sampling_validate",
         "sampling_iteration",
     ]
-    names = ["sampling_loop_start", *one]
+    names = ["sampling_loop_start", "sampling_call", *one]
     for _ in range(attempts - 1):
         names += ["sampling_repair", *one]
     return [*names, "sampling_loop_end"]

@@ -32,9 +32,12 @@ from hook_specs import hookimpl
 def test_it_keeps_every_payload_of_a_call() -> None:
     payloads = payloads_of_one_call()
     kinds = Counter(type(p).hook.value for p in payloads)
-    # loop_budget=4, never passing: four attempts, three repairs, one start and one end
+    # loop_budget=4, never passing: four attempts (each around its backend call), three
+    # repairs, one start, the call's work and one end
     assert kinds == {
         "sampling_loop_start": 1,
+        "sampling_call": 1,
+        "generation_call": LOOP_BUDGET,
         "generation_pre_call": LOOP_BUDGET,
         "generation_post_call": LOOP_BUDGET,
         "sampling_validate": LOOP_BUDGET,
@@ -61,7 +64,7 @@ def test_every_way_builds_the_same_payloads() -> None:
 
 def test_measure_reports_the_payloads_per_attempt_and_every_figure() -> None:
     found = measure(calls=20, repeats=1)
-    assert found["payloads per attempt"] == 21 / LOOP_BUDGET
+    assert found["payloads per attempt"] == 26 / LOOP_BUDGET
     assert set(found["us per attempt"]) == {
         "no plugin",
         "trivial plugin on every hook",

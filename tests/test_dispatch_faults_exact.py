@@ -26,6 +26,8 @@ async def test_an_isolated_fault_is_logged_in_one_line_with_the_plugin_and_hook(
         def sampling_loop_end(self, payload):
             raise RuntimeError("disk full")
 
+    line = Broken.sampling_loop_end.__code__.co_firstlineno + 2  # @hookimpl, def, raise
+    raises_at = f"{line} in sampling_loop_end"
     with capture_logs() as logs:
         result = await Sampler(
             ScriptedBackend(["x"]), plugins=[Broken()], load_entrypoints=False
@@ -38,6 +40,7 @@ async def test_an_isolated_fault_is_logged_in_one_line_with_the_plugin_and_hook(
             "hook": "sampling_loop_end",
             "error_type": "RuntimeError",
             "error": "disk full",
+            "raised_at": f"{__file__}:{raises_at}",  # the fault keeps no traceback
         }
     ]
     assert [str(f) for f in result.plugin_errors] == ["Broken, sampling_loop_end: disk full"]

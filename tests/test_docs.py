@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import anyio
 import pytest
 import typer
 from plugin_site import run_python
@@ -36,6 +37,7 @@ EXECUTED_PAGES = [
     "writing-plugins.md",
     "writing-an-exporter.md",
     "spending-fewer-tokens.md",
+    "comparing-runs.md",
     "fewer-samples.md",
 ]
 
@@ -106,7 +108,9 @@ def test_every_hook_and_every_payload_field_is_documented(
 def test_the_hook_examples_are_plugins_that_run(hook_sections: dict[HookName, str]) -> None:
     plugins = [example_plugin(hook, hook_sections[hook]) for hook in HookName.per_call()]
 
-    def reply(request: Any) -> str:
+    async def reply(request: Any) -> str:
+        if request.iteration.subsample_index == 3:  # in flight until the winner cancels it
+            await anyio.sleep_forever()
         return "yes" if request.iteration.attempt == 2 else "no"
 
     from sampling_core.testing import HookRecorder, make_scripted_backend
@@ -132,6 +136,8 @@ def test_the_hook_examples_are_plugins_that_run(hook_sections: dict[HookName, st
     assert result.concurrency_budget == 4  # CapConcurrency
     summary, errors = plugins[3], plugins[6]
     assert summary.lines and errors.errors == {"TransientBackendError (retried)": 1}
+    (cancelled,) = [p for p in plugins if type(p).__name__ == "CancelledCalls"]
+    assert set(cancelled.reasons) == {"sibling_succeeded"}  # subsample 3's call, at least
 
 
 def example_plugin(hook: HookName, section: str) -> Any:

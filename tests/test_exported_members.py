@@ -45,9 +45,10 @@ EXPECTED: dict[str, list[str]] = {
         "iter_calls", "numbered_events", "read_calls", "read_events",
     ],
     "sampling_core.runs": [
-        "ConfigError", "DatasetError", "ResumeRefused", "RunConfig", "RunDirError", "RunError",
-        "RunSummary", "classified_fields", "load_config", "parse_config", "rescore",
-        "rescore_sync", "run_batch", "run_batch_sync", "summarize",
+        "ConfigError", "DatasetError", "ResumeRefused", "RunComparison", "RunConfig",
+        "RunDirError", "RunError", "RunSummary", "classified_fields", "compare_runs",
+        "load_config", "parse_config", "rescore", "rescore_sync", "run_batch", "run_batch_sync",
+        "summarize",
     ],
     "sampling_core.cli": ["app", "main"],
     "sampling_core.view": ["build_page", "page_data", "render_page", "run_data"],
@@ -62,6 +63,9 @@ EXPECTED: dict[str, list[str]] = {
         "SamplingLoopEndPayload", "SamplingLoopStartPayload", "SamplingRepairPayload",
         "StopReason", "StopSampling", "TokenLogprob", "Usage", "ValidationResult", "background",
         "hookimpl", "hookspec", "may_write", "specs",
+        # the call hooks
+        "CALL_HOOKS", "CancelReason", "GenerationCallPayload", "GenerationCancelledPayload",
+        "SamplingCallPayload",
     ],
     "builtin_plugins": [
         "budget_guard", "kinds", "llm_bridge", "mlflow_export", "ordering", "progress",

@@ -65,16 +65,28 @@ async def test_a_monitor_sees_every_hook_call_in_pluggys_terms_and_can_be_undone
 
     # every hook the engine fires, implemented or not, in the engine's order
     assert monitor.fired() == hook_sequence(2)
-    # each call: `before` then `after`, with the implementations and the one payload object
-    befores, afters = monitor.calls[0::2], monitor.calls[1::2]
-    for (when, name, impls, payload, _), (then, same, impls_after, payload_after, outcome) in zip(
-        befores, afters, strict=True
-    ):
+    # each call: `before` then `after`, with the implementations and the one payload object;
+    # a call hook's pair encloses the hooks fired within it (its outcome: the work's result)
+    pairs, opened = [], []
+    for call in monitor.calls:
+        if call[0] == "before":
+            opened.append(call)
+        else:
+            pairs.append((opened.pop(), call))
+    assert not opened
+    befores = [before for before, _ in pairs]
+    for (when, name, impls, payload, _), (then, same, impls_after, payload_after, outcome) in pairs:
         assert (when, then, name, impls) == ("before", "after", same, impls_after)
         assert payload is payload_after and payload.sampling_id == result.sampling_id
         assert impls == (["A", "B"] if name == "sampling_iteration" else [])
         # B's fault is isolated: the hook call itself ended with no exception
-        assert outcome.exception is None and outcome.get_result() == []
+        assert outcome.exception is None
+        if name == "sampling_call":
+            assert outcome.get_result() is result
+        elif name == "generation_call":
+            assert outcome.get_result().text == "x"
+        else:
+            assert outcome.get_result() == []
     iteration_payloads = [p for _, name, _, p, _ in befores if name == "sampling_iteration"]
     assert [type(p).__name__ for p in iteration_payloads] == ["SamplingIterationPayload"] * 2
     assert [(f.plugin_name, f.hook, str(f.exception)) for f in result.plugin_errors] == [

@@ -40,6 +40,9 @@ def test_hook_name_values_are_function_names():
         "generation_error",
         "generation_chunk",
         "sampling_validate",
+        "sampling_call",
+        "generation_call",
+        "generation_cancelled",
     }
     assert [h for h in HookName if may_write(h)] == [
         HookName.SAMPLING_LOOP_START,

@@ -69,7 +69,8 @@ def test_the_metrics_and_the_final_status_of_a_session() -> None:
     priced = {**totals, "output_tokens": 9, "cost_usd": 0.25, "done": 2}
     passk = [{"k": 1, "value": 0.5, "low": 0.0, "high": 1.0, "prompts": 2}]
     hat = [{"k": 1, "value": 0.5}, {"k": 2, "value": 0.25}]
-    assert metrics_of(end(totals=priced, pass_at_k=passk, pass_hat_k=hat)) == {
+    maj = [{"k": 1, "value": 0.4}]
+    assert metrics_of(end(totals=priced, pass_at_k=passk, pass_hat_k=hat, maj_at_k=maj)) == {
         "success_rate": 0.5,
         "ok": 1.0,
         "failed": 1.0,
@@ -80,6 +81,7 @@ def test_the_metrics_and_the_final_status_of_a_session() -> None:
         "pass_at_1": 0.5,
         "pass_hat_1": 0.5,
         "pass_hat_2": 0.25,
+        "maj_at_1": 0.4,
     }
     unknown = metrics_of(end(totals={**totals, "cost_usd": None}))
     assert "cost_usd" not in unknown and "pass_at_1" not in unknown  # unknown is not 0

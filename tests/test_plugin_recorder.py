@@ -164,8 +164,9 @@ async def test_concurrent_calls_share_one_file(tmp_path, sampler, scripted_backe
     events = read_events(path)
     # start, end; pre/chunk/post/validate/iteration per attempt (streamed: the recorder
     # implements generation_chunk); repairs
-    assert len(events) == 10 * (2 + 6 * 5 + 3)
-    assert len(hook_recorder) == 10 * (2 + 6 * 5 + 3)
+    assert len(events) == 10 * (2 + 6 * 5 + 3) + 10 * (1 + 6)
+    # and the call hooks: one sampling_call per call, one generation_call per attempt
+    assert len(hook_recorder) == 10 * (2 + 6 * 5 + 3) + 10 * (1 + 6)
     assert len({e["payload"]["sampling_id"] for e in events}) == 10
 
 

@@ -24,7 +24,7 @@ PROMPT = "SECRET-PROMPT tell me"
 ANSWER = "SECRET-ANSWER good"
 
 ALL_EVENTS = {EVENT_NAMES[hook.value] for hook in HookName.per_call()}  # a call's events
-PER_ATTEMPT = ALL_EVENTS - {"sampling.loop.start", "sampling.loop.end"}
+PER_ATTEMPT = ALL_EVENTS - {"sampling.loop.start", "sampling.call", "sampling.loop.end"}
 
 
 def traced(names: list[str]) -> list[str]:
@@ -76,7 +76,7 @@ def test_one_event_per_hook_call_with_its_fields(sampler, scripted_backend, hook
     assert result.success and result.text == ANSWER
     # One event per hook call, in the order the hooks fired.
     assert [e["event"] for e in events] == traced(hook_recorder.names())
-    assert {e["event"] for e in events} == ALL_EVENTS
+    assert {e["event"] for e in events} == ALL_EVENTS - {"generation.cancelled"}  # none here
     assert all(e["sampling_id"] == result.sampling_id for e in events)
     assert all(e["strategy_name"] == "RejectionSampling" for e in events)
 

@@ -37,6 +37,7 @@ async def test_every_call_payload_of_a_prompt_carries_its_key(tmp_path: Path) ->
     assert {e.hook for e in calls} == set(HookName.per_call()) - {
         HookName.SAMPLING_REPAIR,  # nothing failed: no repair, no backend error
         HookName.GENERATION_ERROR,
+        HookName.GENERATION_CANCELLED,  # nor a call cancelled
     }
     by_call = {r["sampling_id"]: r["key"] for r in records(out)}
     assert len(by_call) == 4

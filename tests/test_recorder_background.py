@@ -99,10 +99,11 @@ def test_complete_and_in_hook_order_when_sample_sync_returns(tmp_path: Path) -> 
     sampler, recorder, seen = make(tmp_path / "events.jsonl")
     for _ in range(3):
         sampler.sample_sync("q", requirements=[never], **BUDGETS)
-    # start, end; pre/chunk/post/validate/iteration (streamed: both listen to chunks); repairs
-    assert len(seen) == 3 * (2 + 6 * 5 + 4)
+    # start, end; pre/chunk/post/validate/iteration (streamed: both listen to chunks); repairs;
+    # the call hooks (one sampling_call, a generation_call per attempt)
+    assert len(seen) == 3 * (2 + 6 * 5 + 4 + 1 + 6)
     assert written(recorder.path) == fired(seen)
-    assert recorder.lines_written == len(fired(seen)) == 3 * (2 + 6 * 5 + 4)
+    assert recorder.lines_written == len(fired(seen)) == 3 * (2 + 6 * 5 + 4 + 1 + 6)
 
 
 @pytest.mark.anyio
@@ -172,7 +173,7 @@ async def test_complete_and_in_hook_order_when_a_batch_run_returns(tmp_path: Pat
     # per prompt: its start and end, the call's start and end, 4 x pre/post/validate/
     # iteration and 2 chunks (the answer is stopped early at its second word), 2 repairs;
     # and the session's run_start and run_end
-    assert len(seen) == 12 * (2 + 2 + 4 * 6 + 2) + 2
+    assert len(seen) == 12 * (2 + 2 + 4 * 6 + 2 + 1 + 4) + 2
     assert written(out / "events.jsonl") == fired(seen)
 
 
@@ -216,5 +217,5 @@ def test_complete_at_interpreter_exit_without_aclose(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     rows = [tuple(row) for row in json.loads(expected.read_text())]
-    assert len(rows) == 3 * (2 + 4 * 5 + 3)  # one chunk per answer
+    assert len(rows) == 3 * (2 + 4 * 5 + 3 + 1 + 4)  # one chunk per answer; the call hooks
     assert written(events) == rows

@@ -16,8 +16,9 @@ from sampling_core import Sampler, ScriptedBackend
 from sampling_core.backends import CacheError, ResponseCache, cache_identity
 from sampling_core.backends.base import can_stream
 from sampling_core.backends.cache import probe_problem
+from sampling_core.backends.cached import serving
 from sampling_core.cli.app import app
-from sampling_core.requirements import max_words
+from sampling_core.requirements import Requirement, max_words, not_contains
 from sampling_core.runs import ConfigError, load_config, run_batch
 from sampling_core.runs.run_cache import shared_cache_problem, with_cache
 
@@ -149,7 +150,7 @@ async def test_a_run_whose_every_call_is_cached_generates_no_tokens(tmp_path: Pa
     )
     first = await run_batch(config, tmp_path / "first", backend=ScriptedBackend(["a b"]))
     assert (tmp_path / "responses.sqlite").is_file() and first.cached_calls == 0
-    backend = ScriptedBackend(["never used"])
+    backend = ScriptedBackend(["a b"])  # the same replies: the same identity, a new object
     again = await run_batch(config, tmp_path / "again", backend=backend)
     assert backend.calls == 0
     assert (again.input_tokens, again.output_tokens) == (0, 0)
@@ -169,7 +170,7 @@ async def test_resume_with_a_cache(tmp_path: Path) -> None:
     await run_batch(config, out)  # no cache
     lines = (out / "records.jsonl").read_bytes().splitlines(keepends=True)
     (out / "records.jsonl").write_bytes(b"".join(lines[:2]))  # killed after two prompts
-    backend = ScriptedBackend(["never used"])
+    backend = ScriptedBackend(["a short answer"])  # the config's replies: its identity
     summary = await run_batch(config, out, resume=True, cache=cache, backend=backend)
     assert backend.calls == 0 and summary.complete
     resumed = [r for r in records(out) if r["seq"] > 2]
@@ -251,19 +252,58 @@ async def test_with_a_cache_a_call_still_streams_and_a_hit_arrives_whole(tmp_pat
     assert second.text == first.text == "red green blue"
 
 
-async def test_with_a_cache_early_stop_cuts_the_stream_and_nothing_cut_is_kept(
+async def test_a_cut_generation_is_kept_and_replayed_where_the_checks_that_cut_it_are_in_force(
     tmp_path: Path,
 ) -> None:
-    backend = ScriptedBackend(["one two three four five six", "short"])
-    sampler = Sampler(backend, cache=tmp_path / "c.sqlite")
-    ask = {"requirements": [max_words(3)], "seed": 3}
-    result = await sampler.sample("Count.", **ask)
-    assert result.success is False and result.attempts[0].stopped_early
-    assert backend.streams_closed_early == 1 and backend.chunks_sent == 4  # no sixth word
+    def counting(request: Any) -> str:
+        return "one two three four five six"
 
-    again = await sampler.sample("Count.", **ask)  # the cut answer was not stored
+    backend = ScriptedBackend(counting)
+    sampler = Sampler(backend, cache=tmp_path / "c.sqlite", load_entrypoints=False)
+    ask: dict[str, Any] = {"requirements": [max_words(3)], "seed": 3}
+    first = await sampler.sample("Count.", **ask)
+    cut = first.attempts[0]
+    assert cut.stopped_early and cut.text == "one two three four" and not cut.cached
+    assert backend.streams_closed_early == 1 and backend.chunks_sent == 4  # no fifth word
+
+    again = await sampler.sample("Count.", **ask)  # the same request, the same check
+    replayed = again.attempts[0]
+    assert backend.calls == 1 and replayed.cached and replayed.stopped_early
+    assert replayed.text == cut.text and replayed.generation.entry
+    assert replayed.validations == cut.validations and not replayed.passed
+    assert (again.usage.output_tokens, again.cached_usage) == (0, first.usage)
+
+    # with another check in force beside it: still the same cut
+    both = [max_words(3), not_contains("z")]
+    beside = await sampler.sample("Count.", requirements=both, seed=3)
+    assert (backend.calls, beside.attempts[0].generation.entry) == (1, replayed.generation.entry)
+    # where the check that cut it is not in force, it is a miss that generates
+    other_check = await sampler.sample("Count.", requirements=[max_words(4)], seed=3)
+    assert backend.calls == 2 and not other_check.attempts[0].cached
+    whole = await sampler.sample("Count.", early_stop=False, **ask)
+    assert backend.calls == 3 and whole.text == "one two three four five six"
+    assert not whole.attempts[0].cached and not whole.attempts[0].stopped_early
+    # once the whole answer is known, it is the one replayed
+    known = (await sampler.sample("Count.", **ask)).attempts[0]
+    assert backend.calls == 3 and known.cached and known.text == whole.text
     await sampler.aclose()
-    assert backend.calls == 2 and again.text == "short" and not again.attempts[0].cached
+
+
+async def test_a_cut_on_a_check_that_raised_or_a_cancelled_stream_is_not_kept(
+    tmp_path: Path,
+) -> None:
+    def broken(text: str) -> bool:
+        raise RuntimeError("no verdict")
+
+    backend = ScriptedBackend(["one two three"])
+    sampler = Sampler(backend, cache=tmp_path / "c.sqlite", load_entrypoints=False)
+    raising = Requirement("a check whose prefix raises", lambda text: True, broken)
+    first = await sampler.sample("q", requirements=[raising], seed=1)
+    assert first.attempts[0].stopped_early
+    again = await sampler.sample("q", requirements=[raising], seed=1)
+    assert backend.calls == 2 and not again.attempts[0].cached
+    assert sampler.cache is not None and len(sampler.cache) == 0
+    await sampler.aclose()
 
 
 def test_only_a_backend_that_streams_streams_through_the_cache(tmp_path: Path) -> None:
@@ -275,8 +315,8 @@ def test_only_a_backend_that_streams_streams_through_the_cache(tmp_path: Path) -
 
     cache = ResponseCache(tmp_path / "c.sqlite")
     try:
-        assert can_stream(cache.serving(ScriptedBackend(["x"])))
-        assert not can_stream(cache.serving(Plain()))
+        assert can_stream(serving(cache, ScriptedBackend(["x"])))
+        assert not can_stream(serving(cache, Plain()))
     finally:
         cache.close()
 

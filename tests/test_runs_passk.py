@@ -12,7 +12,7 @@ import pytest
 
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.requirements.checks import max_words
-from sampling_core.runs import passk
+from sampling_core.runs import bootstrap
 from sampling_core.runs.bootstrap import binomial, bootstrap_means
 from sampling_core.runs.passk import (
     ks_for,
@@ -190,7 +190,7 @@ def test_the_bootstrap_draws_as_much_for_a_million_prompts_as_for_a_thousand(
             draws[-1] += 1
             return super().random()
 
-    monkeypatch.setattr(passk.random, "Random", Counting)
+    monkeypatch.setattr(bootstrap.random, "Random", Counting)
     tables = []
     for scale in (100, 100_000):
         draws.append(0)

@@ -42,7 +42,7 @@ async def test_recorder_sees_every_hook_in_order_with_the_current_iteration(
     assert [e["passed"] for e in hook_recorder.for_hook(H.SAMPLING_ITERATION)] == [False, True]
     assert hook_recorder.iterations() == [1, 2]
     for event in hook_recorder:
-        if event.hook in (H.SAMPLING_LOOP_START, H.SAMPLING_LOOP_END):
+        if event.hook in (H.SAMPLING_LOOP_START, H.SAMPLING_CALL, H.SAMPLING_LOOP_END):
             assert event.iteration is None
         elif event.hook is H.SAMPLING_REPAIR:
             # fired from the failed attempt's context, about the next one

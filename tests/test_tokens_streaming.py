@@ -61,13 +61,14 @@ async def test_chunks_arrive_in_order_and_join_to_the_text(hook_recorder: Any) -
         (0, 1, 1, 0)
     }
     assert all(p.sampling_id == result.sampling_id for p in chunks.seen)
-    # every chunk between the call's pre_call and post_call
+    # every chunk within the backend call (its generation_call), before its post_call
     names = hook_recorder.names()
     first, last = (
         names.index("generation_chunk"),
         len(names) - names[::-1].index("generation_chunk"),
     )
-    assert names[first - 1] == "generation_pre_call" and names[last] == "generation_post_call"
+    assert names[first - 2 : first] == ["generation_pre_call", "generation_call"]
+    assert names[last] == "generation_post_call"
     assert backend.chunks_sent == len(deltas) and backend.streams_closed_early == 0
     assert result.usage.output_tokens == 5  # counted in words, as the scripted backend does
 
@@ -279,7 +280,7 @@ def test_server_sent_events_are_read_as_text_usage_and_counts() -> None:
         'data: {"choices": [{"delta": {"content": "Hel"}}], '
         '"timings": {"prompt_n": 3, "cache_n": 7, "predicted_n": 1}}',
         'data: {"choices": [{"delta": {"content": "lo"}, "finish_reason": "stop"}]}',
-        "data: not json",
+        "id: 7",
         'data: {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 2}}',
     ]
     assert [chat.read(line, "chat") for line in events] == ["", "", "", "Hel", "lo", "", ""]

@@ -162,3 +162,26 @@ def test_a_scored_attempt_shows_its_score() -> None:
     (lane,) = lanes_from_record(record)
     assert lane["steps"][0]["score"] == 0.75
     assert "score ${fmt(st.score, 3)}" in (Path(view.__file__).parent / "template.html").read_text()
+
+
+def test_two_runs_compared_embed_the_paired_comparison_and_the_flipped_prompts(
+    tmp_path: Path,
+) -> None:
+    a = make_run(tmp_path, "a")  # p0 and p4 need a zebra: failed
+    b = make_run(tmp_path, "b", backend={"kind": "scripted", "replies": ["a zebra"]})
+    compare = embedded(build_page([a, b]))["compare"]
+    [success, *_] = compare["measures"]
+    assert (success["label"], success["a"], success["b"]) == ("success_rate", 0.75, 1.0)
+    assert compare["flipped"]["better_in_b_keys"] == ["p0", "p4"]
+    sides = compare["sides"]["p4"]
+    assert (sides["a"]["status"], sides["b"]["status"]) == ("failed", "ok")
+    assert len(sides["a"]["lanes"]) == 4 and sides["b"]["lanes"]
+
+
+def test_two_runs_without_a_prompt_in_common_still_make_a_page(tmp_path: Path) -> None:
+    a = make_run(tmp_path, "a", count=2)
+    b = make_run(tmp_path, "b", count=2)
+    lines = (b / "records.jsonl").read_text().replace('"key":"p', '"key":"other-p')
+    (b / "records.jsonl").write_text(lines)
+    compare = embedded(build_page([a, b]))["compare"]
+    assert "no prompt is in both runs" in compare["error"] and compare["measures"] == []

@@ -134,32 +134,64 @@ def test_a_run_page_draws_its_charts_filters_sorts_and_shows_a_timeline(
     page.close()
 
 
-def test_the_compare_page_shows_both_runs_and_the_prompts_that_differ(
+def test_a_run_whose_answers_vote_draws_maj_at_k(browser: Any, tmp_path: Path) -> None:
+    run = make_run(tmp_path, "m", count=4, strategy="majority")  # answers grouped: maj@k
+    opened = Opened(browser, view(run))
+    page = opened.page
+    # k = 1, 2, 4 of pass@k, pass^k and maj@k (dotted)
+    assert page.locator("#chart-passk circle.point").count() == 9
+    assert page.locator("#chart-passk polyline[stroke-dasharray='1 3']").count() == 1
+    assert "dotted: maj@k" in page.inner_text("#chart-passk")
+    opened.clean()
+    page.close()
+
+
+def test_the_compare_page_shows_the_verdict_the_flipped_prompts_and_both_runs_attempts(
     browser: Any, tmp_path: Path
 ) -> None:
-    a = make_run(tmp_path, "a", count=8)
+    a = make_run(tmp_path, "a", count=16)  # p0, p4, p8, p12 need a zebra: they fail
     b = make_run(
         tmp_path,
         "b",
-        count=8,
+        count=16,
         backend={"kind": "scripted", "replies": ["a zebra"]},
         budgets={"loop_budget": 2, "concurrency_budget": 1},
     )
     opened = Opened(browser, view(a, b))
     page = opened.page
     assert page.locator("#compare").is_visible()
+    # the paired verdict, with its interval drawn
+    success = page.locator("#verdict-table tr[data-measure='success_rate']")
+    cells = success.locator("td").all_inner_texts()
+    assert cells[:3] == ["success_rate", "75.0%", "100.0%"]
+    assert cells[3] == "+25.0" and cells[6] == "B is better"
+    assert float(cells[7]) == pytest.approx(0.125)  # McNemar: 0 against 4, 2 / 2**4
+    assert success.locator("svg.interval-bar circle").count() == 1
+    assert "16 prompts in both runs" in page.inner_text("#verdict-notes")
+    # the prompts that flipped, each way
+    flipped = page.eval_on_selector_all("#flipped-b tbody tr", "t => t.map(r => r.dataset.key)")
+    assert flipped == ["p0", "p12", "p4", "p8"]  # failed in a, ok in b (by key)
+    assert "ok in b only (4)" in page.inner_text("#flipped-b-title")
+    assert page.inner_text("#flipped-a tbody") == "None."
+    # one of them, both runs' attempts side by side
+    page.click("#flipped-b tbody tr[data-key='p4']")
+    left, right = (
+        page.locator("#pair-box .pair > div[data-run='0']"),
+        page.locator("#pair-box .pair > div[data-run='1']"),
+    )
+    assert left.locator(".lane").count() == 4 and left.locator(".step.failed").count() == 4
+    assert "must contain 'zebra'" in left.inner_text()
+    assert right.locator(".lane").count() == 1 and right.locator(".step.passed").count() == 1
+    # the side-by-side figures, the charts, and the prompts table of either run
     head = page.inner_text("#compare-table thead")
     assert "a" in head and "b" in head
-    success = page.inner_text("#compare-table tbody tr:nth-child(2)")
-    assert "success rate" in success and "75.0%" in success and "100.0%" in success
     assert "pass@1" in page.inner_text("#compare-table")
-    differ = page.eval_on_selector_all("#differ-table tbody tr", "t => t.map(r => r.dataset.key)")
-    assert differ == ["p0", "p4"]  # failed in a, ok in b
     assert page.locator("#chart-outcomes rect.bar").count() == 8  # 4 outcomes x 2 runs
     page.select_option("#run-select", "1")
     assert {row[1] for row in opened.rows()} == {"ok"}
-    page.click("#prompts tbody tr[data-key='p0']")
-    assert page.locator("#timeline .lane").count() == 1
+    page.click("#prompts tbody tr[data-key='p0']")  # both runs' attempts, side by side
+    assert page.locator("#timeline .pair > div[data-run='0'] .lane").count() == 4
+    assert page.locator("#timeline .pair > div[data-run='1'] .lane").count() == 1
     opened.clean()
     page.close()
 

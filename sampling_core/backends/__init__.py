@@ -5,7 +5,8 @@ extras) real models.
 both are imported on first access, and so is the response cache (``ResponseCache``,
 ``CacheError``, ``cache_identity``: SQLite is imported by those who use it). This
 package's ``__all__`` is its public surface; its modules (``base``, ``scripted``,
-``openai_compat``, ``local``, ``limits``, ``transport``, ``cache``) are internal.
+``openai_compat``, ``openai_body``, ``local``, ``limits``, ``transport``, ``cache``,
+``cache_keys``, ``cached``) are internal.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ __all__ = [
 _LAZY = {
     "OpenAIBackend": "sampling_core.backends.openai_compat",
     "LocalBackend": "sampling_core.backends.local",
-    "CacheError": "sampling_core.backends.cache",
+    "CacheError": "sampling_core.backends.cache_keys",
     "ResponseCache": "sampling_core.backends.cache",
-    "cache_identity": "sampling_core.backends.cache",
+    "cache_identity": "sampling_core.backends.cache_keys",
 }
 
 

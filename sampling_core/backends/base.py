@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
@@ -66,12 +66,32 @@ class Backend(Protocol):
 
     Optional attributes the engine reads: ``provider_name`` (for traces) and
     ``free_of_charge`` (``True`` when its calls cost nothing, e.g. a model run in this
-    process: the cost of a call cut short is then known to be 0).
+    process: the cost of a call cut short is then known to be 0). Read by the response
+    cache: ``build_body(request)``, the body the backend sends for a request (its calls
+    must send with it: see :func:`request_body`), and ``cache_identity()``, a dict of JSON
+    values naming the model and the server (see
+    :func:`~sampling_core.backends.cache_keys.cache_identity`).
     """
 
     async def generate(self, request: GenerationRequest) -> Generation | str:
         """Generate one answer for ``request``."""
         ...
+
+
+def request_body(backend: object, request: GenerationRequest) -> dict[str, Any]:
+    """What ``backend`` sends for ``request``: its ``build_body(request)`` when it has one
+    (the method its calls send with: defaults and mode merged, the schema as
+    ``response_format``, the seed), else :func:`request_fields`."""
+    build = getattr(backend, "build_body", None)
+    if callable(build):
+        return build(request)
+    return request_fields(request)
+
+
+def request_fields(request: GenerationRequest) -> dict[str, Any]:
+    """The request as the engine made it: every field but the attempt's place
+    (``iteration``), which is not sent."""
+    return {f.name: getattr(request, f.name) for f in fields(request) if f.name != "iteration"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +119,31 @@ class StreamingBackend(Backend, Protocol):
         backend then closes its request, so that the server stops generating.
         """
         ...
+
+
+class Answered:
+    """A plugin's streamed answer for a backend call (``generation_call``), read as a
+    backend's stream is: an iterable or async iterable of :class:`Chunk` pieces that ends
+    with the whole :class:`Generation`."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces: Any) -> None:
+        self.pieces = pieces
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        """Not used: the engine reads an answer that streams through :meth:`stream`."""
+        raise TypeError("a streamed answer is read through stream()")
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk | Generation]:
+        """The answer's pieces, in order."""
+        pieces = self.pieces
+        if hasattr(pieces, "__aiter__"):
+            async for piece in pieces:
+                yield piece
+        else:
+            for piece in pieces:
+                yield piece
 
 
 def can_stream(backend: object) -> bool:

@@ -1,85 +1,69 @@
 """The response cache: generations kept in an SQLite file, reused for the same request.
 
 ``Sampler(backend, cache="responses.sqlite")`` (``run.cache`` in a run's YAML, ``--cache``
-on the command line) sends each backend call of a call through :class:`CachedBackend`:
+on the command line) sends each backend call of a call through the cache
+(:mod:`sampling_core.backends.cached`):
 
-- the **key** of a call is the backend's kind and model identity (:func:`cache_identity`:
-  its class, model name, server URL or model file), the messages and the options as they
-  were sent (the seed included); without a seed, the attempt's place (subsample, attempt),
-  so that n samples of one prompt stay n different samples;
-- a **hit** returns the stored generation with no backend call, a ``CachedGeneration``,
-  with no new tokens in its ``usage`` (what it took when it was generated is its
-  ``cached_usage``, counted apart in ``SamplingResult.cached_usage``);
-- a **miss** calls the backend and stores its answer (not one stopped early: it is not the
-  whole answer).
+- the **key** of a call is the request as the backend sends it, the model and the server
+  (:mod:`sampling_core.backends.cache_keys`);
+- a **hit** returns the stored generation with no backend call, a ``CachedGeneration``
+  naming its ``entry``, with no new tokens in its ``usage`` (what it took when it was
+  generated is its ``cached_usage``, counted apart in ``SamplingResult.cached_usage``);
+- a **miss** calls the backend and stores its answer: a whole one under the request's key,
+  one cut by early stop under the key and the prefix checks that cut it (replayed only
+  where they are in force).
 
 The file is an SQLite database in WAL mode: safe for concurrent calls (a connection per
 cache, used from worker threads under a lock, so the event loop never waits on the disk)
 and for several processes (SQLite's own locking, with a generous busy timeout). A file
 that is not a samplehooks cache (damaged, or another program's database) is refused with
-one :class:`CacheError` naming it. An entry is only ever returned for the identity it was
-stored under: entries never cross models.
+one :class:`CacheError` naming it; one of an earlier format, whose keys crossed requests,
+is emptied. An entry is only ever returned for the identity it was stored under: entries
+never cross models.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import aclosing
+from collections.abc import Set
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import anyio
 
-from hook_specs.records import STOPPED_EARLY, CachedGeneration, Generation, Usage
-from sampling_core.backends.base import (
-    Backend,
-    Chunk,
-    GenerationRequest,
-    as_generation,
-    can_stream,
-)
-from sampling_core.errors import SamplehooksError, exception_text
+from hook_specs.records import Generation, Usage
+from sampling_core.backends.cache_keys import CacheError, cache_identity
+from sampling_core.errors import exception_text
 
-__all__ = [
-    "CacheError",
-    "CachedBackend",
-    "CachedStreamingBackend",
-    "ResponseCache",
-    "cache_identity",
-    "request_key",
-]
+__all__ = ["CacheError", "CachedAnswer", "ResponseCache", "cache_identity", "probe_problem"]
 
 APPLICATION_ID = 0x53484B43  # "SHKC" in the SQLite header: this file is a samplehooks cache
-FORMAT = 1  # PRAGMA user_version
+FORMAT = 2  # PRAGMA user_version
 BUSY_TIMEOUT_S = 60.0  # how long a write waits for another process's
-NO_NEW_TOKENS = Usage(0, 0, 0.0)
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries ("
-    " key TEXT PRIMARY KEY, identity TEXT NOT NULL, text TEXT NOT NULL,"
-    " finish_reason TEXT, model TEXT, input_tokens INTEGER,"  # NULL: the backend did not say
-    " output_tokens INTEGER, cost_usd REAL, created TEXT NOT NULL)",
+    " entry TEXT PRIMARY KEY, key TEXT NOT NULL, cut_by TEXT NOT NULL,"  # '': a whole answer
+    " identity TEXT NOT NULL, text TEXT NOT NULL, finish_reason TEXT, model TEXT,"
+    " input_tokens INTEGER, output_tokens INTEGER,"  # NULL: the backend did not say
+    " cost_usd REAL, created TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS entries_by_key ON entries (key)",
     "CREATE TABLE IF NOT EXISTS probes (token TEXT PRIMARY KEY, created TEXT NOT NULL)",
 )
-
-
-class CacheError(SamplehooksError, ValueError):
-    """The response cache file cannot be used (the message names it and says what to do)."""
+_EARLIER_FORMATS = (1,)  # keys that crossed requests: their entries are dropped
 
 
 @dataclass(frozen=True, slots=True)
 class CachedAnswer:
-    """One stored generation."""
+    """One stored generation, and its entry's id (``entry``)."""
 
+    entry: str
     text: str
     finish_reason: str | None
     model: str | None
@@ -129,6 +113,8 @@ class ResponseCache:
                     self._db.execute("ROLLBACK")
                     raise
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version in _EARLIER_FORMATS:
+                version = self._upgrade()
             if version != FORMAT:
                 raise CacheError(
                     f"the response cache {self.path} is of format {version}, which this "
@@ -159,6 +145,24 @@ class ResponseCache:
             self._db.execute(statement)
         self._db.execute(f"PRAGMA user_version = {FORMAT}")
         self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+    def _upgrade(self) -> int:
+        """Empty a cache of an earlier format (under the write lock) and make it this one's:
+        its keys left parts of the request out, so its entries may answer other requests."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version in _EARLIER_FORMATS:  # else another process upgraded it meanwhile
+                self._db.execute("DROP TABLE IF EXISTS entries")
+                for statement in _SCHEMA:
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {FORMAT}")
+                version = FORMAT
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return int(version)
 
     def _into_wal(self) -> str:
         """Put the file in WAL mode (it stays so) and say the mode it is in.
@@ -198,51 +202,95 @@ class ResponseCache:
 
     # -- entries ----------------------------------------------------------------------
 
-    def get(self, key: str, identity: str) -> CachedAnswer | None:
-        """The answer stored under ``key`` for ``identity``, or ``None``."""
+    def get(self, key: str, identity: str, in_force: Set[str] = frozenset()) -> CachedAnswer | None:
+        """The answer stored under ``key`` for ``identity``, or ``None``: a whole one, else
+        one cut by prefix checks that are all ``in_force`` (their identities)."""
         try:
             with self._lock:
-                row = self._db.execute(
-                    "SELECT text, finish_reason, model, input_tokens, output_tokens, cost_usd"
-                    " FROM entries WHERE key = ? AND identity = ?",
+                rows = self._db.execute(
+                    "SELECT entry, cut_by, text, finish_reason, model, input_tokens,"
+                    " output_tokens, cost_usd FROM entries WHERE key = ? AND identity = ?"
+                    " ORDER BY cut_by != '', created, entry",
                     (key, identity),
-                ).fetchone()
+                ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise self._failure(exc) from exc
-        if row is None:
-            return None
-        text, finish_reason, model, tokens_in, tokens_out, cost = row
-        return CachedAnswer(text, finish_reason, model, Usage(tokens_in, tokens_out, cost))
+        for entry, cut_by, text, finish_reason, model, tokens_in, tokens_out, cost in rows:
+            if not cut_by or in_force.issuperset(json.loads(cut_by)):
+                usage = Usage(tokens_in, tokens_out, cost)
+                return CachedAnswer(entry, text, finish_reason, model, usage)
+        return None
 
-    def put(self, key: str, identity: str, generation: Generation) -> None:
-        """Store ``generation`` under ``key`` (the first answer stored for a key stays)."""
+    def put(
+        self,
+        key: str,
+        identity: str,
+        generation: Generation,
+        cut_by: str = "",
+        *,
+        replace: bool = False,
+    ) -> str:
+        """Store ``generation`` under ``key`` (and ``cut_by``, the
+        :func:`~sampling_core.backends.cache_keys.cut_identity` of the checks that cut it);
+        returns its entry's id. The first answer stored for a key stays, unless ``replace``:
+        then the key's answers are replaced by this one (a call asked again)."""
         usage = generation.usage
+        digest = hashlib.sha256(f"{key}\n{cut_by}".encode()).hexdigest()[:32]
+        row = (
+            digest,
+            key,
+            cut_by,
+            identity,
+            generation.text,
+            generation.finish_reason,
+            generation.model,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cost_usd,
+            _now(),
+        )
         try:
             with self._lock:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        key,
-                        identity,
-                        generation.text,
-                        generation.finish_reason,
-                        generation.model,
-                        usage.input_tokens,
-                        usage.output_tokens,
-                        usage.cost_usd,
-                        _now(),
-                    ),
-                )
+                if replace:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    try:
+                        self._db.execute(
+                            "DELETE FROM entries WHERE key = ? AND identity = ?", (key, identity)
+                        )
+                        self._db.execute(_INSERT, row)
+                        self._db.execute("COMMIT")
+                    except BaseException:
+                        self._db.execute("ROLLBACK")
+                        raise
+                else:
+                    self._db.execute(_INSERT, row)
         except sqlite3.DatabaseError as exc:
             raise self._failure(exc) from exc
+        except (sqlite3.Error, OverflowError, UnicodeError) as exc:  # a value SQLite refuses
+            raise CacheError(
+                f"cannot store an answer in the response cache {self.path}: {exception_text(exc)}"
+            ) from exc
+        return digest
 
-    async def aget(self, key: str, identity: str) -> CachedAnswer | None:
+    async def aget(
+        self, key: str, identity: str, in_force: Set[str] = frozenset()
+    ) -> CachedAnswer | None:
         """:meth:`get` in a worker thread."""
-        return await anyio.to_thread.run_sync(self.get, key, identity)
+        return await anyio.to_thread.run_sync(self.get, key, identity, in_force)
 
-    async def aput(self, key: str, identity: str, generation: Generation) -> None:
+    async def aput(
+        self,
+        key: str,
+        identity: str,
+        generation: Generation,
+        cut_by: str = "",
+        *,
+        replace: bool = False,
+    ) -> str:
         """:meth:`put` in a worker thread."""
-        await anyio.to_thread.run_sync(self.put, key, identity, generation)
+        return await anyio.to_thread.run_sync(
+            lambda: self.put(key, identity, generation, cut_by, replace=replace)
+        )
 
     def __len__(self) -> int:
         try:
@@ -263,13 +311,6 @@ class ResponseCache:
         except sqlite3.DatabaseError as exc:
             raise self._failure(exc) from exc
         return token
-
-    def serving(self, backend: Backend) -> CachedBackend:
-        """``backend`` seen through this cache (what a ``sample()`` call sends its calls to);
-        one that can stream still can (:class:`CachedStreamingBackend`)."""
-        if can_stream(backend):
-            return CachedStreamingBackend(backend, self)
-        return CachedBackend(backend, self)
 
     def close(self) -> None:
         """Close the connection."""
@@ -294,6 +335,7 @@ def probe_problem(path: str | os.PathLike[str], token: str) -> str | None:
     return None if row is not None else f"{where} is another file than the driver's"
 
 
+_INSERT = "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _HELD = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another connection has the lock
 
 
@@ -304,137 +346,3 @@ def _code(exc: sqlite3.Error) -> int:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# -- keys ------------------------------------------------------------------------------
-
-
-def cache_identity(backend: object) -> dict[str, Any]:
-    """What identifies the model behind ``backend``: its class (the backend's kind), and
-    what its own ``cache_identity()`` returns when it has one; else its model file (with
-    its size) when it has one, else its model name (``model`` or ``model_id``) and server
-    URL (``base_url``).
-
-    Raises :class:`CacheError` for a backend that says none of these: the cache could not
-    tell its models apart.
-    """
-    cls = type(backend)
-    kind = f"{cls.__module__}.{cls.__qualname__}"
-    identity: dict[str, Any] = {"kind": kind}
-    own = getattr(backend, "cache_identity", None)
-    if callable(own):
-        identity.update(own())
-        return identity
-    model_path = getattr(backend, "model_path", None)
-    if isinstance(model_path, str | os.PathLike):
-        file = Path(model_path).expanduser().resolve()
-        identity["model_file"] = str(file)
-        with contextlib.suppress(OSError):
-            identity["model_file_bytes"] = file.stat().st_size
-        return identity  # a local server's URL is a new port every start: not the model
-    for name in ("model", "model_id", "base_url"):
-        value = getattr(backend, name, None)
-        if isinstance(value, str | int | float | bool):
-            identity[name] = value
-    if len(identity) == 1:
-        raise CacheError(
-            f"the response cache cannot tell the models of backend {kind} apart: it has no "
-            "model, model_id, base_url or model_path attribute and no cache_identity() "
-            "method; give it one (see the response cache's docs), or use no cache"
-        )
-    return identity
-
-
-def request_key(identity: str, request: GenerationRequest) -> str:
-    """The cache key of ``request`` to the model ``identity`` (:func:`cache_identity` as
-    canonical JSON): a SHA-256 of the identity, the messages and the options, and of the
-    attempt's place when the options carry no seed."""
-    data: dict[str, Any] = {
-        "identity": identity,
-        "messages": request.messages,
-        "options": request.options,
-    }
-    if "seed" not in request.options and request.iteration is not None:
-        data["place"] = [request.iteration.subsample_index, request.iteration.attempt]
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_stable)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _stable(value: Any) -> Any:
-    """A JSON stand-in for an option JSON cannot hold (a pydantic model class: its schema)."""
-    schema = getattr(value, "model_json_schema", None)
-    if isinstance(value, type) and callable(schema):
-        return {"schema": schema()}
-    return repr(value)
-
-
-def canonical(identity: dict[str, Any]) -> str:
-    """An identity as the text entries are stored under."""
-    return json.dumps(identity, sort_keys=True, separators=(",", ":"))
-
-
-class CachedBackend:
-    """A backend seen through the cache, for one ``sample()`` call."""
-
-    def __init__(self, backend: Backend, cache: ResponseCache) -> None:
-        self.backend = backend
-        self.cache = cache
-        self.identity = canonical(cache_identity(backend))
-        # What the engine reads of the backend itself, seen through the cache as well.
-        self.provider_name = getattr(backend, "provider_name", None)
-        self.free_of_charge = bool(getattr(backend, "free_of_charge", False))
-
-    async def generate(self, request: GenerationRequest) -> Generation:
-        """The stored answer to ``request``, or the backend's (then stored)."""
-        key = request_key(self.identity, request)
-        began = time.perf_counter()
-        stored = await self._stored(key, began)
-        if stored is not None:
-            return stored
-        reply = await self.backend.generate(request)
-        generation = as_generation(reply, time.perf_counter() - began)
-        if generation.finish_reason != STOPPED_EARLY:  # a part of an answer is not kept
-            await self.cache.aput(key, self.identity, generation)
-        return generation
-
-    async def _stored(self, key: str, began: float) -> CachedGeneration | None:
-        found = await self.cache.aget(key, self.identity)
-        if found is None:
-            return None
-        return CachedGeneration(
-            text=found.text,
-            usage=NO_NEW_TOKENS,
-            finish_reason=found.finish_reason,
-            model=found.model,
-            latency_s=max(time.perf_counter() - began, 1e-9),
-            cached_usage=found.usage,
-        )
-
-
-class CachedStreamingBackend(CachedBackend):
-    """A backend that streams, seen through the cache: a call still streams (so that early
-    stop and ``generation_chunk`` work with a cache as without one).
-
-    A stored answer arrives whole (one :class:`CachedGeneration`, no chunk); any other is
-    streamed from the backend, chunk by chunk, and stored once it arrived whole. An answer
-    cut short (a prefix check stopped it, or a cancellation) never reaches its last piece,
-    so a part of an answer is never stored.
-    """
-
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk | Generation]:
-        """The stored answer to ``request``, or the backend's stream (its answer then stored)."""
-        key = request_key(self.identity, request)
-        began = time.perf_counter()
-        stored = await self._stored(key, began)
-        if stored is not None:
-            yield stored
-            return
-        async with aclosing(self.backend.stream(request)) as pieces:  # type: ignore[attr-defined]
-            async for item in pieces:
-                if isinstance(item, Generation):
-                    generation = as_generation(item, time.perf_counter() - began)
-                    if generation.finish_reason != STOPPED_EARLY:
-                        await self.cache.aput(key, self.identity, generation)
-                    yield generation
-                    return
-                yield item

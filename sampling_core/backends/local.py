@@ -26,6 +26,8 @@ import anyio
 
 from hook_specs.records import Generation
 from sampling_core.backends.base import Chunk, GenerationRequest
+from sampling_core.backends.cache_keys import model_file_identity
+from sampling_core.backends.openai_body import openai_body
 from sampling_core.backends.openai_compat import BackendError, OpenAIBackend
 
 __all__ = ["LlamaServer", "LocalBackend", "ModelNotFoundError", "default_model_path"]
@@ -215,6 +217,17 @@ class LocalBackend:
         """The OpenAI-compatible base URL of the running server, or ``None``."""
         return f"{self.server.base_url}/v1" if self.server.base_url else None
 
+    def build_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """The body of ``request`` to llama.cpp's server (chat, with this backend's
+        ``default_options``): what the HTTP backend it talks through sends, which it makes
+        with the same model name, mode and defaults."""
+        return openai_body(request, self.model, "chat", self.default_options)
+
+    def cache_identity(self) -> dict[str, Any]:
+        """The model file (its resolved path and size), for the response cache: the same
+        before and after the server starts, whatever port it listens on."""
+        return model_file_identity(self.server.model_path)
+
     async def start(self) -> None:
         """Start the server now rather than on the first request."""
         await self._backend()
@@ -227,7 +240,7 @@ class LocalBackend:
         with self._start_lock:
             if self._http is None:
                 self._http = OpenAIBackend(
-                    self.model,
+                    self.model,  # what build_body sends, as is mode and default_options
                     base_url=f"{base}/v1",
                     api_key_env=None,
                     max_in_flight=self.parallel,

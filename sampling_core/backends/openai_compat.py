@@ -8,9 +8,11 @@ Works with OpenAI, vLLM, llama.cpp's server, Ollama and LM Studio. It uses one
 other HTTP errors raise :class:`BackendError`. Cancelling a call closes its HTTP request.
 :meth:`OpenAIBackend.stream` asks for the answer as server-sent events (``stream: true``,
 with ``stream_options.include_usage`` so the tokens are still counted); closing the stream
-closes the request, and the server stops generating. A request's ``json_schema`` is sent as
-``response_format`` (``{"type": "json_schema", ...}``), which constrains the decoding on
-servers that support it (OpenAI, vLLM, llama.cpp).
+closes the request, and the server stops generating. A stream that brings no whole answer
+(an error event after the ``200``, data that is not a JSON object, no ``[DONE]`` and no
+``finish_reason``) is a transient failure, never an answer (:mod:`.sse`). A request's
+``json_schema`` is sent as ``response_format`` (``{"type": "json_schema", ...}``), which
+constrains the decoding on servers that support it (OpenAI, vLLM, llama.cpp).
 
 The API key is read from the environment variable named by ``api_key_env`` when the client
 is made; it is never stored on the backend, shown in its repr, logged, or put in a message.
@@ -28,17 +30,27 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from hook_specs.records import Generation, Message, Usage
+from hook_specs.records import Generation, Usage
 from sampling_core.backends.base import Chunk, GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
-from sampling_core.backends.logprobs import completions_options, logprobs_of
-from sampling_core.backends.sse import DONE, StreamedReply, usage_of
+from sampling_core.backends.logprobs import logprobs_of
+from sampling_core.backends.openai_body import Mode, openai_body
+from sampling_core.backends.sse import (
+    DONE,
+    MAX_EVENT_CHARS,
+    BrokenStream,
+    EventTooLong,
+    StreamedReply,
+    event_lines,
+    usage_of,
+)
 from sampling_core.backends.transport import TransientBackendError
 from sampling_core.errors import SamplehooksError, exception_text
 from sampling_core.pricing import priced
@@ -55,8 +67,6 @@ __all__ = ["BackendError", "OpenAIBackend", "parse_retry_after"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"})
-_NOT_SENT = frozenset({"stream", "stream_options", "n"})
-Mode = Literal["chat", "completions"]
 
 
 class BackendError(SamplehooksError):
@@ -101,14 +111,6 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def render_prompt(messages: list[Message]) -> str:
-    """Turn chat messages into one completion prompt (a lone user message is sent as is)."""
-    if len(messages) == 1 and messages[0].get("role") == "user":
-        return content_text(messages[0].get("content", ""))
-    lines = [f"{m.get('role', 'user')}: {content_text(m.get('content', ''))}" for m in messages]
-    return "\n".join([*lines, "assistant:"])
-
-
 def is_local_url(base_url: str) -> bool:
     """Whether ``base_url`` points at this machine (no API key needed there)."""
     return (urlsplit(base_url).hostname or "") in _LOCAL_HOSTS
@@ -134,6 +136,9 @@ class OpenAIBackend:
     streamed request only (the local backend asks llama.cpp for per-token ``timings``, so a
     stream cut short still knows its tokens).
     """
+
+    max_event_chars: int = MAX_EVENT_CHARS
+    """The longest line of a stream read (a longer one fails the call, unbuffered)."""
 
     provider_name: str = "openai"
     """``gen_ai.provider.name`` in traces: "openai", as the OpenTelemetry GenAI conventions
@@ -259,25 +264,14 @@ class OpenAIBackend:
     # -- one call -----------------------------------------------------------------------
 
     def build_body(self, request: GenerationRequest) -> dict[str, Any]:
-        """The JSON body for ``request``: model, messages (or prompt), and the options."""
-        body: dict[str, Any] = {"model": self.model}
-        if self.mode == "chat":
-            body["messages"] = [dict(m) for m in request.messages]
-        else:
-            body["prompt"] = render_prompt(request.messages)
-        for key, value in {**self.default_options, **request.options}.items():
-            if value is not None and key not in _NOT_SENT:
-                body[key] = value
-        if self.mode == "completions":
-            completions_options(body)
-        schema = request.json_schema
-        if schema is not None and "response_format" not in body:
-            name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "answer"))[:64]
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": schema},
-            }
-        return body
+        """The JSON body for ``request`` (:func:`openai_body`): what :meth:`generate` sends,
+        and :meth:`stream` with its streaming fields added; the response cache keys by it."""
+        return openai_body(request, self.model, self.mode, self.default_options)
+
+    def cache_identity(self) -> dict[str, Any]:
+        """The server, for the response cache: the endpoint requests go to (without any
+        credential); the model, the mode's shape and the options are in the body."""
+        return {"server": f"{self.base_url}{self._path}"}
 
     def _transient(self, exc: httpx.TransportError) -> TransientBackendError:
         """A request that failed on its way (a timeout, a dropped connection): retried."""
@@ -287,6 +281,16 @@ class OpenAIBackend:
         return TransientBackendError(
             self._scrub(f"{where}: {type(exc).__name__}: {exception_text(exc)}")
         )
+
+    def _broken(self, exc: BrokenStream) -> Exception:
+        """A stream that brought no whole answer: a failed call, never an answer. Transient
+        (retried), but a line longer than :attr:`max_event_chars`: that one will not mend."""
+        where = f"{self.base_url}{self._path}"
+        detail = f": {self._scrub(exc.detail[:65536], 200)!r}" if exc.detail else ""
+        message = f"{where}: {exception_text(exc)}{detail}"
+        if isinstance(exc, EventTooLong):
+            return BackendError(message)
+        return TransientBackendError(message)
 
     async def generate(self, request: GenerationRequest) -> Generation:
         """Send ``request`` and map the reply into a :class:`Generation`."""
@@ -331,18 +335,27 @@ class OpenAIBackend:
                             yield Chunk(whole.text, whole.usage, whole.logprobs or ())
                         yield whole
                         return
-                    async for line in response.aiter_lines():
-                        timings = reply.timings
-                        piece = reply.read(line, self.mode)
-                        if piece is DONE:
-                            break
-                        if piece:
-                            pieces.append(piece)
-                            yield Chunk(piece, reply.usage_so_far(), reply.new_logprobs())
-                        elif reply.timings != timings:  # the server's count moved (the prompt)
-                            yield Chunk("", reply.usage_so_far())
+                    lines = event_lines(response.aiter_bytes(), self.max_event_chars)
+                    async with aclosing(lines):
+                        async for line in lines:
+                            timings = reply.timings
+                            piece = reply.read(line, self.mode)
+                            if piece is DONE:
+                                break
+                            if piece:
+                                pieces.append(piece)
+                                yield Chunk(piece, reply.usage_so_far(), reply.new_logprobs())
+                            elif reply.timings != timings:  # the server's count moved
+                                yield Chunk("", reply.usage_so_far())
+                        else:
+                            piece = reply.end(self.mode)  # a stream cut short raises here
+                            if piece:
+                                pieces.append(piece)
+                                yield Chunk(piece, reply.usage_so_far(), reply.new_logprobs())
             except httpx.TransportError as exc:  # timeouts included
                 raise self._transient(exc) from None
+            except BrokenStream as exc:
+                raise self._broken(exc) from None
             latency = time.perf_counter() - began
         self.limits.on_success()
         model = reply.model or self.model

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from hook_specs.records import Generation, TokenLogprob, Usage
-from sampling_core.backends.base import Chunk, GenerationRequest
+from sampling_core.backends.base import Chunk, GenerationRequest, request_fields
 
 Reply = str | Generation
 Script = Sequence[str] | Callable[[GenerationRequest], Reply | Awaitable[Reply]]
@@ -74,6 +74,20 @@ class ScriptedBackend:
         self.calls = 0
         self.chunks_sent = 0
         self.streams_closed_early = 0
+
+    def build_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """What a call "sends": the model name and the request as the engine made it."""
+        return {"model": self.model, **request_fields(request)}
+
+    def cache_identity(self) -> dict[str, Any]:
+        """The replies, for the response cache: the list itself, or the callable's
+        qualified name (``module.qualname``: change what it answers under the same name and
+        the cache still replays the old answers)."""
+        replies = self._replies
+        if callable(replies):
+            named = replies if hasattr(replies, "__qualname__") else type(replies)
+            return {"replies": f"{getattr(named, '__module__', '?')}.{named.__qualname__}"}
+        return {"replies": list(replies)}
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk | Generation]:
         """Answer ``request`` from the script as a stream: the words of the reply, one

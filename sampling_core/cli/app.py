@@ -6,6 +6,7 @@ from importlib import metadata
 
 import typer
 
+from sampling_core.cli.compare_cmd import compare_command
 from sampling_core.cli.plugins_cmd import plugins_app
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup
 from sampling_core.cli.rescore_cmd import rescore_command
@@ -46,6 +47,7 @@ app.command("report", cls=ReadableCommand)(report_command)
 app.command("sample", cls=ReadableCommand)(sample_command)
 app.command("view", cls=ReadableCommand)(view_command)
 app.command("rescore", cls=ReadableCommand)(rescore_command)
+app.command("compare", cls=ReadableCommand)(compare_command)
 
 
 def main() -> None:

@@ -82,8 +82,8 @@ def run_command(
         None,
         "--cache",
         metavar="PATH",
-        help="A response cache (SQLite file): calls asked before with the same model, "
-        "messages and options are answered from it. Default: run.cache of the config.",
+        help="A response cache (SQLite file): calls asked before (the same request body "
+        "to the same model and server) are answered from it. Default: run.cache of the config.",
         show_default=False,
     ),
 ) -> None:

@@ -34,6 +34,7 @@ from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.sampler import Sampler
 from sampling_core.errors import SamplehooksError, exception_text
 from sampling_core.kinds import collect_kinds
+from sampling_core.requirements.formats import MAX_SCHEMA_DEPTH, schema_validator
 
 __all__ = ["sample_command"]
 
@@ -182,8 +183,8 @@ def sample_command(
         None,
         "--cache",
         metavar="PATH",
-        help="A response cache (SQLite file): a call asked before with the same model, "
-        "messages and options (seed included) is answered from it, marked cached.",
+        help="A response cache (SQLite file): a call asked before (the same request body, "
+        "seed included, to the same model and server) is answered from it, marked cached.",
         show_default=False,
     ),
 ) -> None:
@@ -261,8 +262,14 @@ def _read_schema(path: Path) -> dict[str, Any]:
         fail(f"--format: cannot read {path}: {exc.strerror or exception_text(exc)}")
     except ValueError as exc:
         fail(f"--format: {path} is not JSON: {exception_text(exc)}")
+    except RecursionError:
+        fail(f"--format: {path} is nested too deeply (at most {MAX_SCHEMA_DEPTH} levels)")
     if not isinstance(schema, dict):
         fail(f"--format: {path} must hold a JSON schema (an object), not {type(schema).__name__}")
+    try:
+        schema_validator(schema)
+    except ValueError as exc:
+        fail(f"--format: {path}: {exception_text(exc)}")
     return schema
 
 

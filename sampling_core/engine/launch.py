@@ -8,7 +8,9 @@ place), and they are counted as never started:
 
 * ``staggered``: subsample ``i`` starts ``i * stagger_s`` seconds after the first;
 * ``on_failure``: the next subsample starts each time a running one fails an attempt or
-  ends (passed without deciding the call, or ended by a backend error).
+  ends, in any way (passed without deciding the call, ended by a backend error, refused its
+  start because it could no longer win, cancelled while it waited): every subsample ends,
+  so every one waiting gets its turn or is cancelled, and no call waits for ever.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ class Launcher:
             await self._turns[index].wait()
 
     def attempt_ended(self) -> None:
-        """A running subsample failed an attempt or ended: under ``on_failure`` the next
-        subsample may start."""
+        """A subsample failed an attempt and goes on, or ended (however it ended): under
+        ``on_failure`` the next subsample may start."""
         if self._next < len(self._turns):
             self._turns[self._next].set()
             self._next += 1

@@ -36,8 +36,9 @@ import structlog
 
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
-from hook_specs.records import Attempt, Generation, IterationInfo, Message
+from hook_specs.records import UNKNOWN_USAGE, Attempt, Generation, IterationInfo, Message
 from sampling_core.backends.base import (
+    Answered,
     Backend,
     GenerationRequest,
     as_generation,
@@ -58,8 +59,7 @@ from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import (
     Failed,
     Flight,
-    Prefixes,
-    prefix_checks,
+    prefixes_in_force,
     read_stream,
     read_stream_within,
     unmet_early,
@@ -79,6 +79,10 @@ logger = structlog.get_logger("samplehooks")
 _description = attrgetter("description")
 
 
+def _is_result(outcome: object) -> bool:
+    return isinstance(outcome, SamplingResult)
+
+
 class _BackendFailed(Exception):
     """Internal: the attempt's backend call raised for good (already reported)."""
 
@@ -91,6 +95,7 @@ class SamplingCall:
         "hooks",
         "json_schema",
         "launcher",
+        "prefix_notes",
         "prefixes",
         "s",
         "scorer",
@@ -110,15 +115,10 @@ class SamplingCall:
         # attribute found on the instance is read faster than a default on the class).
         # A CheckContext is built only when a check asks for one; the backend streams when
         # someone needs the pieces (prefix checks, generation_chunk), and it can.
-        self.wants_context = False  # a check takes a CheckContext
-        for requirement in settings.requirements:
-            if requirement.wants_context:
-                self.wants_context = True
-        # the requirements with a prefix check (early stop on)
-        prefixes: Prefixes = (
-            prefix_checks(settings.requirements) if settings.tokens.early_stop else ()
-        )
+        self.wants_context = any(r.wants_context for r in settings.requirements)
+        prefixes = prefixes_in_force(settings.requirements, settings.tokens.early_stop)
         self.prefixes = prefixes
+        self.prefix_notes = [{} for _ in prefixes]  # what the checks' readers keep per call
         self.scorer = settings.strategy.scorer  # scores every attempt (BestOfN, a weighted vote)
         if self.scorer is not None:
             self.wants_context = True
@@ -138,11 +138,12 @@ class SamplingCall:
         try:
             if self.hooks.firing.sampling_loop_start:
                 await self._start()
-            if not self.tally.stopped:
-                await self._run_subsamples()
-            if self.tally.fatal is not None:
-                raise self.tally.fatal
-            result = self.tally.result(self.s, self.hooks.faults)
+            if self.hooks.firing.sampling_call:  # plugins around the work and the pick
+                result = await self.hooks.around_sampling(
+                    self._call_fields(), self._around_work, _is_result
+                )
+            else:
+                result = await self._work()
         except BaseException as exc:
             if self.hooks.firing.sampling_loop_end:
                 with anyio.CancelScope(shield=True):
@@ -153,6 +154,29 @@ class SamplingCall:
         if self.hooks.firing.sampling_loop_end:
             await self.hooks.fire(H.SAMPLING_LOOP_END, self.tally.end_fields(self.s, result, None))
         return result
+
+    async def _work(self) -> SamplingResult:
+        """The call's subsamples, then its pick: what ``sampling_call`` wraps."""
+        if not self.tally.stopped:
+            await self._run_subsamples()
+        if self.tally.fatal is not None:
+            raise self.tally.fatal
+        return self.tally.result(self.s, self.hooks.faults)
+
+    async def _around_work(self, answer: object, answered_by: str | None) -> SamplingResult:
+        return await self._work()  # a plain sampling_call implementation answers nothing
+
+    def _call_fields(self) -> dict[str, Any]:
+        s = self.s
+        return {
+            "messages": list(map(dict, s.messages)),
+            "requirements": list(map(_description, s.requirements)),
+            "loop_budget": s.loop_budget,
+            "concurrency_budget": s.concurrency_budget,
+            "selection": s.selection,
+            "seed": s.seed,
+            "options": dict(s.options),
+        }
 
     async def _start(self) -> None:
         s = self.s
@@ -207,9 +231,13 @@ class SamplingCall:
 
     async def _launched(self, index: int) -> None:
         """A subsample that waits for its turn (the launch policy) before it starts."""
-        assert self.launcher is not None
-        await self.launcher.turn(index)
-        await self._subsample(index)
+        launcher = self.launcher
+        assert launcher is not None
+        try:
+            await launcher.turn(index)
+            await self._subsample(index)
+        finally:  # however it ends (refused its start, cancelled waiting): its turn goes on
+            launcher.attempt_ended()
 
     async def _subsample(self, index: int) -> None:
         s, tally, firing, launcher = self.s, self.tally, self.hooks.firing, self.launcher
@@ -231,17 +259,14 @@ class SamplingCall:
                 else:
                     enter_next_attempt(info)
                 attempt = await self._attempt(info, messages)
-                if tally.votes_early and (
-                    attempt is None or attempt.passed or number == s.loop_budget
-                ):  # its last answer is in: the vote may be settled (before any launch)
-                    tally.subsample_ended(index)
-                if launcher is not None and not tally.over:  # failed, or ends the subsample
-                    launcher.attempt_ended()
+                ends = attempt is None or attempt.passed or number == s.loop_budget
+                if launcher is not None and not ends and not tally.over:
+                    launcher.attempt_ended()  # failed, and goes on (its end hands on too)
                 if overdue():  # a schedule point: see sampling_core.engine.suspension
                     # Noted before yielding: a sibling that runs meanwhile runs after it.
                     note_yield(time.perf_counter())
                     await anyio.lowlevel.checkpoint()
-                if attempt is None or attempt.passed or tally.over or number == s.loop_budget:
+                if ends or tally.over:
                     return
                 failures.append(attempt)
                 messages = s.strategy.repair(s.messages, failures)
@@ -342,18 +367,30 @@ class SamplingCall:
         retry = 0
         while True:
             call_messages, call_options = messages, options
-            if firing.generation_pre_call:
-                sent = hooks.pre_call(info, messages, options, retry, purpose)
-                call_messages, call_options = sent if isinstance(sent, tuple) else await sent
-            if retry == 0 and not judging:  # in flight from here: a refused attempt never was
-                self.tally.in_flight += 1
-            request = GenerationRequest(call_messages, call_options, info, self.json_schema)
-            began = time.perf_counter()
+            began = 0.0
             try:
-                if self.streams and not judging:
-                    reply = await self._stream(info, request, backend, retry)
+                if firing.generation_pre_call:
+                    sent = hooks.pre_call(info, messages, options, retry, purpose)
+                    call_messages, call_options = sent if isinstance(sent, tuple) else await sent
+                if retry == 0 and not judging:  # in flight from here: a refused attempt never was
+                    self.tally.in_flight += 1
+                request = GenerationRequest(call_messages, call_options, info, self.json_schema)
+                began = time.perf_counter()
+                if firing.generation_call:  # plugins around the call, or answering for it
+                    generation = await hooks.around_generation(
+                        info,
+                        call_messages,
+                        call_options,
+                        self.streams and not judging,
+                        retry,
+                        purpose,
+                        partial(self._answer, info, request, backend, retry, judging, began),
+                    )
+                elif self.streams and not judging:
+                    generation = await self._stream(info, request, backend, retry)
                     ended = time.perf_counter()
                     note_yield(ended)
+                    generation = as_generation(generation, ended - began)
                 else:
                     # Awaited by hand to learn whether it suspended (see engine.suspension).
                     pending = (
@@ -370,12 +407,18 @@ class SamplingCall:
                         reply = await finish(pending, step)
                         ended = time.perf_counter()
                         note_yield(ended)
-                generation = as_generation(reply, ended - began)
+                    generation = as_generation(reply, ended - began)
                 # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
                 self.tally.count_usage(generation.usage)
-            except StopSampling:
+            except StopSampling as stop:
+                if firing.generation_pre_call:
+                    await self._cancelled(info, stop, began, retry, purpose)
                 raise
             except Exception as exc:
+                if not began:  # generation_pre_call failed closed: no backend call began
+                    if firing.generation_pre_call:
+                        await self._cancelled(info, exc, began, retry, purpose)
+                    raise
                 failed_after = time.perf_counter() - began
                 will_retry = is_transient(exc) and retry < s.retry.max_retries
                 delay = (
@@ -393,15 +436,74 @@ class SamplingCall:
                 retry += 1
                 await anyio.sleep(delay or 0.0)
                 continue
-            except BaseException:  # cancelled (or interrupted) while the backend worked
-                if not judging and not self.streams:
+            except BaseException as exc:  # cancelled (or interrupted) while the backend worked
+                if began and not judging and not self.streams:
                     self.tally.cut_short += 1  # what it spent is unknown
+                if firing.generation_pre_call:
+                    await self._cancelled(info, exc, began, retry, purpose)
                 raise
             if firing.generation_post_call:
                 pending = hooks.post_call(info, generation, retry, purpose)
                 if pending is not None:
                     await pending
             return generation, request
+
+    async def _answer(
+        self,
+        info: IterationInfo,
+        request: GenerationRequest,
+        backend: Backend,
+        retry: int,
+        judging: bool,
+        began: float,
+        answer: Any,
+        answered_by: str | None,
+    ) -> Generation:
+        """The innermost ``generation_call``: the backend's generation, or the answer of the
+        plugin that answered for it (a ``Generation``, a string, or for a streamed call
+        chunks read as the backend's stream would be), named by ``answered_by``."""
+        streamed = self.streams and not judging
+        if answer is None:
+            if streamed:
+                reply: Any = await self._stream(info, request, backend, retry)
+            elif self.s.attempt_timeout is None:
+                reply = await backend.generate(request)
+            else:
+                reply = await generate_within(self.s.attempt_timeout, backend, request)
+        elif isinstance(answer, Generation | str):
+            reply = answer
+        elif streamed:
+            reply = await self._stream(info, request, Answered(answer), retry)
+        else:
+            raise TypeError(
+                f"plugin {answered_by} answered generation_call with {type(answer).__name__}; "
+                "answer with a Generation or a string (chunks only for a streamed call)"
+            )
+        ended = time.perf_counter()
+        note_yield(ended)
+        generation = as_generation(reply, ended - began)
+        if answered_by is not None:
+            generation.answered_by = answered_by
+        return generation
+
+    async def _cancelled(
+        self, info: IterationInfo, exc: BaseException, began: float, retry: int, purpose: str
+    ) -> None:
+        """Fire ``generation_cancelled`` for a backend call that began (its
+        ``generation_pre_call`` fired) and ends by ``exc`` without an answer or an error."""
+        if not self.hooks.firing.generation_cancelled:
+            return
+        flight = self.tally.flights.get(info.iteration) if self.streams else None
+        text, usage = None, UNKNOWN_USAGE
+        if flight is not None and flight.info is info:
+            free = bool(getattr(self.s.backend, "free_of_charge", False))
+            text, usage = flight.text, flight.spent(free)
+        latency = time.perf_counter() - began if began else 0.0
+        reason = self.tally.cancel_reason(exc)
+        with self._shield(info.subsample_index):
+            pending = self.hooks.cancelled(info, reason, text, usage, latency, retry, purpose)
+            if pending is not None:
+                await pending
 
     async def _stream(
         self, info: IterationInfo, request: GenerationRequest, backend: Backend, retry: int
@@ -429,11 +531,18 @@ class SamplingCall:
         try:
             if timeout is None:
                 generation, failed = await read_stream(
-                    backend, request, flight, self.prefixes, on_chunk, free
+                    backend, request, flight, self.prefixes, self.prefix_notes, on_chunk, free
                 )
             else:
                 generation, failed = await read_stream_within(
-                    timeout, backend, request, flight, self.prefixes, on_chunk, free
+                    timeout,
+                    backend,
+                    request,
+                    flight,
+                    self.prefixes,
+                    self.prefix_notes,
+                    on_chunk,
+                    free,
                 )
         except StopSampling:
             raise  # the flight stays: the loop ends, and it counts what it streamed
@@ -443,6 +552,9 @@ class SamplingCall:
         del flights[info.iteration]
         if failed:
             self.stopped_by[info.iteration] = failed
+            keep = getattr(backend, "keep_stopped_early", None)  # the response cache
+            if keep is not None and not generation.cached and all(r is None for _, r in failed):
+                await keep(request, generation, [self.s.requirements[p] for p, _ in failed])
         return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:

@@ -25,6 +25,7 @@ from sampling_core.engine.launch import DEFAULT_STAGGER_S, Launch
 from sampling_core.engine.loop import SamplingCall
 from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.settings import DEFAULT_TOKENS, CallSettings, token_settings
+from sampling_core.engine.streaming import prefixes_in_force
 from sampling_core.engine.subsample_tasks import running_event_loop
 from sampling_core.hooks.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
 from sampling_core.hooks.background import BackgroundDelivery
@@ -44,6 +45,7 @@ from sampling_core.strategies import RejectionSampling, Strategy
 
 if TYPE_CHECKING:
     from sampling_core.backends.cache import ResponseCache
+    from sampling_core.backends.cached import CachedBackend
 
 __all__ = ["Sampler"]
 
@@ -79,8 +81,8 @@ class Sampler:
     :data:`DEFAULT_CHECK_TIMEOUT_S`, ``None`` for none) bounds each requirement check: a
     check that runs longer fails, with the reason (an async one is cancelled then).
     ``cache`` (a file path, or a :class:`~sampling_core.backends.cache.ResponseCache`) is
-    a response cache: a backend call asked again with the same model, messages and
-    options (seed included) is answered from it, without a call, marked ``cached``; an
+    a response cache: a backend call asked again (the same body sent to the same model and
+    server, seed included) is answered from it, without a call, marked ``cached``; an
     unusable file raises :class:`~sampling_core.backends.cache.CacheError` here.
     """
 
@@ -136,13 +138,16 @@ class Sampler:
             self.plugins.add(plugin)
         self.cache: ResponseCache | None = None
         self._own_cache = False
+        self._serving: Any = None  # sampling_core.backends.cached.serving, with a cache
         if cache is not None:
             # SQLite is imported by samplers with a cache only: a larger heap would cost
             # every sampler's garbage collections (benchmarks.instructions sees it)
             from sampling_core.backends.cache import ResponseCache
+            from sampling_core.backends.cached import serving
 
             self._own_cache = not isinstance(cache, ResponseCache)
             self.cache = ResponseCache(cache) if self._own_cache else cache  # type: ignore[arg-type]
+            self._serving = serving
 
     async def aclose(self) -> None:
         """Deliver every queued background event, then free the backend's resources (and
@@ -188,6 +193,7 @@ class Sampler:
         early_stop: bool = True,
         launch: Launch = "all",
         stagger_s: float = DEFAULT_STAGGER_S,
+        ask_again: bool = False,
     ) -> SamplingResult:
         """Sample until an answer to ``prompt`` meets every requirement, or the budget is spent.
 
@@ -210,7 +216,9 @@ class Sampler:
         goes on). ``launch`` says when the subsamples start: ``"all"`` at once,
         ``"staggered"`` (subsample i ``i * stagger_s`` seconds after the first, unless the
         call is decided by then) or ``"on_failure"`` (the next one each time a running one
-        fails an attempt or ends).
+        fails an attempt or ends). With ``ask_again``, the sampler's response cache answers
+        none of the call's backend calls (they are asked again, and their answers replace
+        the stored ones): what ``--retry-failed`` does for a prompt it samples again.
 
         A failed answer is not an error: it is a result with ``success=False``. Attempts
         whose backend call failed are in ``result.errors`` when other attempts completed,
@@ -263,7 +271,7 @@ class Sampler:
             checks = (*checks, format_requirement(format))
         table = self.plugins.with_call_plugins(plugins) if plugins else self.plugins.hooks()
         if self.cache is not None:
-            chosen = self.cache.serving(chosen)
+            chosen = self._cached(chosen, checks, tokens.early_stop, ask_again)
         sampling_id = new_sampling_id()
         call = SamplingCall(
             CallSettings(
@@ -289,6 +297,15 @@ class Sampler:
             CallHooks(table, sampling_id, strategy.name, prompt_key),
         )
         return await call.run()
+
+    def _cached(
+        self, backend: Backend, checks: Sequence[Requirement], early_stop: bool, ask_again: bool
+    ) -> CachedBackend:
+        """``backend`` seen through the response cache for one call (cut answers replayed
+        only where the prefix checks that cut them are in force)."""
+        assert self.cache is not None
+        in_force = [r for _, r in prefixes_in_force(checks, early_stop)]
+        return self._serving(self.cache, backend, in_force, ask_again=ask_again)
 
     def sample_sync(self, prompt: Prompt, **kwargs: Any) -> SamplingResult:
         """Run :meth:`sample` to completion from synchronous code.

@@ -6,10 +6,10 @@ on) and the backend can (:func:`~sampling_core.backends.base.can_stream`). Then
 :func:`read_stream` reads the backend's ``stream(request)`` into a :class:`Flight`: each
 chunk's text is added, handed to ``on_chunk`` (the ``generation_chunk`` hook) and to the
 prefix checks' readers (:mod:`sampling_core.requirements.prefix`: one per requirement and
-generation, fed the new text only); at the first one that fails, the stream is closed (so
-the server stops decoding) and the text so far is the generation,
-``finish_reason="stopped_early"``. A generation that runs to its end is shown to each
-reader (:meth:`~sampling_core.requirements.prefix.PrefixReader.finished`).
+generation, fed the new text only; a plain ``prefix`` function is given the whole text);
+at the first one that fails, the stream is closed (so the server stops decoding) and the
+text so far is the generation, ``finish_reason="stopped_early"``. A generation that runs
+to its end is shown to each reader (``finished``).
 
 A flight still open when the call ends was cancelled: :meth:`Flight.spent` is what it
 spent, counted from what arrived.
@@ -35,36 +35,49 @@ from hook_specs.records import (
 from sampling_core.backends.base import AttemptTimeout, BadReply, Chunk, GenerationRequest
 from sampling_core.errors import exception_text
 from sampling_core.requirements.checks import Requirement
-from sampling_core.requirements.prefix import PrefixReader, ReaderFactory, WholeText
+from sampling_core.requirements.prefix import PrefixReader, WholeText
 
-__all__ = ["Flight", "Prefixes", "prefix_checks", "read_stream", "unmet_early"]
+__all__ = [
+    "Flight",
+    "Notes",
+    "Prefixes",
+    "prefixes_in_force",
+    "read_stream",
+    "readers_of",
+    "unmet_early",
+]
 
-Prefixes = tuple[tuple[int, ReaderFactory, dict[str, Any]], ...]
-"""The requirements with a prefix check: their position in the call's requirements, the
-factory of their readers, and the notes the call keeps for them."""
+Prefixes = tuple[tuple[int, Requirement], ...]
+"""The requirements with a prefix check, with their position in the call's requirements."""
 
 Failed = tuple[tuple[int, str | None], ...]
 """Requirements whose prefix failed: position, and a reason when the prefix raised."""
 
-
-def prefix_checks(requirements: Sequence[Requirement]) -> Prefixes:
-    """The prefix checks of a call's requirements (a plain ``prefix`` function is given the
-    whole text so far; a ``reader`` the new text only), with fresh notes."""
-    found: list[tuple[int, ReaderFactory, dict[str, Any]]] = []
-    for position, requirement in enumerate(requirements):
-        factory = requirement.reader
-        if factory is None and requirement.prefix is not None:
-            factory = _whole_text(requirement.prefix)
-        if factory is not None:
-            found.append((position, factory, {}))
-    return tuple(found)
+Notes = Sequence[dict[str, Any]]
+"""Per prefix check (in the order of :data:`Prefixes`), the dict a call keeps for it: what
+its readers learn from the call's other generations (see ``PrefixReader``)."""
 
 
-def _whole_text(prefix: Callable[[str], Any]) -> ReaderFactory:
-    def factory(notes: dict[str, Any]) -> PrefixReader:
-        return WholeText(prefix)
+def prefixes_in_force(requirements: Sequence[Requirement], early_stop: bool) -> Prefixes:
+    """The requirements whose prefix check may stop a generation in a call: those with one
+    (a ``prefix`` function or a ``reader``), while early stop is on."""
+    if not early_stop:
+        return ()
+    return tuple(
+        (i, r) for i, r in enumerate(requirements) if r.prefix is not None or r.reader is not None
+    )
 
-    return factory
+
+def readers_of(prefixes: Prefixes, notes: Notes) -> list[tuple[int, PrefixReader]]:
+    """One reader per prefix check for one generation (a plain ``prefix`` function is
+    given the whole text so far: :class:`~sampling_core.requirements.prefix.WholeText`)."""
+    readers: list[tuple[int, PrefixReader]] = []
+    for (position, requirement), kept in zip(prefixes, notes, strict=True):
+        if requirement.reader is not None:
+            readers.append((position, requirement.reader(kept)))
+        else:
+            readers.append((position, WholeText(requirement.prefix)))  # type: ignore[arg-type]
+    return readers
 
 
 class Flight:
@@ -111,18 +124,23 @@ async def read_stream(
     request: GenerationRequest,
     flight: Flight,
     prefixes: Prefixes,
+    notes: Notes,
     on_chunk: Callable[[Flight, str, tuple[TokenLogprob, ...]], Awaitable[None]] | None,
     free: bool,
 ) -> tuple[Generation, Failed]:
     """Read ``backend.stream(request)`` into ``flight``; the generation and the prefix
     checks that failed (none when it ran to its end).
 
-    Closing the stream early (a failed prefix) or on a cancellation closes the request.
+    Closing the stream early (a failed prefix) or on a cancellation closes the request. A
+    generation that arrives already stopped early (the response cache replaying one) is
+    judged by the prefix checks as if it had streamed, in one piece.
     """
-    readers = [(position, factory(notes)) for position, factory, notes in prefixes]
+    readers = readers_of(prefixes, notes) if prefixes else []
     async with aclosing(backend.stream(request)) as pieces:
         async for item in pieces:
             if isinstance(item, Generation):
+                if item.finish_reason == STOPPED_EARLY and readers:
+                    return item, failing_readers(readers, item.text, tuple(item.logprobs or ()))
                 for _, reader in readers:
                     reader.finished(item)
                 return item, ()

@@ -50,6 +50,7 @@ class Tally:
     __slots__ = (
         "attempts",
         "best_key",
+        "cancelled_for",
         "cancelled_spent",
         "cost_usd",
         "current_attempt",
@@ -106,6 +107,7 @@ class Tally:
         self.over = False  # no attempt should start any more (stopped, failed, or won)
         self.stopped_by: str | None = None  # the plugin that raised StopSampling first
         self.fatal: BaseException | None = None
+        self.cancelled_for: str | None = None  # why the tally cancelled attempts, if it did
         self.current_attempt: list[int] = []
         self.tasks: SubsampleTasks | None = None  # the subsample tasks; None while none runs
         self.started = time.perf_counter()
@@ -180,6 +182,7 @@ class Tally:
         if not self.stopped:
             self.stopped_by = getattr(stop, "plugin_name", None)
         self.stopped = self.over = True
+        self.cancelled_for = self.cancelled_for or "stopped_by_plugin"
         logger.info("sampling.stopped_by_plugin", sampling_id=self.sampling_id, reason=stop.reason)
         if self.tasks is not None:
             self.tasks.cancel_all()
@@ -189,6 +192,7 @@ class Tally:
         if self.fatal is None:
             self.fatal = exc
         self.over = True
+        self.cancelled_for = self.cancelled_for or "error"
         if self.tasks is not None:
             self.tasks.cancel_all()
 
@@ -210,14 +214,29 @@ class Tally:
             return
         if decided:
             self.over = True
+            self.cancelled_for = self.cancelled_for or "budget"  # the vote needs no more
             if self.tasks is not None:
                 self.tasks.cancel_all()
 
     def _in_order(self) -> list[Attempt]:
         return sorted(self.attempts, key=_by_position)
 
+    def cancel_reason(self, exc: BaseException) -> str:
+        """Why a backend call that began ended by ``exc`` without an answer
+        (``generation_cancelled``'s ``reason``): the plugin's stop, Ctrl-C, what the tally
+        cancelled for, else the caller's cancellation."""
+        if isinstance(exc, StopSampling):
+            return "stopped_by_plugin"
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            return "interrupted"
+        if isinstance(exc, Exception):  # a plugin failed closed before the call began
+            return "error"
+        return self.cancelled_for or "caller_cancelled"
+
     def _judge_pass(self, attempt: Attempt) -> None:
         tasks = self.tasks if self.early_exit else None
+        if tasks is not None:
+            self.cancelled_for = self.cancelled_for or "sibling_succeeded"
         if self.selection == "first":
             if self.winner is None:
                 self.winner = attempt
@@ -232,7 +251,8 @@ class Tally:
             if tasks is None:
                 return
             for index, number in enumerate(self.current_attempt):
-                if index != attempt.subsample_index and (number, index) > key:
+                # one not started yet (number 0, maybe waiting its turn) would start at 1
+                if index != attempt.subsample_index and (number or 1, index) > key:
                     tasks.cancel(index)
 
     # -- the end ------------------------------------------------------------------------

@@ -57,7 +57,7 @@ import structlog
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
 from sampling_core.hooks.drain_wait import DrainWait
-from sampling_core.hooks.faults import PluginFault, PluginTimeout, log_fault, not_awaited
+from sampling_core.hooks.faults import Faults, PluginTimeout, not_awaited
 from sampling_core.hooks.table import HookImplementation
 
 __all__ = [
@@ -108,14 +108,12 @@ class BackgroundDelivery:
     def __init__(
         self,
         maxsize: int = DEFAULT_MAXSIZE,
-        max_faults: int = 1000,
         timeout: float | None = None,
     ) -> None:
         self.maxsize = maxsize
         self.timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
-        self.faults: list[PluginFault] = []
+        self.faults = Faults()  # bounded per plugin and hook
         self.delivered = 0
-        self._max_faults = max_faults
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)  # producers waiting for room
         self._watch = threading.Condition(self._lock)  # the watchdog's sleep
@@ -307,9 +305,7 @@ class BackgroundDelivery:
         self._room.notify_all()
 
     def _fault(self, name: str, hook: str, exc: BaseException) -> None:
-        if len(self.faults) < self._max_faults:
-            self.faults.append(PluginFault(name, hook, exc))
-        log_fault(name, hook, exc)
+        self.faults.add(name, hook, exc)
 
     def _report_skipped(self, name: str, lane: _Lane) -> None:
         if lane.skipped and lane.stalled is not None:
@@ -354,6 +350,7 @@ class BackgroundDelivery:
                     else:  # the watchdog gave up on it: the plugin is back, deliver again
                         self._report_skipped(name, lane)
                         lane.stalled = None
+                del event, failure  # no payload held while the worker waits for the next
         finally:
             loop.close()
 

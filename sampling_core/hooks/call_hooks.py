@@ -24,12 +24,13 @@ from hook_specs.records import (
     IterationInfo,
     Message,
     TokenLogprob,
+    Usage,
     ValidationResult,
     count_passed,
     failure_reasons,
 )
 from sampling_core.errors import PluginError
-from sampling_core.hooks.channel import HookChannel
+from sampling_core.hooks.channel import HookChannel, Inner
 from sampling_core.hooks.table import HookTable, Route
 
 H = HookName
@@ -193,6 +194,74 @@ class CallHooks(HookChannel):
         }
         await self._fire(self._routes.generation_error, fields)
 
+    def around_sampling(
+        self, fields: dict[str, Any], inner: Inner[T], valid: Callable[[Any], bool]
+    ) -> Awaitable[T]:
+        """Fire ``sampling_call`` around ``inner`` (the call's subsamples and pick)."""
+        fields["sampling_id"], fields["strategy_name"] = self._id, self._strategy
+        fields["prompt_key"] = self._prompt_key
+        return self.around(self._routes.sampling_call, fields, inner, valid)
+
+    def around_generation(
+        self,
+        info: IterationInfo,
+        messages: list[Message],
+        options: dict[str, Any],
+        streamed: bool,
+        retry: int,
+        purpose: str,
+        inner: Inner[Generation],
+    ) -> Awaitable[Generation]:
+        """Fire ``generation_call`` around ``inner`` (the backend call, or the answer of the
+        plain implementation that answered); the generation, as the wrappers left it."""
+        fields = {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "prompt_key": self._prompt_key,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": None,
+            "messages": messages,
+            "options": options,
+            "streamed": streamed,
+            "retry": retry,
+            "purpose": purpose,
+        }
+        return self.around(self._routes.generation_call, fields, inner, _is_generation)
+
+    def cancelled(
+        self,
+        info: IterationInfo,
+        reason: str,
+        text: str | None,
+        usage: Usage,
+        latency_s: float,
+        retry: int,
+        purpose: str = "sample",
+    ) -> Awaitable[object] | None:
+        """Fire ``generation_cancelled`` for a backend call that began and was cancelled."""
+        fields = {
+            "sampling_id": self._id,
+            "strategy_name": self._strategy,
+            "prompt_key": self._prompt_key,
+            "subsample_index": info.subsample_index,
+            "attempt": info.attempt,
+            "iteration": info.iteration,
+            "sequence": None,
+            "reason": reason,
+            "text": text,
+            "usage": usage,
+            "latency_s": latency_s,
+            "retry": retry,
+            "purpose": purpose,
+        }
+        route = self._routes.generation_cancelled
+        if route.direct:
+            route.deliver(self, fields)
+            return None
+        return self._fire(route, fields)
+
     def validate(
         self,
         info: IterationInfo,
@@ -297,6 +366,10 @@ class CallHooks(HookChannel):
             repaired = payload.messages
             return repaired if isinstance(repaired, list) else _repaired(payload)
         return self._fire_then(route, fields, _repaired)
+
+
+def _is_generation(outcome: object) -> bool:
+    return isinstance(outcome, Generation)
 
 
 def _sent(payload: Any) -> Sent:

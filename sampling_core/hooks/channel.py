@@ -36,7 +36,8 @@ path are derived from those; the engine then fires it where it happens with
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 import pluggy
@@ -46,16 +47,18 @@ from hook_specs.errors import StopSampling
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload, credit_writes
 from sampling_core.errors import PluginError
-from sampling_core.hooks.faults import PluginFault, PluginTimeout, describe, log_fault, not_awaited
+from sampling_core.hooks.around import Inner, call_around
+from sampling_core.hooks.faults import Faults, PluginTimeout, describe, not_awaited
 from sampling_core.hooks.table import HookTable, Route
 
 logger = structlog.get_logger("samplehooks")
 
 H = HookName
+T = TypeVar("T")
 
-_STOPS_SAMPLING = frozenset(HookName.per_call()) - {H.SAMPLING_LOOP_END}
-"""Where ``StopSampling`` ends the call; anywhere else (the loop's end, the run hooks) it is
-a fault like any other."""
+_STOPS_SAMPLING = frozenset(HookName.per_call()) - {H.SAMPLING_LOOP_END, H.GENERATION_CANCELLED}
+"""Where ``StopSampling`` ends the call; anywhere else (the loop's end, a cancelled call's
+end, the run hooks) it is a fault like any other."""
 
 
 class HookChannel:
@@ -66,7 +69,7 @@ class HookChannel:
 
     def __init__(self, table: HookTable) -> None:
         self.table = table
-        self.faults: list[PluginFault] = []
+        self.faults = Faults()
         self.firing = table.firing
         self._routes = table.routes
 
@@ -120,6 +123,30 @@ class HookChannel:
             for impl in route.background:
                 await table.delivery.put(hook, impl, payload)
 
+    async def around(
+        self,
+        route: Route,
+        fields: dict[str, Any],
+        inner: Inner[T],
+        valid: Callable[[Any], bool],
+    ) -> T:
+        """Fire a call hook around ``inner`` (see :mod:`sampling_core.hooks.around`): its
+        wrappers, its plain implementations (the first answer stands), then ``inner``; the
+        outcome as the wrappers left it. Monitors see the call as one hook call."""
+        payload = route.build(fields)
+        monitored = self._before(route, payload) if self.table.monitors else None
+        try:
+            outcome = await call_around(
+                route.hook.value, route.wrappers, route.inline, payload, inner, valid
+            )
+        except BaseException as exc:
+            if monitored is not None:
+                self._after(route.hook, monitored, _outcome_of(exc))
+            raise
+        if monitored is not None:
+            self._after(route.hook, monitored, pluggy.Result.from_call(lambda: outcome))
+        return outcome
+
     async def _awaited(self, pending: Any) -> None:
         timeout = self.table.timeout
         if timeout is None:
@@ -133,7 +160,8 @@ class HookChannel:
     def _before(self, route: Route, payload: HookPayload) -> tuple[list[Any], dict[str, Any]]:
         """Tell every monitor a hook call begins (pluggy's ``before``); what ``after`` takes."""
         # pluggy's order: the last one listed is called first.
-        impls = [impl.source for impl in reversed((*route.inline, *route.background))]
+        every = (*route.wrappers, *route.inline, *route.background)
+        impls = [impl.source for impl in reversed(every)]
         kwargs = {"payload": payload}
         for before, _ in self.table.monitors:
             before(route.hook.value, impls, kwargs)
@@ -163,8 +191,7 @@ class HookChannel:
             if isinstance(exc, PluginError):
                 raise exc
             raise PluginError(plugin_name, hook.value, describe(exc)) from exc
-        self.faults.append(PluginFault(plugin_name, hook.value, exc))
-        log_fault(plugin_name, hook.value, exc)
+        self.faults.add(plugin_name, hook.value, exc)
 
 
 def _outcome_of(exc: BaseException | None) -> pluggy.Result[list[Any]]:

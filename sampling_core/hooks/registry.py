@@ -9,6 +9,7 @@ the name is already taken in the same registry.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from hook_specs import specs
-from hook_specs.contract import OBSERVE_ONLY_HOOKS, may_write
+from hook_specs.contract import CALL_HOOKS, OBSERVE_ONLY_HOOKS, may_write
 from hook_specs.markers import PROJECT_NAME, is_background
 from hook_specs.names import HookName
 from sampling_core.errors import PluginError, exception_text
@@ -34,10 +35,13 @@ from sampling_core.hooks.entry_points import (
 )
 from sampling_core.hooks.impl_options import hookimpl_opts
 from sampling_core.hooks.table import (
+    ASYNC_WRAPPER,
     CallTables,
     HookImplementation,
     HookTable,
     Monitor,
+    is_async_wrapper,
+    is_wrapper,
     required_arguments,
 )
 
@@ -56,6 +60,12 @@ class _LiveManager(pluggy.PluginManager):
     def __init__(self, registry: PluginRegistry) -> None:
         super().__init__(PROJECT_NAME)
         self._registry = weakref.ref(registry)
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        """pluggy's reading of an implementation; an async ``wrapper=True`` one is handed to
+        pluggy as a plain implementation marked :data:`~sampling_core.hooks.table.ASYNC_WRAPPER`
+        (pluggy accepts only sync generators as wrappers; the engine runs both kinds)."""
+        return async_wrapper_opts(plugin, name, super().parse_hookimpl_opts(plugin, name))
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:
         """Register as pluggy does, then check the plugin by the engine's rules."""
@@ -326,6 +336,7 @@ class PluginRegistry:
 
 
 _HOOK_VALUES = frozenset(hook.value for hook in HookName)
+_CALL_HOOK_VALUES = frozenset(hook.value for hook in CALL_HOOKS)
 
 
 def _unique_in(base: str, taken: set[str]) -> str:
@@ -337,18 +348,37 @@ def _unique_in(base: str, taken: set[str]) -> str:
     return f"{base}-{n}"
 
 
+def async_wrapper_opts(plugin: Any, name: str, opts: Any) -> Any:
+    """``opts`` as pluggy parsed them, or for an async ``wrapper=True`` implementation a copy
+    handed to pluggy as a plain one, marked :data:`~sampling_core.hooks.table.ASYNC_WRAPPER`
+    (the marker's own dict is never changed)."""
+    if opts is None or not opts.get("wrapper"):
+        return opts
+    function = getattr(plugin, name, None)
+    if function is None or not is_async_wrapper(function):
+        return opts
+    return {**opts, "wrapper": False, ASYNC_WRAPPER: True}
+
+
+_CALL_HOOK_NAMES = " and ".join(sorted(hook.value for hook in CALL_HOOKS))
+
+
 def check_implementation(
     plugin_name: str, hook_name: str, function: Callable[..., Any], opts: Mapping[str, Any]
 ) -> None:
-    """Refuse what the engine cannot honour: wrappers, unknown hooks, misplaced ``@background``
-    (``opts``: the implementation's ``@hookimpl`` options, as pluggy parsed them)."""
-    if opts.get("wrapper") or opts.get("hookwrapper"):
+    """Refuse what the engine cannot honour: wrappers outside the call hooks, unknown hooks,
+    misplaced ``@background`` (``opts``: the implementation's ``@hookimpl`` options, as the
+    registry's manager parsed them)."""
+    if hook_name in _CALL_HOOK_VALUES:
+        _check_call_hook_implementation(plugin_name, hook_name, function, opts)
+    elif is_wrapper(opts) or opts.get("hookwrapper"):
         raise PluginError(
             plugin_name,
             hook_name,
-            "wrapper/hookwrapper implementations cannot span awaited hooks; "
-            "pair sampling_loop_start with sampling_loop_end (or "
-            "generation_pre_call with generation_post_call) instead",
+            f"wrapper implementations are accepted on the call hooks only ({_CALL_HOOK_NAMES}); "
+            "here pair a start hook with its end (sampling_loop_start with sampling_loop_end, "
+            "generation_pre_call with generation_post_call / generation_error / "
+            "generation_cancelled), or wrap the work in a call hook",
         )
     if hook_name not in _HOOK_VALUES:
         if not opts.get("optionalhook"):
@@ -366,6 +396,39 @@ def check_implementation(
             "@background is only for observe-only hooks ("
             f"{', '.join(sorted(OBSERVE_ONLY_HOOKS))}): this hook's "
             "changes must be made before the engine goes on",
+        )
+
+
+def _check_call_hook_implementation(
+    plugin_name: str, hook_name: str, function: Callable[..., Any], opts: Mapping[str, Any]
+) -> None:
+    """A call hook's implementation: a plain function, or a wrapper that is a generator (sync
+    or async); not an old-style ``hookwrapper``, not ``@background``."""
+    if opts.get("hookwrapper"):
+        raise PluginError(
+            plugin_name,
+            hook_name,
+            "old-style hookwrapper=True is not supported; use @hookimpl(wrapper=True): "
+            "`result = yield` (sync) or `outcome = yield` (async generator)",
+        )
+    if is_background(function):
+        raise PluginError(
+            plugin_name, hook_name, "@background is refused on a call hook: it wraps the work"
+        )
+    if is_wrapper(opts):
+        generator = inspect.isgeneratorfunction(inspect.unwrap(function))
+        if not (generator or is_async_wrapper(function)):
+            raise PluginError(
+                plugin_name,
+                hook_name,
+                "a wrapper=True implementation is a generator function with one `yield` "
+                "(def ...: result = yield, or async def ...: outcome = yield)",
+            )
+    elif is_async_wrapper(function):
+        raise PluginError(
+            plugin_name,
+            hook_name,
+            "an async generator here is a wrapper: mark it @hookimpl(wrapper=True)",
         )
 
 

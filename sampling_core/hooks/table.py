@@ -48,18 +48,21 @@ class HookImplementation:
     order: int  # 0 trylast, 1 plain, 2 tryfirst: pluggy's grouping
     background: bool = False
     source: Any = None  # what hook-call monitors are handed (pluggy's HookImpl if registered)
+    wrapper: bool = False  # @hookimpl(wrapper=True) on a call hook (is_async: an async generator)
 
     @classmethod
     def from_pluggy(cls, impl: pluggy.HookImpl) -> HookImplementation:
         """Wrap a ``pluggy.HookImpl``."""
+        wrapper, function = is_wrapper(impl.opts), impl.function
         return cls(
             plugin_name=impl.plugin_name,
-            function=impl.function,
+            function=function,
             takes_payload="payload" in impl.argnames,
-            is_async=is_async_function(impl.function),
+            is_async=is_async_wrapper(function) if wrapper else is_async_function(function),
             order=2 if impl.tryfirst else 0 if impl.trylast else 1,
             background=is_background(impl.function),
             source=impl,
+            wrapper=wrapper,
         )
 
     @classmethod
@@ -69,13 +72,15 @@ class HookImplementation:
         """An implementation of a plugin that is not registered on a pluggy manager (a
         per-call plugin), from the options pluggy's ``parse_hookimpl_opts`` read. Monitors
         are handed the implementation itself (``plugin_name``, ``function``)."""
+        wrapper = is_wrapper(opts)
         made = cls(
             plugin_name=plugin_name,
             function=function,
             takes_payload="payload" in required_arguments(function),
-            is_async=is_async_function(function),
+            is_async=is_async_wrapper(function) if wrapper else is_async_function(function),
             order=2 if opts.get("tryfirst") else 0 if opts.get("trylast") else 1,
             background=is_background(function),
+            wrapper=wrapper,
         )
         object.__setattr__(made, "source", made)
         return made
@@ -109,6 +114,30 @@ def is_async_function(function: Callable[..., Any]) -> bool:
             return False
         return inspect.iscoroutinefunction(inner)
     return inspect.iscoroutinefunction(type(function).__call__)  # an object's own __call__
+
+
+ASYNC_WRAPPER = "samplehooks_async_wrapper"
+"""The key the registry's pluggy manager adds to an async wrapper's ``@hookimpl`` options.
+
+pluggy checks that a ``wrapper=True`` implementation is a (sync) generator function, and
+runs wrappers itself; an async generator is run by the engine's call loop
+(:mod:`sampling_core.hooks.around`), so the manager hands it to pluggy as a plain
+implementation marked with this key (through ``parse_hookimpl_opts``, pluggy's public way
+to read implementations)."""
+
+
+def is_wrapper(opts: Mapping[str, Any]) -> bool:
+    """Whether ``@hookimpl`` options (as the registry's manager parsed them) mark a wrapper."""
+    return bool(opts.get("wrapper") or opts.get(ASYNC_WRAPPER))
+
+
+def is_async_wrapper(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` is an async generator function (also behind ``functools.wraps``)."""
+    try:
+        inner = inspect.unwrap(function)
+    except ValueError:
+        return False
+    return inspect.isasyncgenfunction(inner)
 
 
 def required_arguments(function: Callable[..., Any]) -> tuple[str, ...]:
@@ -155,11 +184,12 @@ class Route:
 
     hook: HookName
     build: Callable[[dict[str, Any]], Any]  # the payload class's builder
-    inline: tuple[HookImplementation, ...]  # in call order
+    inline: tuple[HookImplementation, ...]  # in call order (a call hook's plain ones)
     background: tuple[HookImplementation, ...]
     writable: bool
     direct: bool
     deliver: Deliver
+    wrappers: tuple[HookImplementation, ...] = ()  # a call hook's, in call order
 
 
 def direct_delivery(
@@ -252,11 +282,12 @@ class HookTable:
         self.awaits_iteration = any(impl.is_async for impl in self.routes.sampling_iteration.inline)
 
     def _fires(self, route: Route) -> bool:
-        return bool(route.inline or route.background or self.monitors)
+        return bool(route.inline or route.background or route.wrappers or self.monitors)
 
     def _route(self, hook: HookName, registered: Iterable[HookImplementation]) -> Route:
         ordered = call_order(registered)
-        inline = tuple(impl for impl in ordered if not impl.background)
+        wrappers = tuple(impl for impl in ordered if impl.wrapper)
+        inline = tuple(impl for impl in ordered if not impl.background and not impl.wrapper)
         background = tuple(impl for impl in ordered if impl.background)
         build, writable = BUILDERS[hook], may_write(hook)
         return Route(
@@ -267,6 +298,7 @@ class HookTable:
             writable=writable,
             direct=not (self.monitors or background or any(i.is_async for i in inline)),
             deliver=direct_delivery(hook, build, inline, writable),
+            wrappers=wrappers,
         )
 
     def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:

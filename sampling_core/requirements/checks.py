@@ -19,6 +19,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
@@ -256,7 +257,7 @@ def _check_raised(requirement: Requirement, exc: Exception) -> ValidationResult:
 def _as_result(outcome: Any, description: str) -> ValidationResult:
     if isinstance(outcome, ValidationResult):
         if outcome.requirement is None:
-            return ValidationResult(outcome.passed, outcome.reason, outcome.score, description)
+            return replace(outcome, requirement=description)
         return outcome
     if isinstance(outcome, bool):
         return ValidationResult(outcome, None, None, description)

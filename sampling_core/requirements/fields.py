@@ -16,6 +16,9 @@ the answer). ``extract`` takes the part of the answer to compare first:
 thousands separators only in groups of three, so ``"3,4,5"`` ends in ``5``) or a regular
 expression with one group (the group of its first match). Numbers are compared exactly
 (``12.50`` equals ``12.5``; two 20-digit integers are equal only when every digit is).
+A verdict names the answer it compared (``ValidationResult.answer``: extracted and
+normalised, ``""`` when nothing could be extracted): samples with the same answer vote
+together in maj@k (``docs/comparing-runs.md``).
 
 The expected value is a string, a number or a boolean; a list of them accepts any one.
 An expected value that cannot be compared fails the check with the reason: ``null``, an
@@ -127,17 +130,19 @@ def _field_check(
         if isinstance(accepted, str):
             return ValidationResult(False, f"the dataset's {field!r} {accepted}")
         part = take(text)
-        if part is None:
-            return ValidationResult(False, f"nothing to extract ({extract}) from the answer")
+        if part is None:  # no answer: a vote for "no answer" in maj@k
+            return ValidationResult(
+                False, f"nothing to extract ({extract}) from the answer", answer=""
+            )
         got = normalize_text(part)
         if any(got == one if whole else one in got for one in accepted):
-            return ValidationResult(True, score=1.0)
+            return ValidationResult(True, score=1.0, answer=got)
         verb = "equal" if whole else "contain"
         # The expected value stays out of the reason unless asked: a reason is fed back to
         # the model by the repair strategies, and would hand it the answer.
         wanted = repr(row[field]) if reveal else f"the dataset's {field!r}"
         return ValidationResult(
-            False, f"The answer must {verb} {wanted} (got {part.strip()[:80]!r}).", 0.0
+            False, f"The answer must {verb} {wanted} (got {part.strip()[:80]!r}).", 0.0, answer=got
         )
 
     return check

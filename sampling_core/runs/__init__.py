@@ -13,12 +13,15 @@ The same as ``samplehooks run CONFIG --out DIR [--resume] [--retry-failed]`` and
 ``samplehooks report DIR``. See ``docs/batch-runs.md``. ``rescore_sync(RUN_DIR, NEW_DIR,
 requirements=[...])`` is ``samplehooks rescore``: a finished run's kept attempts checked
 against new requirements, with no generation (``docs/rescore.md``).
+``compare_runs(A, B)`` is ``samplehooks compare A B``: run B against run A, prompt by
+prompt, with paired intervals and a verdict (``docs/comparing-runs.md``).
 
 This package's ``__all__`` is its public surface; its modules are internal (each one's
 ``__all__`` is what it offers the others).
 """
 
 from sampling_core.runs.classification import classified_fields
+from sampling_core.runs.compare import RunComparison, compare_runs
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import (
     ConfigError,
@@ -36,11 +39,13 @@ __all__ = [
     "ConfigError",
     "DatasetError",
     "ResumeRefused",
+    "RunComparison",
     "RunConfig",
     "RunDirError",
     "RunError",
     "RunSummary",
     "classified_fields",
+    "compare_runs",
     "load_config",
     "parse_config",
     "rescore",

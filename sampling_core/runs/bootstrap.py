@@ -18,7 +18,7 @@ import random
 from collections.abc import Mapping
 from math import floor, fsum, lgamma, log, sqrt
 
-__all__ = ["binomial", "bootstrap_means"]
+__all__ = ["binomial", "bootstrap_means", "mean_interval"]
 
 
 def binomial(n: int, p: float, rng: random.Random) -> int:
@@ -92,3 +92,18 @@ def bootstrap_means(
         means.append(fsum(total) / size)
     means.sort()
     return means
+
+
+def mean_interval(
+    weights: Mapping[float, int], resamples: int, seed: int
+) -> tuple[float, float, float]:
+    """The mean of a population in which ``weights[value]`` members have ``value``, and its
+    95% percentile bootstrap interval: the 2.5th and 97.5th percentiles of the means of
+    ``resamples`` resamples drawn with ``random.Random(seed)`` (the same seed gives the same
+    interval). ``(nan, nan, nan)`` for an empty population."""
+    size = sum(count for count in weights.values() if count > 0)
+    if not size:
+        return (float("nan"),) * 3
+    means = bootstrap_means(weights, resamples, random.Random(seed))
+    value = fsum(v * m for v, m in weights.items() if m > 0) / size
+    return value, means[int(0.025 * (resamples - 1))], means[round(0.975 * (resamples - 1))]

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from sampling_core.redaction import mask_url_credentials
 from sampling_core.runs.config import LABELS, STRICTNESS, Label, RunConfig
 
 if TYPE_CHECKING:
@@ -61,15 +62,19 @@ class ClassifiedField:
 def as_json(value: Any) -> Any:
     """A config value as JSON data, as the resume comparison and the recorded result
     settings both see it: a model dumped (its ``None`` fields left out), lists, tuples and
-    dicts walked, strings, numbers, booleans and ``None`` as they are, anything else (a
-    ``Path``) as its text."""
+    dicts walked, numbers, booleans and ``None`` as they are, strings with the credentials
+    of any URL in them masked (:func:`~sampling_core.redaction.mask_url_credentials`: a
+    setting never shows them, and a key is no result setting), anything else (a ``Path``)
+    as its text."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, list | tuple):
         return [as_json(v) for v in value]
     if isinstance(value, dict):
         return {str(k): as_json(v) for k, v in value.items()}
-    return value if isinstance(value, str | int | float | bool | None) else str(value)
+    if isinstance(value, str):
+        return mask_url_credentials(value)
+    return value if isinstance(value, int | float | bool | None) else str(value)
 
 
 def option_label(kinds: KindRegistry | None, area: Any, kind: str, option: str) -> str:

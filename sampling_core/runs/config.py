@@ -323,7 +323,8 @@ class RunSettings(_Strict):
         "throughput",
         None,
         description="A response cache (an SQLite file, relative to the config file): a call "
-        "asked again with the same model, messages and options is answered from it. "
+        "asked again (the same request body, to the same model and server) is answered "
+        "from it. "
         "Throughput: a cached answer is one the same model gave to the same request, and "
         "records mark it `cached`.",
     )

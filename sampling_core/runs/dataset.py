@@ -42,6 +42,9 @@ class PromptItem:
     content_hash: str
     row: dict[str, Any] | None = None
     """The whole line, as checks see it (``CheckContext.row``)."""
+    retry: bool = False
+    """Sampled again by ``--retry-failed`` (it has a record already): its calls ask the
+    backend again, never the response cache."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,9 @@ The tables (read them with :meth:`RunIndex.query`)::
                                from a cut attempt list; cached_calls, cached_tokens: what
                                the response cache answered; not_run: a rescore's attempts
                                the source never ran; not_started, stopped_early: the
-                               subsamples never started, the attempts stopped early
+                               subsamples never started, the attempts stopped early;
+                               votes: its samples' vote profile for maj@k (JSON
+                               ``[[size, right], ...]``, NULL when answers are not known)
     reason(line, text)         what a record that is not ok missed, one row a reason
     latest(line, key)          the latest own record of each prompt: the one counted
     first(line, key)           each prompt's first own record that holds samples (n > 0):
@@ -44,6 +46,7 @@ from sampling_core.redaction import clean_text
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.rows import prompt_row, usage_extras
 from sampling_core.runs.store import RecordsScan, RunDirectory
+from sampling_core.runs.votes import sample_votes
 
 __all__ = ["RunIndex"]
 
@@ -56,7 +59,8 @@ CREATE TABLE rec(
     sampling_id TEXT, attempts INTEGER, passes INTEGER, cancelled INTEGER, reason TEXT,
     unmet TEXT, input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL,
     elapsed_s REAL, n INTEGER, c INTEGER, partial INTEGER, cached_calls INTEGER,
-    cached_tokens INTEGER, not_run INTEGER, not_started INTEGER, stopped_early INTEGER);
+    cached_tokens INTEGER, not_run INTEGER, not_started INTEGER, stopped_early INTEGER,
+    votes TEXT);
 CREATE TABLE reason(line INTEGER NOT NULL, text TEXT NOT NULL);
 """
 _LINKS = """
@@ -201,14 +205,15 @@ class _Batches:
 _REC_COLUMNS = (
     "line, offset, key, hash, seq, session, status, sampling_id, attempts, passes, cancelled, "
     "reason, unmet, input_tokens, output_tokens, cost_usd, latency_s, elapsed_s, n, c, partial, "
-    "cached_calls, cached_tokens, not_run, not_started, stopped_early"
+    "cached_calls, cached_tokens, not_run, not_started, stopped_early, votes"
 )
-_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 26)})"
+_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 27)})"
 
 
 def _rec_values(line: int, offset: int, record: dict[str, Any]) -> tuple[Any, ...]:
     row = prompt_row(record)
     n, c, partial = row.samples
+    votes = sample_votes(record)
     session = record.get("session")
     hash_ = record.get("content_hash")
     return (
@@ -236,6 +241,7 @@ def _rec_values(line: int, offset: int, record: dict[str, Any]) -> tuple[Any, ..
         *usage_extras(record),
         row.not_started,
         row.stopped_early,
+        None if votes is None else json.dumps(votes, separators=(",", ":")),
     )
 
 

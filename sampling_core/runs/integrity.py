@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sampling_core.kinds import KindRegistry
+from sampling_core.redaction import mask_url_credentials
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.index import RunIndex
@@ -97,6 +98,8 @@ def resolved_settings(backend: Any) -> dict[str, Any]:
     out = {}
     for name in ("base_url", "model", "model_path"):
         value = getattr(backend, name, None)
+        if isinstance(value, str):
+            value = mask_url_credentials(value)
         if isinstance(value, str | int | float | bool):
             out[f"backend (resolved).{name}"] = value
     return out

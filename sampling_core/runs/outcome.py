@@ -10,6 +10,8 @@ answered from the response cache says ``"cached": true``, one a prefix check cut
 request asked for token log-probabilities (options ``logprobs``) keeps them in
 ``"logprobs"``. Attempts whose backend call failed are entries with ``"error"``. A token
 count is ``null`` when unknown (an attempt cancelled in flight that did not stream).
+An attempt whose answer is known says ``"answer": {"value": ..., "right": ...}``: what
+maj@k counts (:mod:`sampling_core.runs.votes`).
 Records written before these fields existed (no ``sampling_id``, no tokens per attempt)
 are still read: every reader takes each field as optional.
 """
@@ -20,12 +22,16 @@ from typing import Any
 
 from sampling_core.engine.results import SamplingResult
 from sampling_core.errors import exception_text
+from sampling_core.runs.votes import AnswerOf, answer_entry
 
 __all__ = ["attempt_entries", "usage_entry"]
 
 
-def attempt_entries(result: SamplingResult) -> list[dict[str, Any]]:
-    """One entry per completed attempt, then one per failed backend call, in position order."""
+def attempt_entries(
+    result: SamplingResult, answer_of: AnswerOf | None = None
+) -> list[dict[str, Any]]:
+    """One entry per completed attempt, then one per failed backend call, in position order
+    (``answer_of``: how the run's strategy groups answers, when it votes)."""
     entries: list[dict[str, Any]] = []
     prompt = next((a.messages for a in result.attempts if a.attempt == 1), None)
     for a in result.attempts:
@@ -41,6 +47,9 @@ def attempt_entries(result: SamplingResult) -> list[dict[str, Any]]:
             "cost_usd": usage.cost_usd,
             "text": a.text,
         }
+        answer = answer_entry(a, answer_of)
+        if answer is not None:
+            entry["answer"] = answer
         if a.generation.cached:
             entry["cached"] = True
         if a.stopped_early:

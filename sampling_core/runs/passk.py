@@ -20,13 +20,11 @@ number of prompts with each ``(n, c)``: a few numbers, whatever the number of pr
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from math import fsum
 
-from sampling_core.runs.bootstrap import bootstrap_means
+from sampling_core.runs.bootstrap import mean_interval
 
 __all__ = [
     "PassAtK",
@@ -131,11 +129,7 @@ def _table(
         for (n, c), prompts in tally.items():
             if n >= k:
                 weights[estimate(n, c, k)] += prompts
-        size = sum(weights.values())
-        rng = random.Random(seed)  # the same resamples for every k and every report
-        means = bootstrap_means(weights, samples, rng)
-        low = means[int(0.025 * (samples - 1))]
-        high = means[round(0.975 * (samples - 1))]
-        value = fsum(v * m for v, m in weights.items()) / size
-        table.append(PassAtK(k, value, low, high, size))
+        # the same resamples for every k and every report
+        value, low, high = mean_interval(weights, samples, seed)
+        table.append(PassAtK(k, value, low, high, sum(weights.values())))
     return table

@@ -21,6 +21,7 @@ from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.outcome import attempt_entries, usage_entry
 from sampling_core.runs.rows import count_samples
 from sampling_core.runs.store import utc_now
+from sampling_core.runs.votes import AnswerOf, count_votes, voted_answer
 
 __all__ = ["error_outcome", "error_record", "outcome_fields", "run_prompt"]
 
@@ -46,7 +47,7 @@ async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> d
     except Exception as exc:
         record.update(error_outcome(f"{type(exc).__name__}: {exception_text(exc)}"))
     else:
-        record.update(outcome_fields(result))
+        record.update(outcome_fields(result, voted_answer(parts.strategy)))
     record["timings"] = {
         "started": started_at,
         "elapsed_s": round(time.perf_counter() - t0, 4),
@@ -73,6 +74,7 @@ async def _sample(parts: Components, item: PromptItem, own: list[Any]) -> Sampli
         launch=config.budgets.launch,
         stagger_s=config.budgets.stagger_s,
         format=config.format,
+        ask_again=item.retry,
     )
 
 
@@ -106,8 +108,9 @@ def error_outcome(reason: str) -> dict[str, Any]:
     }
 
 
-def outcome_fields(result: SamplingResult) -> dict[str, Any]:
-    """A record's status, reason, text, attempts summary and usage, from a result."""
+def outcome_fields(result: SamplingResult, answer_of: AnswerOf | None = None) -> dict[str, Any]:
+    """A record's status, reason, text, attempts summary and usage, from a result
+    (``answer_of``: how the run's strategy groups answers, when it votes)."""
     failed_checks: list[str] = []
     if result.success:
         status, reason = "ok", None
@@ -124,8 +127,12 @@ def outcome_fields(result: SamplingResult) -> dict[str, Any]:
         reason = "; ".join(reasons) or f"stopped: {result.stop_reason}"
         if result.stop_reason == "stopped_by_plugin":
             reason = f"stopped by a plugin; {reason}"
-    each = attempt_entries(result)
+    each = attempt_entries(result, answer_of)
     ran, passed = count_samples(each)
+    samples: dict[str, Any] = {"ran": ran, "passed": passed}
+    votes = count_votes(each)
+    if votes is not None:
+        samples["votes"] = [list(group) for group in votes]
     return {
         "sampling_id": result.sampling_id,
         "status": status,
@@ -141,7 +148,7 @@ def outcome_fields(result: SamplingResult) -> dict[str, Any]:
             "stop_reason": result.stop_reason,
             "loop_budget": result.loop_budget,
             "concurrency_budget": result.concurrency_budget,
-            "samples": {"ran": ran, "passed": passed},
+            "samples": samples,
             "each": each,
         },
         "usage": usage_entry(result),

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 import yaml
 
 from sampling_core.runs.index import RunIndex
+from sampling_core.runs.majk import Profile, maj_at_k_table, profile_of
 from sampling_core.runs.passk import PassAtK, pass_at_k_table, pass_hat_k_table
 from sampling_core.runs.rows import PromptRow
 from sampling_core.runs.store import RunDirectory
@@ -33,6 +34,7 @@ __all__ = [
     "Retries",
     "RunReport",
     "build_report",
+    "first_votes",
     "iter_rows",
     "report_of",
     "report_rows",
@@ -78,6 +80,9 @@ class RunReport:
     pass_at_k: list[PassAtK] = field(default_factory=list)
     pass_hat_k: list[PassAtK] = field(default_factory=list)
     """pass^k: the chance that k samples all pass (as ``pass_at_k``, from the same samples)."""
+    maj_at_k: list[PassAtK] = field(default_factory=list)
+    """maj@k: the chance that the majority answer of k samples is right (runs whose samples'
+    answers are known: a field check, or a majority strategy); :mod:`~sampling_core.runs.majk`."""
     prompts: int = 0
     """Prompts with a record (each counted once, at its latest record)."""
     priced: int = 0
@@ -126,6 +131,7 @@ class RunReport:
             "totals": totals,
             "pass_at_k": [p.as_dict() for p in self.pass_at_k] if self.pass_at_k else None,
             "pass_hat_k": [p.as_dict() for p in self.pass_hat_k] if self.pass_hat_k else None,
+            "maj_at_k": [p.as_dict() for p in self.maj_at_k] if self.maj_at_k else None,
             "pass_at_k_partial_prompts": self.partial_samples,
             "retries": self.retries.as_dict() if self.retries is not None else None,
             "prompts": [r.as_dict() for r in self.rows],
@@ -151,6 +157,11 @@ class RunReport:
                     "pass^k (every one of k samples passes; same estimator and intervals):"
                 )
                 lines += _passk_lines(self.pass_hat_k, "^")
+            if self.maj_at_k:
+                lines.append(
+                    "maj@k (the majority answer of k samples is right, ties split; same intervals):"
+                )
+                lines += _passk_lines(self.maj_at_k, "maj")
             if self.partial_samples:
                 lines.append(
                     f"  note: {self.partial_samples} prompts' samples were counted from the "
@@ -176,8 +187,9 @@ class RunReport:
 
 
 def _passk_lines(table: list[PassAtK], mark: str = "@") -> list[str]:
+    name = "maj@" if mark == "maj" else f"pass{mark}"
     return [
-        f"  pass{mark}{p.k:<3} {100 * p.value:5.1f}%  [{100 * p.low:5.1f}, {100 * p.high:5.1f}]"
+        f"  {name}{p.k:<3} {100 * p.value:5.1f}%  [{100 * p.low:5.1f}, {100 * p.high:5.1f}]"
         f"  over {p.prompts} prompts"
         for p in table
     ]
@@ -256,6 +268,7 @@ def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunRepor
         first = {(n, c): m for n, c, m in index.query(_FIRST_SAMPLES)}
         report.pass_at_k = pass_at_k_table(first)
         report.pass_hat_k = pass_hat_k_table(first)
+        report.maj_at_k = maj_at_k_table(first_votes(index))
         report.partial_samples = int(
             index.value("SELECT COUNT(*) FROM first JOIN rec USING (line) WHERE partial = 1")
         )
@@ -264,6 +277,20 @@ def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunRepor
 
 
 _FIRST_SAMPLES = "SELECT n, c, COUNT(*) FROM first JOIN rec USING (line) GROUP BY n, c"
+
+
+def first_votes(index: RunIndex) -> dict[Profile, int]:
+    """The vote profiles of each prompt's first samples (those pass@k counts), with the
+    number of prompts that have each; empty when no sample's answer is known."""
+    found: dict[Profile, int] = {}
+    for votes, prompts in index.query(
+        "SELECT votes, COUNT(*) FROM first JOIN rec USING (line) "
+        "WHERE votes IS NOT NULL GROUP BY votes"
+    ):
+        profile = profile_of(json.loads(votes))
+        if profile is not None:
+            found[profile] = found.get(profile, 0) + prompts
+    return found
 
 
 def _retries(index: RunIndex, prompts: int, *, measure: bool) -> Retries | None:

@@ -33,6 +33,7 @@ from sampling_core.requirements.context import CheckContext
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.outcome import attempt_entries
 from sampling_core.runs.prompt_run import outcome_fields
+from sampling_core.runs.votes import voted_answer
 from sampling_core.strategies import Strategy
 
 __all__ = ["NoModelInRescore", "Rescoring", "rescore_record"]
@@ -112,11 +113,12 @@ async def rescore_record(
             validations = await validations
         tally.record(info, messages, _generation(entry, kept["text"]), validations)
     result = tally.result(_settings(sampling_id, how, loop_budget, concurrency), [])
-    fields = outcome_fields(result)
+    answer_of = voted_answer(how.strategy)
+    fields = outcome_fields(result, answer_of)
     errors = [e for e in attempts.get("each") or [] if isinstance(e, dict) and "error" in e]
     fields["attempts"].update(
         cancelled=attempts.get("cancelled", 0),
-        each=[*attempt_entries(result), *errors],
+        each=[*attempt_entries(result, answer_of), *errors],
     )
     fields["usage"] = record.get("usage", fields["usage"])
     not_run = _not_run(fields["attempts"]["each"], result.success, how, loop_budget, concurrency)

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from sampling_core.errors import exception_text
 from sampling_core.kinds import KindRegistry
+from sampling_core.redaction import shown_data
 from sampling_core.runs.config import STRICTNESS, Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
@@ -111,7 +112,7 @@ def provenance_header(version: str, argv: Sequence[str], source: Path | None) ->
 def render_effective_config(config: RunConfig, header: Sequence[str]) -> str:
     """The header, then the config as YAML."""
     body = yaml.safe_dump(
-        config.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100
+        shown_data(config.model_dump(mode="json")), sort_keys=False, allow_unicode=True, width=100
     )
     return "\n".join(header) + "\n" + body
 

@@ -118,11 +118,12 @@ class RunHooks:
             report = build_report(self.run_dir).as_dict()
         except Exception as exc:  # the session's own way out must not be lost to this
             logger.warning("run.report_unreadable", run_dir=self.run_dir, error=_text(exc))
-            report = {"totals": {}, "pass_at_k": None, "pass_hat_k": None}
+            report = {"totals": {}, "pass_at_k": None, "pass_hat_k": None, "maj_at_k": None}
         fields = self._fields(
             totals=report["totals"],
             pass_at_k=report["pass_at_k"],
             pass_hat_k=report["pass_hat_k"],
+            maj_at_k=report["maj_at_k"],
             interrupted=error is not None,
             error=_fatal_text(error),
             elapsed_s=round(time.perf_counter() - self.started, 3),

@@ -13,11 +13,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import anyio
 
 from sampling_core.hooks.table import HookTable
+from sampling_core.redaction import shown_data
 from sampling_core.runs.components import Components
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.dataset import Dataset, PromptItem
@@ -60,9 +62,7 @@ class BatchSession:
         finished = self.counts["ok"] if retry_failed else sum(self.counts.values())
         self.pending_count = self.total - finished
         self.pending: Iterator[PromptItem] = (
-            (i for i in dataset if not self._finished(i.key, retry_failed))
-            if self.pending_count > 0
-            else iter(())
+            self._pending(dataset, retry_failed) if self.pending_count > 0 else iter(())
         )
         self.seq = index.scan.last_seq if index is not None else 0
         progress = run_dir.read_progress()
@@ -108,7 +108,7 @@ class BatchSession:
                 total=self.total,
                 done=self.total - self.pending_count,
                 settings=settings or {},
-                config=self.config.model_dump(mode="json"),
+                config=shown_data(self.config.model_dump(mode="json")),
             )
             async with anyio.create_task_group() as group:
                 group.start_soon(self._flush_on_timer)
@@ -156,9 +156,15 @@ class BatchSession:
         status = self._index.value(_STATUS_OF, (key,))
         return status if isinstance(status, str) else None
 
-    def _finished(self, key: str, retry_failed: bool) -> bool:
-        status = self._status(key)
-        return status == "ok" or (status is not None and not retry_failed)
+    def _pending(self, dataset: Dataset, retry_failed: bool) -> Iterator[PromptItem]:
+        """The prompts still to do: those without a record, and with ``retry_failed`` those
+        whose latest record is not ok (marked ``retry``: they ask the backend again)."""
+        for item in dataset:
+            status = self._status(item.key)
+            if status is None:
+                yield item
+            elif status != "ok" and retry_failed:
+                yield replace(item, retry=True)
 
     async def _flush_on_timer(self) -> None:
         interval = self.config.run.flush_interval_s

@@ -1,45 +1,55 @@
-"""Two runs side by side: the prompts whose outcome differs, matched by key.
+"""Two runs compared on the page: the paired comparison, and the flipped prompts side by side.
 
-Both runs' latest records are read in key order and merged as they come, so comparing two
-runs of a million prompts holds only the differing prompts the page lists.
+The comparison is :func:`~sampling_core.runs.compare.compare_indexes` (the same numbers as
+``samplehooks compare``: both runs' prompts merged by key as they are read). The prompts
+that flipped (ok in one run only) are embedded with both runs' attempts, one lane per
+subsample each, so the page shows them side by side whether or not they are among the
+prompts its table lists.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from sampling_core.errors import exception_text
+from sampling_core.runs.compare import compare_indexes
+from sampling_core.runs.errors import RunError
 from sampling_core.runs.index import RunIndex
+from sampling_core.runs.report import row_columns, row_from
+from sampling_core.view.timeline import TEXT_SHOWN, lanes_from_record
 
-__all__ = ["compare_runs"]
-
-_BY_KEY = "SELECT rec.key, status, unmet FROM latest JOIN rec USING (line) ORDER BY rec.key"
+__all__ = ["compare_data"]
 
 
-def compare_runs(a: RunIndex, b: RunIndex, limit: int) -> dict[str, Any]:
-    """How many prompts both runs have, how many only the first has, how many differ in
-    outcome, and the first ``limit`` of those (by key)."""
-    both = only_a = differ = 0
-    shown: list[dict[str, Any]] = []
-    rows_b = b.query(_BY_KEY)
-    other = next(rows_b, None)
-    for key, status, unmet in a.query(_BY_KEY):
-        while other is not None and other[0] < key:
-            other = next(rows_b, None)
-        if other is None or other[0] != key:
-            only_a += 1
-            continue
-        both += 1
-        if other[1] != status:
-            differ += 1
-            if len(shown) < limit:
-                shown.append(
-                    {
-                        "key": key,
-                        "a": status,
-                        "b": other[1],
-                        "a_unmet": json.loads(unmet),
-                        "b_unmet": json.loads(other[2]),
-                    }
-                )
-    return {"both": both, "only_a": only_a, "differ": differ, "rows": shown}
+def compare_data(a: RunIndex, b: RunIndex, flipped: int) -> dict[str, Any]:
+    """The comparison as the page embeds it: ``samplehooks compare --json``'s data plus
+    ``sides``, each flipped prompt's row and attempts in both runs (the first ``flipped``
+    each way, by key); ``error`` says why there is none (no prompt in both runs)."""
+    try:
+        comparison = compare_indexes(a, b, flipped=flipped)
+    except RunError as exc:  # no prompt in common: the page still shows both runs
+        return {"error": exception_text(exc), "measures": [], "sides": {}}
+    data = comparison.as_dict()
+    keys = [*comparison.better_in_b, *comparison.better_in_a]
+    data["sides"] = {key: {"a": _side(a, key), "b": _side(b, key)} for key in keys}
+    return data
+
+
+def _side(index: RunIndex, key: str) -> dict[str, Any] | None:
+    """One prompt's row in a run (its latest record), with its attempts as lanes."""
+    found = list(
+        index.query(
+            f"SELECT line, {row_columns('rec')} FROM latest JOIN rec USING (line) "
+            "WHERE latest.key = ?",
+            (key,),
+        )
+    )
+    if not found:
+        return None
+    line, *values = found[0]
+    record = index.read_record(line)
+    item = row_from(values).as_dict()
+    text = record.get("text")
+    item["text"] = text[:TEXT_SHOWN] if isinstance(text, str) else None
+    item["lanes"] = lanes_from_record(record)
+    return item

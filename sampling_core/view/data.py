@@ -147,6 +147,7 @@ def indexed_run_data(index: RunIndex, *, whole_texts: bool = False) -> dict[str,
         "model": _model(report.config),
         "pass_at_k": [p.as_dict() for p in report.pass_at_k],
         "pass_hat_k": [p.as_dict() for p in report.pass_hat_k],
+        "maj_at_k": [p.as_dict() for p in report.maj_at_k],
         "retries": report.retries.as_dict() if report.retries is not None else None,
         "mean_attempts": index.value(f"SELECT AVG(attempts) {LATEST}"),
         "ok_by_attempts": [

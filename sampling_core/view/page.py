@@ -16,9 +16,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from sampling_core.runs.compare import FLIPPED_SHOWN
 from sampling_core.runs.index import RunIndex
-from sampling_core.view.compare import compare_runs
-from sampling_core.view.data import MAX_ROWS, charts, indexed_run_data
+from sampling_core.view.compare import compare_data
+from sampling_core.view.data import charts, indexed_run_data
 
 __all__ = ["build_page", "page_data", "render_page"]
 
@@ -40,7 +41,7 @@ def page_data(paths: list[str | Path], *, whole_texts: bool = False) -> dict[str
             "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "runs": [indexed_run_data(index, whole_texts=whole_texts) for index in indexes],
             "charts": charts(indexes),
-            "compare": compare_runs(*indexes, limit=MAX_ROWS) if len(indexes) == 2 else None,
+            "compare": compare_data(*indexes, FLIPPED_SHOWN) if len(indexes) == 2 else None,
         }
 
 

@@ -42,6 +42,18 @@ class Reply:
 
 
 @dataclass
+class Stream:
+    """A streamed answer: ``pieces`` written one at a time, each flushed and ``gap`` seconds
+    after the last (so that the client reads them apart), then the connection closed (with
+    ``hang``: held open, sending nothing more, until the client closes it)."""
+
+    pieces: list[bytes]
+    gap: float = 0.01
+    content_type: str = "text/event-stream"
+    hang: bool = False
+
+
+@dataclass
 class Hang:
     """Hold the request open, sending nothing, until the client closes the connection."""
 
@@ -57,7 +69,35 @@ class Arrival:
     body: Any
 
 
-Script = Callable[[int, Any], "Reply | Hang"]
+Script = Callable[[int, Any], "Reply | Stream | Hang"]
+
+
+def sse(data: Any) -> bytes:
+    """One server-sent event whose data is ``data`` as JSON (a ``str`` is sent as it is)."""
+    text = data if isinstance(data, str) else json.dumps(data)
+    return f"data: {text}\n\n".encode()
+
+
+def chunk_event(text: str | None = None, finish_reason: str | None = None) -> dict[str, Any]:
+    """A chat-completion chunk bringing ``text`` (and a ``finish_reason``)."""
+    delta = {} if text is None else {"content": text}
+    return {
+        "object": "chat.completion.chunk",
+        "model": "scripted-http",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+def streamed(*texts: str, finish_reason: str | None = "stop", done: bool = True) -> list[bytes]:
+    """The events of a streamed chat completion of ``texts`` (with a usage event at the end)."""
+    events = [sse(chunk_event(text)) for text in texts]
+    if finish_reason is not None:
+        events.append(sse(chunk_event(finish_reason=finish_reason)))
+        usage = {"prompt_tokens": 5, "completion_tokens": len(texts)}
+        events.append(sse({"object": "chat.completion.chunk", "choices": [], "usage": usage}))
+    if done:
+        events.append(sse("[DONE]"))
+    return events
 
 
 def completion(
@@ -183,6 +223,9 @@ class ScriptedHTTPServer:
             await reader.read()  # returns at EOF: the client closed the connection
             self._notify(self._left_by_client)
             return False
+        if isinstance(reply, Stream):
+            await self._stream(reader, writer, reply)
+            return False
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if isinstance(reply.body, str):
@@ -204,6 +247,29 @@ class ScriptedHTTPServer:
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
         await writer.drain()
         return True
+
+    async def _stream(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: Stream
+    ) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {reply.content_type}\r\nConnection: close"
+        writer.write((head + "\r\n\r\n").encode())
+        await writer.drain()
+        try:
+            for piece in reply.pieces:
+                await asyncio.sleep(reply.gap)
+                writer.write(piece)
+                await writer.drain()
+            if reply.hang:
+                await reader.read()  # returns at EOF: the client closed the connection
+                self._notify(self._left_by_client)
+                return
+        except (ConnectionError, asyncio.CancelledError):  # the client left; the server stops
+            self._notify(self._left_by_client)
+            return
+        self._notify(self._left)
+
+    def _left(self) -> None:
+        self.in_flight -= 1
 
     def _left_by_client(self) -> None:
         self.in_flight -= 1

@@ -1,0 +1,87 @@
+"""The answers of a prompt's samples, as a run keeps them for maj@k.
+
+An attempt whose answer is known says ``"answer": {"value": ..., "right": ...}`` in its
+record entry: the answer the first check that compares one compared
+(``ValidationResult.answer``: the dataset-field checks give it) and that check's verdict;
+else, when the run's strategy votes (``majority``), the strategy's normalised text and
+whether the attempt passed. A prompt's samples are the subsamples pass@k counts, each
+its first passing attempt or else its last; their answers make its vote profile
+(:mod:`sampling_core.runs.majk`), which the record keeps as ``attempts.samples.votes``
+(``[[size, right], ...]``), counted before a long attempt list is cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from hook_specs.records import Attempt
+from sampling_core.runs.majk import Profile, profile_of, vote_profile
+from sampling_core.strategies import MajorityVote, Strategy
+
+__all__ = ["AnswerOf", "answer_entry", "count_votes", "sample_votes", "voted_answer"]
+
+AnswerOf = Callable[[str], str]
+"""How a voting strategy groups answers (its ``normalize``)."""
+
+
+def voted_answer(strategy: Strategy) -> AnswerOf | None:
+    """How ``strategy`` groups answers when it votes (``MajorityVote.normalize``), else
+    ``None``."""
+    return strategy.normalize if isinstance(strategy, MajorityVote) else None
+
+
+def answer_entry(attempt: Attempt, answer_of: AnswerOf | None = None) -> dict[str, Any] | None:
+    """``{"value", "right"}`` of an attempt: the answer the first check that compares one
+    compared and its verdict; else, with ``answer_of``, that grouping of the text and
+    whether the attempt passed; else ``None`` (no answer known)."""
+    for verdict in attempt.validations:
+        if verdict.answer is not None:
+            return {"value": verdict.answer, "right": verdict.passed}
+    if answer_of is None:
+        return None
+    return {"value": answer_of(attempt.text), "right": attempt.passed}
+
+
+def count_votes(each: Iterable[Any]) -> Profile | None:
+    """The vote profile of a prompt's attempt entries (as a record keeps them); ``None``
+    when a sample's answer is not known (no check compared one and the strategy does not
+    vote) or there is no sample. A subsample whose backend call failed without a pass is
+    no sample, nor is one a rescore could not decide (``"not_known": true``, no pass)."""
+    final: dict[int, dict[str, Any]] = {}
+    left_out: set[int] = set()
+    for entry in each:
+        if not isinstance(entry, dict) or not isinstance(entry.get("subsample"), int):
+            continue
+        index = entry["subsample"]
+        if entry.get("error") or entry.get("not_known") is True:
+            left_out.add(index)
+            continue
+        if not isinstance(entry.get("passed"), bool):
+            left_out.add(index)  # a verdict that is not known is no verdict
+            continue
+        kept = final.get(index)
+        number = entry.get("attempt") if isinstance(entry.get("attempt"), int) else 0
+        if kept is None or (
+            not kept["passed"] and (entry["passed"] or number > (kept.get("attempt") or 0))
+        ):
+            final[index] = entry
+    answers = []
+    for index, entry in final.items():
+        if index in left_out and not entry["passed"]:
+            continue
+        answer = entry.get("answer")
+        if not isinstance(answer, dict) or not isinstance(answer.get("value"), str):
+            return None
+        answers.append((answer["value"], answer.get("right") is True))
+    return vote_profile(answers) or None
+
+
+def sample_votes(record: dict[str, Any]) -> Profile | None:
+    """The vote profile of a record: ``attempts.samples.votes`` when it has it, else
+    :func:`count_votes` of its entries."""
+    attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
+    samples = attempts.get("samples")
+    if isinstance(samples, dict) and isinstance(samples.get("votes"), list):
+        return profile_of(samples["votes"])
+    return count_votes(attempts.get("each") or [])
