@@ -166,3 +166,10 @@ def test_consensus_is_checked() -> None:
     for bad in (0, 1.5, True, "1"):
         with pytest.raises(ValueError, match="consensus"):
             MajorityVote(consensus=bad)  # type: ignore[arg-type]
+
+
+async def test_staggered_subsamples_start_only_while_the_vote_is_open() -> None:
+    # after the first 7 (1-0, three open) P(the leader stays) = 1 - B(2,4)/B(2,1) = 0.9:
+    # the three subsamples still waiting for their turn (an hour away) never start
+    backend, result = await vote(["7", "7", "3", "3"], 0.85, launch="staggered", stagger_s=3600)
+    assert backend.calls == 1 and result.not_started == 3 and result.text == "7"
