@@ -9,7 +9,9 @@ one llama.cpp server with 8 slots:
 * ``consensus``: ``MajorityVote(consensus=...)`` ends a prompt once its pick is settled,
   its subsamples launched ``on_failure`` (the next one starts when one ends, while the
   vote is open), so that a settled vote leaves the rest unstarted;
-* ``confidence``: ``min_confidence`` (calibrated per prompt) stops unsure answers;
+* ``confidence``: ``min_confidence`` (calibrated per prompt: by default the threshold is
+  the lowest group confidence, over windows of 4 tokens, of the prompt's first whole
+  answer) stops answers less sure than that;
 * ``consensus + confidence``: both.
 
 Answers are compared by their last number. The vote sees one requirement, a format check
@@ -173,8 +175,8 @@ async def main(argv: list[str] | None = None) -> None:
         "--launch", default="on_failure", help="the consensus variants' launch policy"
     )
     parser.add_argument("--consensus", type=float, default=0.9)
-    parser.add_argument("--window", type=int, default=6, help="min_confidence's window")
-    parser.add_argument("--warmup", type=int, default=2, help="min_confidence's warm-up")
+    parser.add_argument("--window", type=int, default=4, help="min_confidence's window")
+    parser.add_argument("--warmup", type=int, default=1, help="min_confidence's warm-up")
     parser.add_argument("--keep", type=float, default=0.9, help="min_confidence's keep")
     parser.add_argument("--only", help=f"comma-separated, among: {', '.join(VARIANTS)}")
     args = parser.parse_args(argv)
