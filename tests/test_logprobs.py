@@ -219,3 +219,29 @@ async def test_a_real_llama_cpp_stream_carries_logprobs(llama_server: Any) -> No
         assert token.top[0][1] >= token.top[1][1]  # most likely first
     streamed = [(t.token, t.logprob) for p in log.seen for t in p.logprobs]
     assert streamed == [(t.token, t.logprob) for t in generation.logprobs]
+
+
+async def test_a_run_keeps_logprobs_in_its_records_only_when_asked(tmp_path: Any) -> None:
+    from runs_helpers import write_config, write_dataset
+
+    from sampling_core.runs import run_batch
+
+    tokens = scripted_logprobs(["4", "2"], [math.log(0.9), math.log(0.6)])
+
+    def reply(request: GenerationRequest) -> Any:
+        return Generation("42", logprobs=tokens) if request.options.get("logprobs") else "42"
+
+    dataset = write_dataset(tmp_path / "d.jsonl", 1)
+    for asked, out in ((True, tmp_path / "asked"), (False, tmp_path / "plain")):
+        options = {"logprobs": True, "top_logprobs": 2} if asked else {}
+        config = write_config(tmp_path / f"{asked}.yaml", dataset, options=options)
+        await run_batch(config, out, backend=ScriptedBackend(reply))
+        record = json.loads((out / "records.jsonl").read_text().splitlines()[0])
+        (entry,) = record["attempts"]["each"]
+        if asked:
+            first = entry["logprobs"][0]
+            assert (first["token"], first["logprob"]) == ("4", math.log(0.9))
+            assert [name for name, _ in first["top"]] == ["4", "<alt1>"]
+            assert math.isclose(first["top"][1][1], math.log(0.1))
+        else:
+            assert "logprobs" not in entry

@@ -161,9 +161,10 @@ def asked_options(
 ) -> dict[str, Any]:
     """The call's backend options with what its requirements ask for (``asks``) added
     where the call does not set the option itself."""
-    asked: dict[str, Any] = {}
+    asked: dict[str, Any] | None = None
     for requirement in requirements:
-        asked.update(requirement.asks)
+        if requirement.asks:
+            asked = {**(asked or {}), **requirement.asks}
     return {**asked, **options} if asked else dict(options)
 
 
