@@ -24,7 +24,12 @@ from sampling_core.engine.budgets import (
 from sampling_core.engine.launch import DEFAULT_STAGGER_S, Launch
 from sampling_core.engine.loop import SamplingCall
 from sampling_core.engine.results import SamplingResult
-from sampling_core.engine.settings import DEFAULT_TOKENS, CallSettings, token_settings
+from sampling_core.engine.settings import (
+    DEFAULT_TOKENS,
+    CallSettings,
+    asked_options,
+    token_settings,
+)
 from sampling_core.engine.streaming import prefixes_in_force
 from sampling_core.engine.subsample_tasks import running_event_loop
 from sampling_core.hooks.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
@@ -38,7 +43,6 @@ from sampling_core.requirements.checks import (
     Check,
     Requirement,
     as_requirements,
-    asked_options,
 )
 from sampling_core.requirements.formats import format_requirement
 from sampling_core.strategies import RejectionSampling, Strategy

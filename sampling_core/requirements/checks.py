@@ -8,8 +8,7 @@ A requirement may also judge a prefix: ``prefix(text_so_far) -> bool`` is ``Fals
 the text so far already fails the requirement whatever may follow. While an answer streams
 in, the engine asks it after each piece and stops the generation at the first ``False``
 (early stop). ``max_words``, ``max_chars`` and ``not_contains`` have one, and a
-``reader`` that does the same with constant work per piece
-(:mod:`sampling_core.requirements.prefix`).
+``reader`` doing it with constant work per piece (:mod:`sampling_core.requirements.prefix`).
 """
 
 from __future__ import annotations
@@ -95,13 +94,10 @@ class Requirement:
         reader: ReaderFactory | None = None,
         asks: Mapping[str, Any] | None = None,
     ) -> None:
-        """``row_fields`` names the dataset fields the check reads (``CheckContext.row``): a
-        batch run refuses, before any generation, a dataset whose first line lacks one.
-
-        ``reader`` judges a streamed prefix piece by piece, with constant work per piece
-        (:mod:`sampling_core.requirements.prefix`); the engine uses it instead of
-        ``prefix`` when both are given. ``asks``: backend options the check needs (e.g.
-        ``{"logprobs": True}``), sent unless the call sets them itself."""
+        """``row_fields``: the dataset fields the check reads (``CheckContext.row``; a run
+        refuses a dataset lacking one). ``reader``: a prefix check fed each piece
+        (:mod:`sampling_core.requirements.prefix`), used instead of ``prefix``. ``asks``:
+        backend options the check needs (``{"logprobs": True}``) unless the call sets them."""
         if not callable(check):
             raise TypeError(f"Requirement {description!r}: check must be callable, got {check!r}")
         for name, given in (("prefix", prefix), ("reader", reader)):
@@ -154,18 +150,6 @@ class Requirement:
 
     async def _finish(self, pending: Awaitable[Any]) -> ValidationResult:
         return _as_result(await pending, self.description)
-
-
-def asked_options(
-    requirements: Sequence[Requirement], options: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The call's backend options with what its requirements ask for (``asks``) added
-    where the call does not set the option itself."""
-    asked: dict[str, Any] | None = None
-    for requirement in requirements:
-        if requirement.asks:
-            asked = {**(asked or {}), **requirement.asks}
-    return {**asked, **options} if asked else dict(options)
 
 
 def validate_all(
@@ -337,10 +321,12 @@ def not_contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
     def prefix(text: str) -> bool:
         return not found(text)
 
-    def reader(notes: dict[str, Any]) -> NeedleWatch:
-        return NeedleWatch(needle, case_sensitive)
-
-    return Requirement(f"does not contain {needle!r}", check, prefix, reader=reader)
+    return Requirement(
+        f"does not contain {needle!r}",
+        check,
+        prefix,
+        reader=lambda notes: NeedleWatch(needle, case_sensitive),
+    )
 
 
 def max_words(limit: int) -> Requirement:
@@ -358,10 +344,9 @@ def max_words(limit: int) -> Requirement:
     def prefix(text: str) -> bool:
         return _words(text) <= limit
 
-    def reader(notes: dict[str, Any]) -> WordCount:
-        return WordCount(limit)
-
-    return Requirement(f"at most {limit} words", check, prefix, reader=reader)
+    return Requirement(
+        f"at most {limit} words", check, prefix, reader=lambda notes: WordCount(limit)
+    )
 
 
 def min_words(limit: int) -> Requirement:
@@ -394,10 +379,9 @@ def max_chars(limit: int) -> Requirement:
     def prefix(text: str) -> bool:
         return len(text) <= limit
 
-    def reader(notes: dict[str, Any]) -> CharCount:
-        return CharCount(limit)
-
-    return Requirement(f"at most {limit} characters", check, prefix, reader=reader)
+    return Requirement(
+        f"at most {limit} characters", check, prefix, reader=lambda notes: CharCount(limit)
+    )
 
 
 def _strip_fence(text: str) -> str:
