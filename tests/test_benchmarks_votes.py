@@ -55,3 +55,17 @@ def test_the_paired_bootstrap_and_the_table() -> None:
         "| consensus | 600 | 0.60 | 7.0 | 0.70 | 50.0% | +0.0 [+0.0, +0.0] | 9 | 1 | 0 |"
     )
     json.dumps(results)  # what the benchmark prints per variant
+
+
+def test_the_vote_example_config_builds_what_the_benchmark_measures() -> None:
+    from sampling_core.kinds import default_kinds
+    from sampling_core.runs import load_config
+    from sampling_core.runs.components import build_requirements, build_strategy
+
+    config = load_config(votes.ROOT / "examples" / "vote.yaml")
+    kinds = default_kinds()
+    strategy = build_strategy(config.strategy, kinds)
+    assert strategy.consensus == 0.9 and strategy.normalize("It is 12.") == "12"
+    assert config.budgets.launch == "on_failure" and config.budgets.concurrency_budget == 8
+    described = [r.description for r in build_requirements(config.requirements, kinds)]
+    assert described[0].startswith("matches") and "calibrated" in described[1]
