@@ -551,7 +551,7 @@ def wait_for_records(run_dir: Path, count: int) -> None:
 
 def observer(name: str, function: Callable[[Any], None]) -> HookImplementation:
     """A background implementation of ``sampling_iteration`` named ``name``."""
-    return HookImplementation.from_options(name, function, {})
+    return HookImplementation(name, function, takes_payload=True, is_async=False, order=1)
 
 
 def queue(delivery: delivery_module.BackgroundDelivery, impl: HookImplementation, n: int) -> None:

@@ -65,26 +65,6 @@ class HookImplementation:
             wrapper=wrapper,
         )
 
-    @classmethod
-    def from_options(
-        cls, plugin_name: str, function: Callable[..., Any], opts: Mapping[str, Any]
-    ) -> HookImplementation:
-        """An implementation of a plugin that is not registered on a pluggy manager (a
-        per-call plugin), from the options pluggy's ``parse_hookimpl_opts`` read. Monitors
-        are handed the implementation itself (``plugin_name``, ``function``)."""
-        wrapper = is_wrapper(opts)
-        made = cls(
-            plugin_name=plugin_name,
-            function=function,
-            takes_payload="payload" in required_arguments(function),
-            is_async=is_async_wrapper(function) if wrapper else is_async_function(function),
-            order=2 if opts.get("tryfirst") else 0 if opts.get("trylast") else 1,
-            background=is_background(function),
-            wrapper=wrapper,
-        )
-        object.__setattr__(made, "source", made)
-        return made
-
     def call(self, payload: HookPayload) -> Any:
         """Call the implementation (what it returns may be awaitable). The delivery loops
         (:func:`direct_delivery`, the channel's awaiting one) inline this, on their hot path."""
@@ -152,12 +132,6 @@ def required_arguments(function: Callable[..., Any]) -> tuple[str, ...]:
         for p in parameters
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
     )
-
-
-def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
-    """pluggy's call order for implementations given in registration order."""
-    ordered = sorted(registered, key=lambda impl: impl.order)  # stable
-    return tuple(reversed(ordered))
 
 
 class FaultPolicy(Protocol):
@@ -247,7 +221,12 @@ Firing = _one_attribute_per_hook(
 
 
 class HookTable:
-    """Every hook's implementations in call order, the monitors, and the fault policy."""
+    """Every hook's implementations in call order, the monitors, and the fault policy.
+
+    ``registered`` holds each hook's implementations in the order a pluggy manager keeps
+    them (``HookCaller.get_hookimpls()``: pluggy calls the last one first), as
+    :func:`~sampling_core.hooks.registry.implementations_of` reads them: the order is
+    pluggy's, never worked out here."""
 
     __slots__ = (
         "awaits_iteration",
@@ -285,7 +264,7 @@ class HookTable:
         return bool(route.inline or route.background or route.wrappers or self.monitors)
 
     def _route(self, hook: HookName, registered: Iterable[HookImplementation]) -> Route:
-        ordered = call_order(registered)
+        ordered = tuple(reversed(tuple(registered)))  # pluggy calls the last one kept first
         wrappers = tuple(impl for impl in ordered if impl.wrapper)
         inline = tuple(impl for impl in ordered if not impl.background and not impl.wrapper)
         background = tuple(impl for impl in ordered if impl.background)
@@ -299,23 +278,6 @@ class HookTable:
             direct=not (self.monitors or background or any(i.is_async for i in inline)),
             deliver=direct_delivery(hook, build, inline, writable),
             wrappers=wrappers,
-        )
-
-    def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
-        """A table with ``extra`` implementations registered after these (pluggy's rule:
-        a later ``trylast`` one goes before the earlier ones, so it is called after them)."""
-        combined = {}
-        for hook in FIRED:
-            more = tuple(extra.get(hook, ()))
-            late = tuple(impl for impl in more if impl.order == 0)
-            rest = tuple(impl for impl in more if impl.order != 0)
-            combined[hook] = late + self.registered[hook] + rest
-        return HookTable(
-            combined,
-            strict=self.strict,
-            timeout=self.timeout,
-            monitors=self.monitors,
-            delivery=self.delivery,
         )
 
 
