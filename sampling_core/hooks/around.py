@@ -134,7 +134,7 @@ def _leave_sync(
         else:
             step.throw(error)
     except StopIteration as returned:
-        if _must_go_on(error):
+        if error is not None and not isinstance(error, Exception):  # _must_go_on, inlined
             return result, error
         return returned.value, None
     except BaseException as raised:

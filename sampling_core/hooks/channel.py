@@ -136,7 +136,8 @@ class HookChannel:
         payload = route.build(fields)
         if self.table.monitors:
             return self._monitored_around(route, payload, inner, valid)
-        return call_around(route.hook.value, route.wrappers, route.inline, payload, inner, valid)
+        # a HookName is a str: its value, without the enum's slow property
+        return call_around(route.hook, route.wrappers, route.inline, payload, inner, valid)
 
     async def _monitored_around(
         self, route: Route, payload: HookPayload, inner: Inner[T], valid: Callable[[Any], bool]
@@ -144,7 +145,7 @@ class HookChannel:
         monitored = self._before(route, payload)
         try:
             outcome = await call_around(
-                route.hook.value, route.wrappers, route.inline, payload, inner, valid
+                route.hook, route.wrappers, route.inline, payload, inner, valid
             )
         except BaseException as exc:
             self._after(route.hook, monitored, _outcome_of(exc))
