@@ -570,3 +570,34 @@ async def test_sync_and_async_wrappers_nest_by_registration_as_pluggy_orders_the
     plugins = [SyncW(), AsyncW()]
     await Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False).sample("q")
     assert order == ["async", "sync"]
+
+
+async def test_no_wrapper_machinery_runs_when_no_plugin_implements_a_call_hook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sampling_core.hooks import channel
+
+    ran: list[str] = []
+
+    def counted(hook: str, *args: Any) -> Any:
+        ran.append(hook)
+        return real(hook, *args)
+
+    real = channel.call_around
+    monkeypatch.setattr(channel, "call_around", counted)
+
+    class PointHooksOnly:
+        @hookimpl
+        def generation_pre_call(self, payload: Any) -> None:
+            pass
+
+        @hookimpl
+        def sampling_iteration(self, payload: Any) -> None:
+            pass
+
+    plain = Sampler(ScriptedBackend(["x"]), plugins=[PointHooksOnly()], load_entrypoints=False)
+    await plain.sample("q", loop_budget=2, concurrency_budget=2)
+    assert ran == []  # no call hook implemented: no payload, no call loop
+    wrapped = Sampler(ScriptedBackend(["x"]), plugins=[SyncAround()], load_entrypoints=False)
+    await wrapped.sample("q")
+    assert ran == ["sampling_call", "generation_call"]
