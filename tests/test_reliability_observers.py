@@ -493,7 +493,7 @@ def test_ctrl_c_twice_in_sample_sync_stops_waiting_for_a_stuck_observer() -> Non
 
 
 IN_THE_CALL_CHILD = """
-    import sys, threading
+    import os, sys, threading
     import anyio
     import sampling_core
     from hook_specs import background, hookimpl
@@ -506,12 +506,12 @@ IN_THE_CALL_CHILD = """
         @hookimpl
         @background
         def sampling_iteration(self, payload):
-            print("stuck", file=sys.stderr, flush=True)
+            os.write(2, b"stuck\\n")  # one write: the two threads' lines never mix
             threading.Event().wait()  # never set
 
     async def reply(request):
         if request.iteration.attempt == 2:  # the call goes on: Ctrl-C comes here
-            print("calling", file=sys.stderr, flush=True)
+            os.write(2, b"calling\\n")
             await anyio.sleep_forever()
         return "x"
 
