@@ -95,6 +95,11 @@ BROKEN = {
         b'event: error\ndata: {"message": "overloaded"}\n\n',
         sse("[DONE]"),
     ],
+    "an error event without data": [
+        *streamed("Hello", finish_reason=None, done=False),
+        b"event: error\n\n",
+        *streamed(finish_reason="stop"),
+    ],
     "data that is not JSON": [
         *streamed("Hello", finish_reason=None, done=False),
         b"data: world, as plain text\n\n",
