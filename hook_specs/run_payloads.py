@@ -63,7 +63,14 @@ class PromptEndPayload(RunPayload):
     key: str = Field(description="The prompt's key in the dataset.")
     record: dict[str, Any] = Field(
         description="The prompt's record, as written to `records.jsonl` (`status` is "
-        '`"ok"`, `"failed"` or `"error"`).'
+        '`"ok"`, `"failed"` or `"error"`); for a prompt the session ended first, '
+        '`key`, `status` `"interrupted"` and `reason`, written nowhere (it runs again on '
+        "`--resume`)."
+    )
+    status: str = Field(
+        description='How the prompt ended: its record\'s `status` (`"ok"`, `"failed"`, '
+        '`"error"`), or `"interrupted"` when the session ended first (kept by the recorder, '
+        "which leaves the record out of `events.jsonl`)."
     )
 
 

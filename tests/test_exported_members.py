@@ -27,7 +27,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "sampling_core.errors": [
         "BudgetError", "CheckCallFailed", "PluginError", "SamplehooksError", "StopSampling",
-        "exception_text",
+        "StrategyError", "exception_text",
     ],
     "sampling_core.backends": [
         "AttemptTimeout", "Backend", "CacheError", "Chunk", "GenerationRequest",
@@ -35,7 +35,7 @@ EXPECTED: dict[str, list[str]] = {
         "cache_identity",
     ],
     "sampling_core.requirements": [
-        "COUNTED", "REQUIREMENTS_BY_NAME", "Check", "CheckContext", "Prefix", "Requirement",
+        "Check", "CheckContext", "Prefix", "Requirement",
         "ValidationResult", "as_requirements", "contains", "contains_field", "equals_field",
         "is_json", "llm_judge", "matches", "matches_schema", "max_chars", "max_words",
         "min_words", "normalize_text", "not_contains", "parses_as",
