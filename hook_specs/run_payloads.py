@@ -15,6 +15,12 @@ class RunPayload(ObserveOnlyPayload):
     """Fields every run hook's payload carries."""
 
     run_dir: str = Field(description="The run directory, as an absolute path.")
+    run_id: str | None = Field(
+        default=None,
+        description="The run's identity, made with the run and kept in its `meta.json`: a "
+        "new run in a path an old one had has another (`None` for a run made before runs "
+        "had one).",
+    )
     session: int = Field(
         description="The session of the run: 1 for the first, one more for each resume."
     )

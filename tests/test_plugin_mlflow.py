@@ -108,6 +108,7 @@ def test_a_run_and_its_resume_are_one_mlflow_run(
         dataset,
         requirements=[{"max_words": 2}],
         budgets={"loop_budget": 1, "concurrency_budget": 2, "early_exit": False},
+        strategy="majority",  # its answers vote: maj@k
     )
     out, uri = tmp_path / "run", store(tmp_path)
     backend = ScriptedBackend(reply)
@@ -138,6 +139,9 @@ def test_a_run_and_its_resume_are_one_mlflow_run(
     assert metrics["pass_at_2"] == pytest.approx(5 / 6, abs=1e-6)
     assert metrics["pass_hat_1"] == pytest.approx(8 / 12, abs=1e-6)
     assert metrics["pass_hat_2"] == pytest.approx(3 / 6, abs=1e-6)
+    # votes: "short" passes, the long answer fails; two tied answers score half
+    assert metrics["maj_at_1"] == pytest.approx(4 / 6, abs=1e-6)
+    assert metrics["maj_at_2"] == pytest.approx(4 / 6, abs=1e-6)
     settings = json.loads((out / "meta.json").read_text())["settings"]["values"]
     params = run.data.params
     assert params["budgets.concurrency_budget"] == "2"

@@ -64,12 +64,9 @@ def test_a_run_writes_and_shows_no_credential_of_any_url(
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
     store = f"http://mluser:{SHORT}@127.0.0.1:{closed_port()}/"
     with ScriptedHTTPServer(lambda n, body: Reply()) as server:
-        path = config(
-            tmp_path,
-            f"{server.base_url}?api-key={KEY}&api-version=2",
-            {"name": "mlflow", "options": {"tracking_uri": store}},
-        )
-        result = invoke("run", path, "--out", tmp_path / "run")
+        path = config(tmp_path, f"{server.base_url}?api-key={KEY}&api-version=2")
+        plugin = f"mlflow:tracking_uri={store}"  # on the command line: argv is recorded too
+        result = invoke("run", path, "--out", tmp_path / "run", "--plugin", plugin)
     assert result.exit_code == 0, result.stderr
     assert len(server.arrivals) == 2  # the key still went where it belongs
     shown = everything_in(tmp_path / "run") + result.stdout + result.stderr
@@ -137,3 +134,16 @@ def test_credentials_of_a_url_in_the_environment_are_secrets_everywhere(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"https://me:{PASSWORD}@tracking.example/")
     redaction.refresh_environment()
     assert redaction.scrub(f"the store said: {PASSWORD} is wrong") == "the store said: *** is wrong"
+
+
+def test_credentials_of_a_url_in_a_run_config_are_secrets_everywhere(tmp_path: Path) -> None:
+    from sampling_core.runs import load_config
+    from sampling_core.runs.loading import refuse_unwritable
+
+    path = config(
+        tmp_path,
+        "http://127.0.0.1:1/v1",
+        {"name": "mlflow", "options": {"tracking_uri": f"https://me:{PASSWORD}@mlflow.example"}},
+    )
+    refuse_unwritable(load_config(path, kinds=None))  # what every run does before writing
+    assert redaction.scrub(f"refused {PASSWORD}") == "refused ***"

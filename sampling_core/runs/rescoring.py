@@ -31,6 +31,7 @@ import structlog
 from sampling_core.errors import exception_text
 from sampling_core.hooks.entry_points import PluginSettings
 from sampling_core.kinds import KindError, KindRegistry, collect_kinds
+from sampling_core.redaction import shown
 from sampling_core.runs.components import (
     build_requirements,
     build_strategy,
@@ -41,7 +42,7 @@ from sampling_core.runs.dataset import Dataset, PromptIndex, read_dataset
 from sampling_core.runs.errors import ConfigError, DatasetError, RunDirError
 from sampling_core.runs.integrity import SETTINGS_KEY, settings_meta
 from sampling_core.runs.kept_texts import TextsJoin
-from sampling_core.runs.loading import load_config
+from sampling_core.runs.loading import load_config, refuse_unwritable
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.outputs import output_file
 from sampling_core.runs.report import write_report_json
@@ -103,6 +104,7 @@ async def rescore(
         _, old = read_effective_config(source)
         meta = read_run_meta(source, lambda key, value: None)  # its hashes are not needed
         new = _new_config(old, config, requirements, kinds)
+        refuse_unwritable(new)  # a lone surrogate (a --require from bytes not UTF-8)
         _refuse_unfinished(source)
         dataset = read_dataset(new.dataset, kinds)
         if dataset.fingerprint != meta["dataset"].get("fingerprint"):
@@ -112,7 +114,7 @@ async def rescore(
                 "(or give --config with dataset.path where it now is). Nothing was written"
             )
         how = _rescoring(new, kinds)  # the new requirements are built here, or refused
-        argv = list(argv) if argv is not None else ["(Python API)", "rescore"]
+        argv = [shown(a) for a in argv] if argv is not None else ["(Python API)", "rescore"]
         await _build(source, out, new, meta, dataset, kinds, how, argv)
     finally:
         source.unlock()

@@ -56,10 +56,13 @@ logger = structlog.get_logger("samplehooks.runs")
 class RunHooks:
     """Fires one session's run hooks through ``table`` (``None``: no plugin, nothing fires)."""
 
-    def __init__(self, table: HookTable | None, run_dir: Path, session: int) -> None:
+    def __init__(
+        self, table: HookTable | None, run_dir: Path, session: int, run_id: str | None = None
+    ) -> None:
         self.channel = HookChannel(table) if table is not None else None
         self.run_dir = os.path.abspath(run_dir)
         self.session = session
+        self.run_id = run_id
         self.started: float | None = None  # when run_start fired
         self._written: list[dict[str, Any]] = []  # records handed to the writer
         self._ready: deque[list[dict[str, Any]]] = deque()  # ...and in the file since
@@ -71,7 +74,7 @@ class RunHooks:
         return self.channel is not None and getattr(self.channel.firing, hook.value)
 
     def _fields(self, **fields: Any) -> dict[str, Any]:
-        return {"run_dir": self.run_dir, "session": self.session, **fields}
+        return {"run_dir": self.run_dir, "run_id": self.run_id, "session": self.session, **fields}
 
     async def run_start(
         self,
