@@ -601,3 +601,25 @@ async def test_no_wrapper_machinery_runs_when_no_plugin_implements_a_call_hook(
     wrapped = Sampler(ScriptedBackend(["x"]), plugins=[SyncAround()], load_entrypoints=False)
     await wrapped.sample("q")
     assert ran == ["sampling_call", "generation_call"]
+
+
+def test_generation_cancelled_may_be_observed_in_the_background() -> None:
+    from hook_specs import background
+
+    seen: list[str] = []
+
+    class Later:
+        @hookimpl
+        @background
+        def generation_cancelled(self, payload: Any) -> None:
+            seen.append(payload.reason)
+
+    async def reply(request: GenerationRequest) -> str:
+        if request.iteration.subsample_index == 1:
+            await anyio.sleep_forever()
+        await anyio.lowlevel.checkpoint()  # subsample 1's call has begun by then
+        return "yes"
+
+    sampler = Sampler(ScriptedBackend(reply), plugins=[Later()], load_entrypoints=False)
+    result = sampler.sample_sync("q", requirements=[lambda t: t == "yes"], concurrency_budget=2)
+    assert result.success and seen == ["sibling_succeeded"]  # delivered before sample_sync returned
