@@ -623,3 +623,32 @@ def test_generation_cancelled_may_be_observed_in_the_background() -> None:
     sampler = Sampler(ScriptedBackend(reply), plugins=[Later()], load_entrypoints=False)
     result = sampler.sample_sync("q", requirements=[lambda t: t == "yes"], concurrency_budget=2)
     assert result.success and seen == ["sibling_succeeded"]  # delivered before sample_sync returned
+
+
+async def test_the_call_payloads_are_read_only_all_the_way_down() -> None:
+    from hook_specs import ReadOnlyFieldError
+
+    class Meddles:
+        @hookimpl(wrapper=True)
+        def sampling_call(self, payload: Any) -> Any:
+            with pytest.raises(ReadOnlyFieldError):
+                payload.messages[0]["content"] = "changed"
+            with pytest.raises(ReadOnlyFieldError):
+                payload.options["temperature"] = 2.0
+            return (yield)
+
+        @hookimpl(wrapper=True)
+        def generation_call(self, payload: Any) -> Any:
+            with pytest.raises(ReadOnlyFieldError):
+                payload.messages.append({"role": "user", "content": "more"})
+            return (yield)
+
+    seen: list[Any] = []
+
+    def reply(request: GenerationRequest) -> str:
+        seen.append((request.messages, request.options))
+        return "x"
+
+    sampler = Sampler(ScriptedBackend(reply), plugins=[Meddles()], load_entrypoints=False)
+    await sampler.sample("hello", options={"temperature": 0.5})
+    assert seen == [([{"role": "user", "content": "hello"}], {"temperature": 0.5})]
