@@ -11,7 +11,7 @@ import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, make_dataclass
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Protocol
 
 import pluggy
@@ -39,7 +39,8 @@ Monitor = tuple[Callable[..., None], Callable[..., None]]
 
 @dataclass(frozen=True, slots=True)
 class HookImplementation:
-    """One plugin's implementation of one hook, ready to call."""
+    """One plugin's implementation of one hook, ready to call: ``call(payload)`` is how
+    every delivery calls it (inline, in the background, around a call), made once here."""
 
     plugin_name: str
     function: Callable[..., Any]
@@ -49,6 +50,20 @@ class HookImplementation:
     background: bool = False
     source: Any = None  # what hook-call monitors are handed (pluggy's HookImpl if registered)
     wrapper: bool = False  # @hookimpl(wrapper=True) on a call hook (is_async: an async generator)
+    call: Callable[[Any], Any] = field(init=False, repr=False, compare=False)
+    """``call(payload)``: the function itself, or for one that leaves ``payload`` out, a
+    function that calls it without (what it returns may be awaitable)."""
+
+    def __post_init__(self) -> None:
+        function = self.function
+        if self.takes_payload:
+            call = function
+        else:
+
+            def call(payload: Any) -> Any:
+                return function()
+
+        object.__setattr__(self, "call", call)
 
     @classmethod
     def from_pluggy(cls, impl: pluggy.HookImpl) -> HookImplementation:
@@ -64,11 +79,6 @@ class HookImplementation:
             source=impl,
             wrapper=wrapper,
         )
-
-    def call(self, payload: HookPayload) -> Any:
-        """Call the implementation (what it returns may be awaitable). The delivery loops
-        (:func:`direct_delivery`, the channel's awaiting one) inline this, on their hot path."""
-        return self.function(payload) if self.takes_payload else self.function()
 
 
 BUILDERS = {hook: cls.builder() for hook, cls in PAYLOAD_TYPES.items()}
@@ -177,16 +187,16 @@ def direct_delivery(
     bound here, so an event costs the payload and the calls, little more. Writes to a
     writable payload are credited to the implementation making them
     (:func:`~hook_specs.payloads.credit_writes`); a write made after the hook is nobody's."""
-    calls = tuple((impl.function, impl.takes_payload, impl.plugin_name) for impl in inline)
+    calls = tuple((impl.call, impl.plugin_name) for impl in inline)
     isawaitable = inspect.isawaitable
 
     def deliver(channel: FaultPolicy, fields: dict[str, Any]) -> Any:
         payload = build(fields)
-        for function, takes_payload, name in calls:
+        for call, name in calls:
             if writable:
                 credit_writes(payload, name)
             try:
-                out = function(payload) if takes_payload else function()
+                out = call(payload)
                 if out is not None and isawaitable(out):
                     raise not_awaited(out)
             except Exception as exc:
