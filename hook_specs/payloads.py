@@ -472,6 +472,42 @@ class GenerationCallPayload(AttemptPayload, ObserveOnlyPayload):
     )
     retry: int = Field(default=0, description=_RETRY_DOC)
     purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
+    request: Any = Field(
+        default=None,
+        exclude=True,
+        description="The request the backend is sent (a `GenerationRequest`: `messages`, "
+        "`options`, `iteration`, `json_schema`), read-only: what a plugin that answers for "
+        "the backend answers. Left out of dumps (its fields are the payload's).",
+    )
+    backend: Any = Field(
+        default=None,
+        exclude=True,
+        description="The backend the call goes to (the call's, or a check's own for a judge "
+        "call): what a plugin that answers for it may need to know of the model (its "
+        "`cache_identity()`, the body its `build_body(request)` sends). Left out of dumps.",
+    )
+    prefix_checks: tuple[Any, ...] = Field(
+        default=(),
+        exclude=True,
+        description="The requirements whose prefix check judges this call as it streams "
+        "(early stop on, the call streamed; else none). One that fails the text so far cuts "
+        'the generation short (`finish_reason="stopped_early"`), and a whole generation a '
+        'plugin answers with `finish_reason="stopped_early"` is judged by them as if it had '
+        "streamed. Left out of dumps.",
+    )
+    ask_again: bool = Field(
+        default=False,
+        description="The caller asks the backend again (`--resume --retry-failed`, "
+        "`sample(..., ask_again=True)`): a plugin that replays earlier answers (a cache) "
+        "does not answer this call.",
+    )
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name == "request" and value is not None:  # a dataclass of the host's: viewed too
+            value = read_only(value, name, HookName.GENERATION_CALL.value)
+            object.__getattribute__(self, "__dict__")[name] = value
+        return value
 
 
 class GenerationCancelledPayload(AttemptPayload, ObserveOnlyPayload):

@@ -11,8 +11,8 @@ from _servers.scripted_http import Reply, ScriptedHTTPServer, completion
 
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.backends import GenerationRequest, LocalBackend, OpenAIBackend, cache_identity
-from sampling_core.backends.cache import APPLICATION_ID, ResponseCache
 from sampling_core.backends.cache_keys import canonical, request_key
+from sampling_core.backends.cache_store import APPLICATION_ID, ResponseCache
 from sampling_core.backends.local import LlamaServer
 
 pytestmark = pytest.mark.anyio

@@ -357,11 +357,13 @@ class SamplingCall:
                 request = GenerationRequest(call_messages, call_options, info, self.json_schema)
                 began = time.perf_counter()
                 if firing.generation_call:  # plugins around the call, or answering for it
+                    streamed = self.streams and not judging
                     generation = await hooks.around_generation(
                         info,
-                        call_messages,
-                        call_options,
-                        self.streams and not judging,
+                        request,
+                        backend,
+                        tuple(r for _, r in self.prefixes) if streamed else (),
+                        streamed,
                         retry,
                         purpose,
                         partial(self._answer, info, request, backend, retry, judging, began),
@@ -441,7 +443,9 @@ class SamplingCall:
     ) -> Generation:
         """The innermost ``generation_call``: the backend's generation, or the answer of the
         plugin that answered for it (a ``Generation``, a string, or for a streamed call
-        chunks read as the backend's stream would be), named by ``answered_by``."""
+        chunks), named by ``answered_by``. In a streamed call an answer is read as the
+        backend's stream would be (a whole one is a stream without chunks), so that the
+        prefix checks judge one that arrives stopped early."""
         streamed = self.streams and not judging
         if answer is None:
             if streamed:
@@ -450,10 +454,12 @@ class SamplingCall:
                 reply = await backend.generate(request)
             else:
                 reply = await generate_within(self.s.attempt_timeout, backend, request)
+        elif streamed:
+            whole = isinstance(answer, Generation | str)
+            pieces = Answered((as_generation(answer, 0.0),) if whole else answer)
+            reply = await self._stream(info, request, pieces, retry)
         elif isinstance(answer, Generation | str):
             reply = answer
-        elif streamed:
-            reply = await self._stream(info, request, Answered(answer), retry)
         else:
             raise TypeError(
                 f"plugin {answered_by} answered generation_call with {type(answer).__name__}; "
@@ -523,9 +529,6 @@ class SamplingCall:
         del flights[info.iteration]
         if failed:
             self.stopped_by[info.iteration] = failed
-            keep = getattr(backend, "keep_stopped_early", None)  # the response cache
-            if keep is not None and not generation.cached and all(r is None for _, r in failed):
-                await keep(request, generation, [self.s.requirements[p] for p, _ in failed])
         return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:

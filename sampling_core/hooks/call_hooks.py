@@ -43,7 +43,7 @@ class CallHooks(HookChannel):
     """One ``sample()`` call's hook channel: :meth:`fire` with the call's identity, and a
     method for each hook whose delivery or reading-back the engine needs done its way."""
 
-    __slots__ = ("_delivery_lock", "_id", "_prompt_key", "_strategy")
+    __slots__ = ("_ask_again", "_delivery_lock", "_id", "_prompt_key", "_strategy")
 
     def __init__(
         self,
@@ -51,11 +51,15 @@ class CallHooks(HookChannel):
         sampling_id: str,
         strategy_name: str,
         prompt_key: str | None = None,
+        ask_again: bool = False,
     ) -> None:
+        """``ask_again``: the caller asks every backend call again (``generation_call``'s
+        ``ask_again``: what replays earlier answers does not answer)."""
         super().__init__(table)
         self._id = sampling_id
         self._strategy = strategy_name
         self._prompt_key = prompt_key
+        self._ask_again = ask_again
         self._delivery_lock: anyio.Lock | None = None
 
     async def fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
@@ -197,15 +201,18 @@ class CallHooks(HookChannel):
     def around_generation(
         self,
         info: IterationInfo,
-        messages: list[Message],
-        options: dict[str, Any],
+        request: Any,
+        backend: Any,
+        prefix_checks: tuple[Any, ...],
         streamed: bool,
         retry: int,
         purpose: str,
         inner: Inner[Generation],
     ) -> Awaitable[Generation]:
         """Fire ``generation_call`` around ``inner`` (the backend call, or the answer of the
-        plain implementation that answered); the generation, as the wrappers left it."""
+        plain implementation that answered); the generation, as the wrappers left it.
+        ``request`` is the ``GenerationRequest`` sent to ``backend``; ``prefix_checks`` the
+        requirements whose prefix checks judge the call as it streams."""
         fields = {
             "sampling_id": self._id,
             "strategy_name": self._strategy,
@@ -214,11 +221,15 @@ class CallHooks(HookChannel):
             "attempt": info.attempt,
             "iteration": info.iteration,
             "sequence": None,
-            "messages": messages,
-            "options": options,
+            "messages": request.messages,
+            "options": request.options,
             "streamed": streamed,
             "retry": retry,
             "purpose": purpose,
+            "request": request,
+            "backend": backend,
+            "prefix_checks": prefix_checks,
+            "ask_again": self._ask_again,
         }
         return self.around(self._routes.generation_call, fields, inner, _is_generation)
 

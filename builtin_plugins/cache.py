@@ -1,0 +1,140 @@
+"""The built-in plugin ``cache``: the response cache, answering for the backend.
+
+``Sampler(backend, cache="responses.sqlite")`` (``run.cache`` in a run's YAML, ``--cache`` on
+the command line) opens the cache's file and registers this plugin with it, under the name
+``cache``. It is an ordinary plugin on ``generation_call``, in two implementations:
+
+- a plain one (``firstresult``) that answers a call whose answer is stored instead of the
+  backend: a :class:`~hook_specs.records.CachedGeneration` naming its ``entry``, with no new
+  tokens (``generation.answered_by`` is ``"cache"``). A stored answer that early stop cut is
+  replayed only where the prefix checks that cut it are all in force
+  (``payload.prefix_checks``), and the engine judges it by them as if it had streamed;
+- a wrapper that keeps what the backend answered to a call the cache could not answer: a
+  whole generation under the call's key, one early stop cut under the key and the prefix
+  checks that cut it. What a cancellation cut short, what another plugin answered and what
+  a check's raising cut are never kept.
+
+Both are ``trylast``: the cache stands in for the backend, innermost, so another plugin
+that answers (a router, a mock) answers first and is not overruled by the backend's stored
+answer. The key of a call is the body its backend sends for ``payload.request``, the
+backend's identity and, without a seed, the attempt's place
+(:mod:`sampling_core.backends.cache_keys`). A call that asks again (``payload.ask_again``:
+``--resume --retry-failed``) is never answered from the file, and its answer replaces the
+stored ones. A write that fails (a full disk, a file grown too large, an I/O error) is the
+warning ``cache.write_failed``: the answer was generated and paid for, and it stands.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncGenerator
+
+import pluggy
+import structlog
+
+from hook_specs import GenerationCallPayload, hookimpl
+from hook_specs.records import STOPPED_EARLY, CachedGeneration, Generation, Usage
+from sampling_core.backends.cache_keys import check_identity, cut_by, identity_digest, request_key
+from sampling_core.backends.cache_store import ResponseCache
+from sampling_core.errors import exception_text
+
+__all__ = ["NO_NEW_TOKENS", "ResponseCachePlugin"]
+
+logger = structlog.get_logger("samplehooks")
+
+NO_NEW_TOKENS = Usage(0, 0, 0.0)
+"""The usage of an answer from the cache: nothing was spent (known, not unknown)."""
+
+_IDENTITIES_KEPT = 64
+"""How many backends' identities are remembered (a scripted backend's holds its replies)."""
+
+
+class ResponseCachePlugin:
+    """The response cache as a plugin (see the module's docstring).
+
+    ``path`` is the cache's file (opened here, and closed by :meth:`close`), or a
+    :class:`~sampling_core.backends.cache_store.ResponseCache` already open (its opener
+    closes it). An unusable file raises
+    :class:`~sampling_core.backends.cache_keys.CacheError` naming it.
+    """
+
+    affects_results = False  # an answer from the cache is the one the model gave
+
+    def __init__(self, path: str | os.PathLike[str] | ResponseCache) -> None:
+        self._own = not isinstance(path, ResponseCache)
+        self.cache: ResponseCache = ResponseCache(path) if self._own else path  # type: ignore[arg-type]
+        self._identities: dict[int, tuple[object, str]] = {}  # id(backend) -> it, its digest
+        self._asked: dict[int, tuple[str, str]] = {}  # id(payload) -> key, identity: a miss
+
+    @hookimpl(trylast=True)
+    async def generation_call(self, payload: GenerationCallPayload) -> Generation | None:
+        """The stored answer to the call, or ``None`` (the call is then asked of the
+        backend, and :meth:`keep_answers` keeps its answer)."""
+        began = time.perf_counter()
+        backend = payload.backend
+        identity = self._identity(backend)
+        key = request_key(identity, backend, payload.request)
+        if not payload.ask_again:
+            in_force = frozenset(map(check_identity, payload.prefix_checks))
+            found = await self.cache.aget(key, identity, in_force)
+            if found is not None:
+                return CachedGeneration(
+                    text=found.text,
+                    usage=NO_NEW_TOKENS,
+                    finish_reason=found.finish_reason,
+                    model=found.model,
+                    latency_s=max(time.perf_counter() - began, 1e-9),
+                    cached_usage=found.usage,
+                    entry=found.entry,
+                )
+        self._asked[id(payload)] = (key, identity)
+        return None
+
+    @hookimpl(specname="generation_call", wrapper=True, trylast=True)
+    async def keep_answers(
+        self, payload: GenerationCallPayload
+    ) -> AsyncGenerator[None, pluggy.Result[Generation]]:
+        """Around the call: keep the backend's answer to a call the cache could not answer."""
+        try:
+            outcome = yield
+        finally:
+            asked = self._asked.pop(id(payload), None)
+        if asked is None:  # answered from the cache, or by a plugin before it was asked
+            return
+        generation = outcome.get_result()
+        if generation.answered_by is not None:  # another plugin's answer: not the model's
+            return
+        cut = ""
+        if generation.finish_reason == STOPPED_EARLY:
+            found = cut_by(payload.prefix_checks, generation.text)
+            if found is None:  # which checks cut it cannot be told: not kept
+                return
+            cut = found
+        key, identity = asked
+        try:
+            await self.cache.aput(key, identity, generation, cut, replace=payload.ask_again)
+        except Exception as exc:
+            logger.warning(
+                "cache.write_failed",
+                path=str(self.cache.path),
+                error_type=type(exc).__name__,
+                error=exception_text(exc),
+            )
+
+    def _identity(self, backend: object) -> str:
+        """The :func:`~sampling_core.backends.cache_keys.identity_digest` of ``backend``,
+        worked out once for each of the last backends seen."""
+        known = self._identities.get(id(backend))
+        if known is not None and known[0] is backend:
+            return known[1]
+        digest = identity_digest(backend)
+        if len(self._identities) >= _IDENTITIES_KEPT:
+            self._identities.clear()
+        self._identities[id(backend)] = (backend, digest)
+        return digest
+
+    def close(self) -> None:
+        """Close the cache's file, when this plugin opened it."""
+        if self._own:
+            self.cache.close()
