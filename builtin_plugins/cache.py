@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import pluggy
 import structlog
@@ -66,6 +67,7 @@ class ResponseCachePlugin:
         self.cache: ResponseCache = ResponseCache(path) if self._own else path  # type: ignore[arg-type]
         self._identities: dict[int, tuple[object, str]] = {}  # id(backend) -> it, its digest
         self._asked: dict[int, tuple[str, str]] = {}  # id(payload) -> key, identity: a miss
+        self._last_in_force: tuple[object, frozenset[str]] = (None, frozenset())
 
     @hookimpl(trylast=True)
     async def generation_call(self, payload: GenerationCallPayload) -> Generation | None:
@@ -76,8 +78,7 @@ class ResponseCachePlugin:
         identity = self._identity(backend)
         key = request_key(identity, backend, payload.request)
         if not payload.ask_again:
-            in_force = frozenset(map(check_identity, payload.prefix_checks))
-            found = await self.cache.aget(key, identity, in_force)
+            found = await self.cache.aget(key, identity, self._in_force(payload.prefix_checks))
             if found is not None:
                 return CachedGeneration(
                     text=found.text,
@@ -121,6 +122,16 @@ class ResponseCachePlugin:
                 error_type=type(exc).__name__,
                 error=exception_text(exc),
             )
+
+    def _in_force(self, checks: frozenset[Any]) -> frozenset[str]:
+        """The identities of the prefix checks ``checks`` (a call's, the same set for each
+        of its backend calls: worked out once for the last set seen)."""
+        last = self._last_in_force
+        if last[0] is checks:
+            return last[1]
+        in_force = frozenset(map(check_identity, checks))
+        self._last_in_force = (checks, in_force)
+        return in_force
 
     def _identity(self, backend: object) -> str:
         """The :func:`~sampling_core.backends.cache_keys.identity_digest` of ``backend``,

@@ -90,18 +90,22 @@ class ReadOnlyDict(dict, _ReadOnly):  # type: ignore[type-arg]
         return (dict, (dict(self),))
 
 
-_VIEW_TYPES: dict[type, type] = {}
+_VIEW_TYPES: dict[type, tuple[type, tuple[str, ...]]] = {}
 
 
 def _read_only_dataclass(value: Any, path: str, hook: str) -> Any:
     cls = type(value)
-    view_type = _VIEW_TYPES.get(cls)
-    if view_type is None:
-        view_type = _VIEW_TYPES[cls] = _make_view_type(cls)
+    made = _VIEW_TYPES.get(cls)
+    if made is None:  # the view type, and the field names (read once: fields() is slow)
+        made = _VIEW_TYPES[cls] = (
+            _make_view_type(cls),
+            tuple(f.name for f in dataclasses.fields(cls)),
+        )
+    view_type, names = made
     view = object.__new__(view_type)
-    for f in dataclasses.fields(value):
-        inner = read_only(getattr(value, f.name), f"{path}.{f.name}", hook)
-        object.__setattr__(view, f.name, inner)
+    for name in names:
+        inner = read_only(getattr(value, name), f"{path}.{name}", hook)
+        object.__setattr__(view, name, inner)
     object.__setattr__(view, "_ro_path", path)
     object.__setattr__(view, "_ro_hook", hook)
     return view

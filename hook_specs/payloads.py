@@ -486,8 +486,8 @@ class GenerationCallPayload(AttemptPayload, ObserveOnlyPayload):
         "call): what a plugin that answers for it may need to know of the model (its "
         "`cache_identity()`, the body its `build_body(request)` sends). Left out of dumps.",
     )
-    prefix_checks: tuple[Any, ...] = Field(
-        default=(),
+    prefix_checks: frozenset[Any] = Field(
+        default=frozenset(),
         exclude=True,
         description="The requirements whose prefix check judges this call as it streams "
         "(early stop on, the call streamed; else none). One that fails the text so far cuts "

@@ -36,7 +36,14 @@ import structlog
 
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
-from hook_specs.records import UNKNOWN_USAGE, Attempt, Generation, IterationInfo, Message
+from hook_specs.records import (
+    STOPPED_EARLY,
+    UNKNOWN_USAGE,
+    Attempt,
+    Generation,
+    IterationInfo,
+    Message,
+)
 from sampling_core.backends.base import (
     Answered,
     Backend,
@@ -78,6 +85,9 @@ logger = structlog.get_logger("samplehooks")
 _description = attrgetter("description")
 
 
+_NO_CHECKS: frozenset[Any] = frozenset()
+
+
 def _is_result(outcome: object) -> bool:
     return isinstance(outcome, SamplingResult)
 
@@ -94,6 +104,7 @@ class SamplingCall:
         "hooks",
         "json_schema",
         "launcher",
+        "prefix_checks",
         "prefixes",
         "s",
         "stopped_by",
@@ -115,6 +126,8 @@ class SamplingCall:
         self.wants_context = any(r.wants_context for r in settings.requirements)
         prefixes = prefixes_in_force(settings.requirements, settings.tokens.early_stop)
         self.prefixes = prefixes
+        # for generation_call's payload: the same set for each backend call of the call
+        self.prefix_checks = frozenset(r for _, r in prefixes) if prefixes else _NO_CHECKS
         self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
         self.launcher: Launcher | None = None  # a launch policy other than "all"
         self.streams = bool(
@@ -362,7 +375,7 @@ class SamplingCall:
                         info,
                         request,
                         backend,
-                        tuple(r for _, r in self.prefixes) if streamed else (),
+                        self.prefix_checks if streamed else _NO_CHECKS,
                         streamed,
                         retry,
                         purpose,
@@ -443,9 +456,9 @@ class SamplingCall:
     ) -> Generation:
         """The innermost ``generation_call``: the backend's generation, or the answer of the
         plugin that answered for it (a ``Generation``, a string, or for a streamed call
-        chunks), named by ``answered_by``. In a streamed call an answer is read as the
-        backend's stream would be (a whole one is a stream without chunks), so that the
-        prefix checks judge one that arrives stopped early."""
+        chunks read as the backend's stream would be), named by ``answered_by``. A whole
+        one that arrives stopped early in a streamed call is read as a stream too (of no
+        chunks), so that the prefix checks judge it."""
         streamed = self.streams and not judging
         if answer is None:
             if streamed:
@@ -454,12 +467,16 @@ class SamplingCall:
                 reply = await backend.generate(request)
             else:
                 reply = await generate_within(self.s.attempt_timeout, backend, request)
-        elif streamed:
-            whole = isinstance(answer, Generation | str)
-            pieces = Answered((as_generation(answer, 0.0),) if whole else answer)
-            reply = await self._stream(info, request, pieces, retry)
         elif isinstance(answer, Generation | str):
             reply = answer
+            if (
+                streamed
+                and isinstance(answer, Generation)
+                and answer.finish_reason == STOPPED_EARLY
+            ):
+                reply = await self._stream(info, request, Answered((answer,)), retry)
+        elif streamed:
+            reply = await self._stream(info, request, Answered(answer), retry)
         else:
             raise TypeError(
                 f"plugin {answered_by} answered generation_call with {type(answer).__name__}; "

@@ -203,7 +203,7 @@ class CallHooks(HookChannel):
         info: IterationInfo,
         request: Any,
         backend: Any,
-        prefix_checks: tuple[Any, ...],
+        prefix_checks: frozenset[Any],
         streamed: bool,
         retry: int,
         purpose: str,
