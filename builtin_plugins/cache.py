@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -40,7 +41,7 @@ from sampling_core.backends.cache_keys import check_identity, cut_by, identity_d
 from sampling_core.backends.cache_store import ResponseCache
 from sampling_core.errors import exception_text
 
-__all__ = ["NO_NEW_TOKENS", "ResponseCachePlugin"]
+__all__ = ["NO_NEW_TOKENS", "ResponseCachePlugin", "default_path"]
 
 logger = structlog.get_logger("samplehooks")
 
@@ -51,23 +52,46 @@ _IDENTITIES_KEPT = 64
 """How many backends' identities are remembered (a scripted backend's holds its replies)."""
 
 
+def default_path() -> Path:
+    """Where the cache is kept when no path is given (``SAMPLEHOOKS_PLUGINS=cache``): the
+    user's cache folder (``$XDG_CACHE_HOME``, else ``~/.cache``), ``samplehooks/responses.sqlite``.
+    Entries never cross models, so one file may serve every program of the user."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "samplehooks" / "responses.sqlite"
+
+
 class ResponseCachePlugin:
     """The response cache as a plugin (see the module's docstring).
 
-    ``path`` is the cache's file (opened here, and closed by :meth:`close`), or a
+    ``path`` is the cache's file (opened on first use, and closed by :meth:`close`; default
+    :func:`default_path`), or a
     :class:`~sampling_core.backends.cache_store.ResponseCache` already open (its opener
-    closes it). An unusable file raises
+    closes it: ``Sampler(cache=...)`` opens the file itself, so that an unusable one is
+    refused at once). An unusable file raises
     :class:`~sampling_core.backends.cache_keys.CacheError` naming it.
     """
 
     affects_results = False  # an answer from the cache is the one the model gave
 
-    def __init__(self, path: str | os.PathLike[str] | ResponseCache) -> None:
-        self._own = not isinstance(path, ResponseCache)
-        self.cache: ResponseCache = ResponseCache(path) if self._own else path  # type: ignore[arg-type]
+    def __init__(self, path: str | os.PathLike[str] | ResponseCache | None = None) -> None:
+        self._store: ResponseCache | None = None
+        self._path: Path | None = None
+        if isinstance(path, ResponseCache):
+            self._store = path
+        else:
+            self._path = Path(path) if path is not None else default_path()
         self._identities: dict[int, tuple[object, str]] = {}  # id(backend) -> it, its digest
         self._asked: dict[int, tuple[str, str]] = {}  # id(payload) -> key, identity: a miss
         self._last_in_force: tuple[object, frozenset[str]] = (None, frozenset())
+
+    @property
+    def cache(self) -> ResponseCache:
+        """The cache's file, opened on first use."""
+        store = self._store
+        if store is None:
+            assert self._path is not None
+            store = self._store = ResponseCache(self._path)
+        return store
 
     @hookimpl(trylast=True)
     async def generation_call(self, payload: GenerationCallPayload) -> Generation | None:
@@ -147,5 +171,6 @@ class ResponseCachePlugin:
 
     def close(self) -> None:
         """Close the cache's file, when this plugin opened it."""
-        if self._own:
-            self.cache.close()
+        if self._path is not None and self._store is not None:
+            self._store.close()
+            self._store = None

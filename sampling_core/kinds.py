@@ -42,6 +42,7 @@ from sampling_core.hooks.options import (
     problem_option,
     signature_of,
 )
+from sampling_core.hooks.registry import async_wrapper_opts
 from sampling_core.requirements.checks import Requirement, as_requirements
 
 __all__ = [
@@ -170,6 +171,16 @@ def _value_adapter(factory: Callable[..., Any]) -> TypeAdapter[Any] | None:
     return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True))
 
 
+class _ProviderManager(pluggy.PluginManager):
+    """pluggy's manager reading a plugin as the sampler's registry reads it: an async
+    ``wrapper=True`` implementation (of a call hook) is no reason to refuse the plugin's
+    provider hooks."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        """pluggy's reading, an async wrapper handed over as the registry hands it."""
+        return async_wrapper_opts(plugin, name, super().parse_hookimpl_opts(plugin, name))
+
+
 @dataclass(slots=True)
 class KindRegistry:
     """The kinds of every area, and what each plugin registered (or why it could not)."""
@@ -223,7 +234,7 @@ class KindRegistry:
         A class is asked as it is (not instantiated), so its provider hooks are
         ``@staticmethod``s; it is built with options only when it is enabled.
         """
-        manager = pluggy.PluginManager(PROJECT_NAME)
+        manager = _ProviderManager(PROJECT_NAME)
         manager.add_hookspecs(specs)
         try:
             manager.register(plugin, name)

@@ -125,3 +125,20 @@ async def test_a_whole_answer_stopped_early_is_judged_by_the_prefix_checks() -> 
     assert attempt.validations[0].reason == (
         "Stopped early: the answer so far can no longer meet 'no z'."
     )
+
+
+async def test_named_without_options_it_opens_the_users_cache_on_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SAMPLEHOOKS_PLUGINS=cache`` (or listing it: ``samplehooks plugins``) makes it with no
+    options: no file is made until a call uses it, then the user's cache folder holds it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("SAMPLEHOOKS_PLUGINS", "cache")
+    backend = ScriptedBackend(["kept"])
+    async with Sampler(backend) as sampler:
+        assert sampler.plugins.names() == ["cache"] and not (tmp_path / "xdg").exists()
+        await sampler.sample("q", seed=1)
+        again = await sampler.sample("q", seed=1)
+        sampler.plugins.get("cache").close()
+    assert (tmp_path / "xdg" / "samplehooks" / "responses.sqlite").is_file()
+    assert again.cached_calls == 1 and backend.calls == 1
