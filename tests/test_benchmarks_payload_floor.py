@@ -132,4 +132,5 @@ def test_the_bare_engine_hands_the_same_payloads_through_the_bare_delivery() -> 
     isolated = engine_runner(
         FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=[noting([], fail)]
     )
-    assert len(asyncio.run(isolated()).plugin_errors) == LOOP_BUDGET
+    faults = asyncio.run(isolated()).plugin_errors  # kept, or counted on the last kept
+    assert sum(1 + fault.more for fault in faults) == LOOP_BUDGET

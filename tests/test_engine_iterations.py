@@ -59,8 +59,10 @@ async def test_ids_are_1_to_L_times_C_and_match_current_iteration_everywhere(hoo
 
     per_attempt = [
         HookName.GENERATION_PRE_CALL,
+        HookName.GENERATION_CALL,
         HookName.GENERATION_CHUNK,
         HookName.GENERATION_POST_CALL,
+        HookName.GENERATION_CANCELLED,
         HookName.SAMPLING_VALIDATE,
         HookName.SAMPLING_ITERATION,
         HookName.SAMPLING_REPAIR,
