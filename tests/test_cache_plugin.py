@@ -11,7 +11,7 @@ import pytest
 from hook_specs import ReadOnlyFieldError, hookimpl
 from hook_specs.records import STOPPED_EARLY, Generation
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.backends import GenerationRequest
+from sampling_core.backends import CacheError, GenerationRequest
 from sampling_core.requirements import Requirement, max_words
 
 pytestmark = pytest.mark.anyio
@@ -142,3 +142,20 @@ async def test_named_without_options_it_opens_the_users_cache_on_first_use(
         sampler.plugins.get("cache").close()
     assert (tmp_path / "xdg" / "samplehooks" / "responses.sqlite").is_file()
     assert again.cached_calls == 1 and backend.calls == 1
+
+
+async def test_a_backend_that_says_nothing_of_its_model_is_refused_in_one_clear_error(
+    tmp_path: Path,
+) -> None:
+    class Anonymous:
+        calls = 0
+
+        async def generate(self, request: Any) -> str:
+            self.calls += 1
+            return "?"
+
+    backend = Anonymous()
+    async with Sampler(backend, cache=tmp_path / "c.sqlite", load_entrypoints=False) as sampler:
+        with pytest.raises(CacheError, match=r"cannot tell the models of backend .*Anonymous"):
+            await sampler.sample("q", seed=1)
+    assert backend.calls == 0

@@ -38,6 +38,7 @@ EXECUTED_PAGES = [
     "writing-an-exporter.md",
     "spending-fewer-tokens.md",
     "comparing-runs.md",
+    "plugins/cache.md",
 ]
 
 

@@ -48,6 +48,7 @@ async def sample(
     early_stop: bool = True,
     launch: Launch = "all",
     stagger_s: float = DEFAULT_STAGGER_S,
+    ask_again: bool = False,
 ) -> SamplingResult:
     """Sample with the default sampler: the arguments of :meth:`Sampler.sample`.
 
@@ -79,6 +80,7 @@ async def sample(
         early_stop=early_stop,
         launch=launch,
         stagger_s=stagger_s,
+        ask_again=ask_again,
     )
 
 
@@ -99,6 +101,7 @@ def sample_sync(
     early_stop: bool = True,
     launch: Launch = "all",
     stagger_s: float = DEFAULT_STAGGER_S,
+    ask_again: bool = False,
 ) -> SamplingResult:
     """Run :func:`sample` to completion from synchronous code (not inside an event loop).
 
@@ -127,6 +130,7 @@ def sample_sync(
                 early_stop=early_stop,
                 launch=launch,
                 stagger_s=stagger_s,
+                ask_again=ask_again,
             )
         )
     finally:
