@@ -114,8 +114,11 @@ def request_key(identity: str, backend: object, request: GenerationRequest) -> s
 
 def check_identity(requirement: Any) -> str:
     """A prefix check as the cache names it: the requirement's description and the qualified
-    name of its prefix function (or of the prefix object's class)."""
+    name of its prefix function (or of the prefix object's class; a requirement that judges
+    its prefix only by a ``reader``: the reader's)."""
     prefix = requirement.prefix
+    if prefix is None:
+        prefix = getattr(requirement, "reader", None)
     named = prefix if hasattr(prefix, "__qualname__") else type(prefix)
     where = f"{getattr(named, '__module__', '?')}.{named.__qualname__}"
     return f"{requirement.description} [{where}]"
@@ -138,6 +141,8 @@ def cut_by(checks: Iterable[Any], text: str) -> str | None:
     """
     failing: list[str] = []
     for requirement in checks:
+        if requirement.prefix is None:  # judged by other means than its text alone
+            return None
         try:
             verdict = requirement.prefix(text)
         except Exception:
