@@ -8,9 +8,12 @@ command line (``--plugin mlflow:tracking_uri=sqlite:///mlflow.db``).
 It uses the run hooks only, so it works the same on the local and the Ray executor (the
 process that writes the run directory fires them):
 
-* ``run_start``: finds the MLflow run tagged ``samplehooks.run_dir`` with this run's absolute
-  directory in the experiment (a resume continues it), or starts one named after the run
-  directory, and logs the run's result settings as params;
+* ``run_start``: finds the MLflow run tagged ``samplehooks.run_id`` with this run's identity
+  (from its ``meta.json``) in the experiment (a resume continues it; a new run in the path
+  of a deleted one is another run, and gets its own), or starts one named after the run
+  directory, tagged with both its identity and ``samplehooks.run_dir`` (its absolute
+  directory), and logs the run's result settings as params (named by their paths:
+  ``backend.model``, ``backend.resolved.model``);
 * ``run_end``: logs the metrics ``success_rate``, ``ok``, ``failed``, ``error``,
   ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``pass_at_<k>``,
   ``pass_hat_<k>`` and ``maj_at_<k>`` (when measured) at step ``session``, and the artifacts
@@ -30,6 +33,7 @@ added, removed or reconfigured on ``--resume``).
 from __future__ import annotations
 
 import csv
+import hashlib
 import importlib.util
 import json
 import re
@@ -46,10 +50,13 @@ from sampling_core.errors import exception_text
 from sampling_core.redaction import ScrubbedLogger, shown
 from sampling_core.runs.report import report_rows, write_report_json
 
-__all__ = ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"]
+__all__ = ["RUN_DIR_TAG", "RUN_ID_TAG", "MlflowExporter", "metrics_of", "status_of"]
 
 RUN_DIR_TAG = "samplehooks.run_dir"
-"""The tag that ties an MLflow run to its samplehooks run: the absolute run directory."""
+"""The tag naming an MLflow run's samplehooks run directory (its absolute path)."""
+RUN_ID_TAG = "samplehooks.run_id"
+"""The tag that ties an MLflow run to its samplehooks run: the run's identity (``run_id``
+in its ``meta.json``). Runs made before runs had one are found by :data:`RUN_DIR_TAG`."""
 
 logger = ScrubbedLogger(structlog.get_logger("samplehooks.mlflow"))  # a tracking URI's
 # credentials, and secrets a store's error echoes, are never shown
@@ -131,11 +138,17 @@ class MlflowExporter:
         experiment_id = (
             found.experiment_id if found is not None else client.create_experiment(self.experiment)
         )
-        for run in _runs_tagged(client, experiment_id, payload.run_dir):
+        tags = {RUN_DIR_TAG: payload.run_dir}
+        if payload.run_id is not None:
+            tags[RUN_ID_TAG] = payload.run_id
+        tag, value = (
+            (RUN_ID_TAG, payload.run_id) if payload.run_id else (RUN_DIR_TAG, payload.run_dir)
+        )
+        for run in _runs_tagged(client, experiment_id, tag, value):
             client.update_run(run.info.run_id, status="RUNNING")
             return run
         name = self.run_name or Path(payload.run_dir).name
-        return client.create_run(experiment_id, run_name=name, tags={RUN_DIR_TAG: payload.run_dir})
+        return client.create_run(experiment_id, run_name=name, tags=tags)
 
     def _log_params(self, client: Any, run: Any, settings: dict[str, Any]) -> None:
         """Log each result setting not logged yet (a resume keeps them: they must match)."""
@@ -143,11 +156,10 @@ class MlflowExporter:
 
         logged = run.data.params
         params = []
-        for path, value in settings.items():
-            key, text = _param_key(path), _param_value(value)
+        for key, value in _param_names(settings).items():
             if key in logged:
                 continue
-            params.append(Param(key, text))
+            params.append(Param(key, _param_value(value)))
         for start in range(0, len(params), _BATCH):
             client.log_batch(run.info.run_id, params=params[start : start + _BATCH])
 
@@ -224,28 +236,40 @@ def write_table(path: Path, rows: Iterable[dict[str, Any]]) -> None:
             )
 
 
-def _runs_tagged(client: Any, experiment_id: str, run_dir: str) -> list[Any]:
-    """The experiment's runs tagged with ``run_dir``, the latest first."""
-    if "'" not in run_dir:
-        quoted = f"'{run_dir}'"
-    elif '"' not in run_dir:
-        quoted = f'"{run_dir}"'
+def _runs_tagged(client: Any, experiment_id: str, tag: str, value: str) -> list[Any]:
+    """The experiment's runs whose ``tag`` is ``value``, the latest first."""
+    if "'" not in value:
+        quoted = f"'{value}'"
+    elif '"' not in value:
+        quoted = f'"{value}"'
     else:  # no quoting holds it: compare the tags here
         runs = client.search_runs([experiment_id], order_by=["attributes.start_time DESC"])
-        return [r for r in runs if r.data.tags.get(RUN_DIR_TAG) == run_dir]
+        return [r for r in runs if r.data.tags.get(tag) == value]
     return list(
         client.search_runs(
             [experiment_id],
-            filter_string=f"tags.`{RUN_DIR_TAG}` = {quoted}",
+            filter_string=f"tags.`{tag}` = {quoted}",
             order_by=["attributes.start_time DESC"],
             max_results=1,
         )
     )
 
 
-def _param_key(path: str) -> str:
-    """A setting's path as an MLflow param name (letters, digits, ``_ - . /`` and spaces)."""
-    return re.sub(r"[^\w.\-/ ]+", "_", path).strip("/ ") or "_"
+_PARAM_KEY_MAX = 250  # MLflow's limit on a param's name
+
+
+def _param_names(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings by MLflow param name: each path's words (letters, digits, ``_ - /``)
+    joined by dots (``backend (resolved).model`` is ``backend.resolved.model``); two paths
+    that would share a name keep them apart with a digest of the path."""
+    out: dict[str, Any] = {}
+    for path, value in settings.items():
+        key = ".".join(re.findall(r"[\w\-/]+", path))[:_PARAM_KEY_MAX] or "_"
+        if key in out:
+            digest = hashlib.blake2b(path.encode("utf-8", "replace"), digest_size=4).hexdigest()
+            key = f"{key[: _PARAM_KEY_MAX - 9]}.{digest}"
+        out[key] = value
+    return out
 
 
 def _param_value(value: Any) -> str:

@@ -10,11 +10,16 @@ Each ``sample()`` call becomes a tree of spans::
       samplehooks.attempt              one per attempt (INTERNAL)
         chat {model}                   one per backend call, retries included (CLIENT)
 
-Spans are parented explicitly, never through the current span: attempts run in their own
-tasks, and context variables do not cross tasks. Per-attempt state is keyed by
-``(sampling_id, subsample_index, attempt)``. Attempts still in flight when the loop ends
-never get their ``sampling_iteration`` event; their spans are ended at loop end, marked
-``samplehooks.cancelled=true`` with an error status and ``error.type="cancelled"``.
+The call's span is opened at ``sampling_loop_start`` and made the current span, in a
+``sampling_call`` wrapper, while the call's work runs; each backend-call span is opened
+in a ``generation_call`` wrapper, current while the backend works (so spans an
+instrumented HTTP client makes nest under it). What a call and an attempt have open is
+carried in context variables (each subsample runs in a task of its own, which inherits
+the call's), never in tables keyed by ids. A backend call cut short is ended by
+``generation_cancelled`` with an error status, ``error.type="cancelled"`` and
+``samplehooks.cancel_reason`` (``sibling_succeeded``, ``stopped_by_plugin``, ...), and so
+is its attempt's span; an attempt cancelled after its backend call answered (while its
+checks ran) is ended when the call's work ends, marked ``samplehooks.cancelled=true``.
 Backend failures set ``error.type`` to the exception's class name. Inside a batch run the
 call's span carries ``samplehooks.prompt_key``, the dataset prompt's key. Each attempt's span
 gets one ``gen_ai.evaluation.result`` event per requirement verdict (:data:`EVALUATION_EVENT`).
@@ -28,16 +33,15 @@ one), every backend call is also measured by the GenAI client metrics
 ``generation_post_call``'s ``latency_s`` (the backend's reported latency when it gives one,
 else the engine's measure of the call); of a failed call, ``generation_error``'s
 ``latency_s`` (the engine's measure, from just before the backend call to its exception);
-of a call cut short at loop end, which no event measures, the time since this plugin's
-``generation_pre_call``.
+of a call cut short, ``generation_cancelled``'s ``latency_s``.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 import traceback
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -49,11 +53,13 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from builtin_plugins.otel_metrics import GenAIMetrics
 from hook_specs import (
     CallPayload,
+    Generation,
+    GenerationCallPayload,
     GenerationCancelledPayload,
     GenerationErrorPayload,
-    GenerationPostCallPayload,
     GenerationPreCallPayload,
     Message,
+    SamplingCallPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
@@ -88,21 +94,28 @@ _REQUEST_OPTIONS = {
 }
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class _Attempt:
+    """An attempt's span, and its backend call's while one is open (``call``)."""
+
+    sampling_id: str
+    iteration: int
     span: Span
     context: Context
     call: Span | None = None
-    call_started: float = 0.0
     call_attributes: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class _Loop:
+    """A call's span, and the attempts it has open."""
+
+    sampling_id: str
     span: Span
     context: Context
-    attempts: dict[tuple[int, int], _Attempt] = field(default_factory=dict)
     provider_name: str | None = None  # the backend's, from sampling_loop_start
+    open: set[_Attempt] = field(default_factory=set)
+    token: Token[Any] | None = None
 
 
 class OtelPlugin:
@@ -132,7 +145,12 @@ class OtelPlugin:
         self.provider_name = provider_name
         self.capture_content = capture_content
         self.metrics = GenAIMetrics(meter_provider)
-        self._loops: dict[str, _Loop] = {}
+        # What the running call and attempt have open, per task (each plugin its own).
+        self._current_loop: ContextVar[_Loop | None] = ContextVar("otel_loop", default=None)
+        self._current_attempt: ContextVar[_Attempt | None] = ContextVar(
+            "otel_attempt", default=None
+        )
+        self._open: set[_Loop] = set()
         self._lock = threading.Lock()
 
     # -- state ----------------------------------------------------------------------------
@@ -150,76 +168,65 @@ class OtelPlugin:
         span = self.tracer.start_span(
             "invoke_workflow samplehooks", kind=SpanKind.INTERNAL, attributes=attributes
         )
-        return _Loop(span, trace.set_span_in_context(span))
-
-    def _loop(self, payload: CallPayload) -> _Loop:
-        loop = self._loops.get(payload.sampling_id)
-        if loop is None:
-            loop = self._new_loop(payload)
-            with self._lock:
-                self._loops[payload.sampling_id] = loop
+        loop = _Loop(payload.sampling_id, span, trace.set_span_in_context(span))
+        loop.token = self._current_loop.set(loop)
+        with self._lock:
+            self._open.add(loop)
         return loop
 
-    def _provider(self, payload: CallPayload) -> str:
-        loop = self._loops.get(payload.sampling_id)
-        backend_says = loop.provider_name if loop is not None else None
-        return self.provider_name or backend_says or "unknown"
+    def _loop(self, payload: CallPayload) -> _Loop:
+        """The running call's state (made now if its start was not seen)."""
+        loop = self._current_loop.get()
+        if loop is None or loop.sampling_id != payload.sampling_id:
+            loop = self._new_loop(payload)
+        return loop
 
     def _attempt(self, payload: Any) -> _Attempt:
+        """The running attempt's state (its span is opened by its first event)."""
+        state = self._current_attempt.get()
+        if (
+            state is not None
+            and state.sampling_id == payload.sampling_id
+            and state.iteration == payload.iteration
+        ):
+            return state
         loop = self._loop(payload)
-        key = (payload.subsample_index, payload.attempt)
-        state = loop.attempts.get(key)
-        if state is None:
-            span = self.tracer.start_span(
-                "samplehooks.attempt",
-                context=loop.context,
-                kind=SpanKind.INTERNAL,
-                attributes={
-                    "samplehooks.sampling_id": payload.sampling_id,
-                    "samplehooks.subsample_index": payload.subsample_index,
-                    "samplehooks.attempt": payload.attempt,
-                    "samplehooks.iteration": payload.iteration,
-                },
-            )
-            state = _Attempt(span, trace.set_span_in_context(span))
-            loop.attempts[key] = state
+        span = self.tracer.start_span(
+            "samplehooks.attempt",
+            context=loop.context,
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "samplehooks.sampling_id": payload.sampling_id,
+                "samplehooks.subsample_index": payload.subsample_index,
+                "samplehooks.attempt": payload.attempt,
+                "samplehooks.iteration": payload.iteration,
+            },
+        )
+        state = _Attempt(
+            payload.sampling_id, payload.iteration, span, trace.set_span_in_context(span)
+        )
+        loop.open.add(state)
+        self._current_attempt.set(state)
         return state
 
-    def _end_attempt(self, payload: Any) -> _Attempt | None:
-        loop = self._loops.get(payload.sampling_id)
-        if loop is None:
-            return None
-        return loop.attempts.pop((payload.subsample_index, payload.attempt), None)
+    def _ended(self, state: _Attempt) -> None:
+        """``state``'s attempt span is ended: forget it."""
+        loop = self._current_loop.get()
+        if loop is not None:
+            loop.open.discard(state)
+        if self._current_attempt.get() is state:
+            self._current_attempt.set(None)
 
-    # -- hooks ----------------------------------------------------------------------------
-
-    @hookimpl
-    def sampling_loop_start(self, payload: SamplingLoopStartPayload) -> None:
-        """Open the call's span, as a child of the caller's current span."""
-        loop = self._new_loop(payload)
-        with self._lock:
-            self._loops[payload.sampling_id] = loop
-        loop.provider_name = payload.provider_name
-        span = loop.span
-        if span.is_recording():
-            span.set_attribute("samplehooks.selection", payload.selection)
-            span.set_attribute("samplehooks.requirement_count", len(payload.requirements))
-            if payload.seed is not None:  # the base seed: each attempt's request has its own
-                span.set_attribute("samplehooks.seed", payload.seed)
-            if self.capture_content:
-                span.set_attribute("gen_ai.input.messages", _messages_json(payload.messages))
-
-    @hookimpl
-    def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
-        """Open a backend-call span (and the attempt's span, on its first call)."""
-        state = self._attempt(payload)
-        if state.call is not None:  # a call that never reported back
-            state.call.end()
+    def _call_attributes(self, payload: GenerationCallPayload) -> dict[str, Any]:
         options = payload.options
         model = options.get("model")
+        loop = self._current_loop.get()
+        backend_says = loop.provider_name if loop is not None else None
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": str(options.get("provider") or self._provider(payload)),
+            "gen_ai.provider.name": str(
+                options.get("provider") or self.provider_name or backend_says or "unknown"
+            ),
             "samplehooks.retry": payload.retry,
         }
         if model:
@@ -235,33 +242,82 @@ class OtelPlugin:
             attributes["gen_ai.request.stop_sequences"] = list(stop)
         if self.capture_content:
             attributes["gen_ai.input.messages"] = _messages_json(payload.messages)
-        state.call_attributes = {
-            key: attributes[key]
-            for key in ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model")
-            if key in attributes
-        }
-        state.call_started = time.perf_counter()
-        state.call = self.tracer.start_span(
+        return attributes
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    @hookimpl
+    def sampling_loop_start(self, payload: SamplingLoopStartPayload) -> None:
+        """Open the call's span, as a child of the caller's current span."""
+        loop = self._new_loop(payload)
+        loop.provider_name = payload.provider_name
+        span = loop.span
+        if span.is_recording():
+            span.set_attribute("samplehooks.selection", payload.selection)
+            span.set_attribute("samplehooks.requirement_count", len(payload.requirements))
+            if payload.seed is not None:  # the base seed: each attempt's request has its own
+                span.set_attribute("samplehooks.seed", payload.seed)
+            if self.capture_content:
+                span.set_attribute("gen_ai.input.messages", _messages_json(payload.messages))
+
+    @hookimpl(wrapper=True)
+    def sampling_call(self, payload: SamplingCallPayload) -> Any:
+        """The call's span is the current span while its work runs; attempts the work left
+        open (cancelled after their backend call answered) are ended as cancelled."""
+        loop = self._loop(payload)
+        try:
+            with trace.use_span(
+                loop.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            ):
+                return (yield)
+        finally:
+            for state in list(loop.open):
+                self._end_cancelled(state, None, "the loop ended first")
+            loop.open.clear()
+
+    @hookimpl
+    def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
+        """Open the attempt's span, on its first backend call."""
+        self._attempt(payload)
+
+    @hookimpl(wrapper=True)
+    def generation_call(self, payload: GenerationCallPayload) -> Any:
+        """A backend-call span around the call, current while the backend works; a call
+        that raised or was cancelled is ended by ``generation_error`` or
+        ``generation_cancelled``, which know whether it is retried and why it was cut."""
+        state = self._attempt(payload)
+        attributes = self._call_attributes(payload)
+        model = attributes.get("gen_ai.request.model")
+        span = self.tracer.start_span(
             f"chat {model}" if model else "chat",
             context=state.context,
             kind=SpanKind.CLIENT,
             attributes=attributes,
         )
+        state.call, state.call_attributes = (
+            span,
+            {
+                key: attributes[key]
+                for key in ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model")
+                if key in attributes
+            },
+        )
+        with trace.use_span(
+            span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        ):
+            generation = yield
+        state.call = None
+        self._returned(span, state.call_attributes, generation)
+        return generation
 
-    @hookimpl
-    def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
-        """End the backend-call span with the response's model, finish reason and usage."""
-        state = self._attempt(payload)
-        span, state.call = state.call, None
-        if span is None:
-            return
-        generation = payload.generation
-        measured = dict(state.call_attributes)
+    def _returned(self, span: Span, attributes: dict[str, Any], generation: Generation) -> None:
+        """End a backend-call span with the response's model, finish reason and usage."""
+        measured = dict(attributes)
         if generation.model:
             measured["gen_ai.response.model"] = generation.model
         self.metrics.record_call(
             measured,
-            payload.latency_s,  # the backend's reported latency, else the engine's measure
+            generation.latency_s,  # the backend's reported latency, else the engine's measure
             input_tokens=generation.usage.input_tokens,
             output_tokens=generation.usage.output_tokens,
         )
@@ -299,7 +355,7 @@ class OtelPlugin:
             span.set_status(Status(StatusCode.ERROR, description))
             span.end()
         if not payload.will_retry:
-            self._end_attempt(payload)
+            self._ended(state)
             state.span.set_attribute("error.type", payload.error_type)
             state.span.set_status(Status(StatusCode.ERROR, description))
             state.span.end()
@@ -307,27 +363,32 @@ class OtelPlugin:
     @hookimpl
     def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
         """End the backend-call span and its attempt's span as cancelled, with the reason."""
-        state = self._end_attempt(payload)
-        if state is None:
-            return
-        status = Status(StatusCode.ERROR, f"cancelled: {payload.reason}")
-        if state.call is not None:
-            self.metrics.record_call(state.call_attributes, payload.latency_s, error_type=CANCELLED)
+        state = self._current_attempt.get()
+        if state is None or state.iteration != payload.iteration:
+            return  # no span of ours is open for it
+        self._end_cancelled(state, payload.latency_s, payload.reason)
+
+    def _end_cancelled(self, state: _Attempt, latency_s: float | None, reason: str) -> None:
+        self._ended(state)
+        if state.call is not None and latency_s is not None:
+            self.metrics.record_call(state.call_attributes, latency_s, error_type=CANCELLED)
+        status = Status(StatusCode.ERROR, f"cancelled: {reason}")
         for span in (state.call, state.span):
             if span is None:
                 continue
             span.set_attribute("samplehooks.cancelled", True)
-            span.set_attribute("samplehooks.cancel_reason", payload.reason)
+            span.set_attribute("samplehooks.cancel_reason", reason)
             span.set_attribute("error.type", CANCELLED)
             span.set_status(status)
             span.end()
+        state.call = None
 
     @hookimpl
     def sampling_iteration(self, payload: SamplingIterationPayload) -> None:
         """End the attempt's span with its verdict, one ``gen_ai.evaluation.result`` event
         per requirement."""
         state = self._attempt(payload)
-        self._end_attempt(payload)
+        self._ended(state)
         span = state.span
         if span.is_recording():
             for index, verdict in enumerate(payload.validations):
@@ -357,27 +418,19 @@ class OtelPlugin:
 
     @hookimpl
     def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
-        """End every span left open as cancelled, then the call's span with its outcome."""
+        """End the call's span with its outcome (and any attempt left open, as cancelled)."""
+        loop = self._current_loop.get()
+        if loop is None or loop.sampling_id != payload.sampling_id:
+            loop = self._new_loop(payload)  # the start was never seen: still leave a span
+        for state in list(loop.open):
+            self._end_cancelled(state, None, "the loop ended first")
+        if loop.token is not None:
+            try:
+                self._current_loop.reset(loop.token)
+            except ValueError:  # set in another context: nothing of ours to restore there
+                self._current_loop.set(None)
         with self._lock:
-            loop = self._loops.pop(payload.sampling_id, None)
-        if loop is None:  # the start was never seen: still leave a span for the call
-            loop = self._new_loop(payload)
-        cancelled = Status(StatusCode.ERROR, "cancelled: the loop ended first")
-        for state in loop.attempts.values():
-            if state.call is not None:  # no event measured it: the time since our pre_call
-                self.metrics.record_call(
-                    state.call_attributes,
-                    time.perf_counter() - state.call_started,
-                    error_type=CANCELLED,
-                )
-            for span in (state.call, state.span):
-                if span is None:
-                    continue
-                span.set_attribute("samplehooks.cancelled", True)
-                span.set_attribute("error.type", CANCELLED)
-                span.set_status(cancelled)
-                span.end()
-        loop.attempts.clear()
+            self._open.discard(loop)
         span = loop.span
         if span.is_recording():
             span.set_attributes(
@@ -423,7 +476,7 @@ class OtelPlugin:
 
     def open_spans(self) -> int:
         """How many call spans are open now (calls started and not yet ended)."""
-        return len(self._loops)
+        return len(self._open)
 
 
 def _record_exception(span: Any, exc: BaseException) -> None:

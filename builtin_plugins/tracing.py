@@ -183,8 +183,6 @@ class TracingPlugin:
     @hookimpl
     def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
         """Emit ``generation.post_call`` with latency and tokens."""
-        if self.otel is not None:
-            self.otel.generation_post_call(payload)
         generation = payload.generation
         extra = {"text": generation.text} if self.capture_content else {}
         self.logger.debug(
@@ -247,14 +245,19 @@ class TracingPlugin:
 
     @hookimpl(wrapper=True)
     def sampling_call(self, payload: SamplingCallPayload) -> Any:
-        """Emit ``sampling.call`` (debug) as the call's work begins."""
+        """Emit ``sampling.call`` (debug) as the call's work begins (the call's span is the
+        current span while it runs)."""
         self.logger.debug("sampling.call", **_call_fields(payload))
+        if self.otel is not None:
+            return (yield from self.otel.sampling_call(payload))
         return (yield)
 
     @hookimpl(wrapper=True)
     def generation_call(self, payload: GenerationCallPayload) -> Any:
-        """Emit ``generation.call`` (debug) as the backend call begins."""
+        """Emit ``generation.call`` (debug) as the backend call begins (in its span)."""
         self.logger.debug("generation.call", **_attempt_fields(payload), retry=payload.retry)
+        if self.otel is not None:
+            return (yield from self.otel.generation_call(payload))
         return (yield)
 
     @hookimpl(trylast=True)

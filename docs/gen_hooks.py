@@ -280,8 +280,8 @@ EXAMPLES: dict[HookName, str] = {
             @background  # the file is written by a worker thread: sampling never waits
             def prompt_end(self, payload: PromptEndPayload) -> None:
                 record = payload.record
-                if record["status"] != "ok":
-                    line = {"key": payload.key, "status": record["status"]}
+                if payload.status in ("failed", "error"):  # not "ok", nor "interrupted"
+                    line = {"key": payload.key, "status": payload.status}
                     with open(self.path, "a", encoding="utf-8") as out:
                         out.write(json.dumps({**line, "reason": record["reason"]}) + "\\n")
     ''',

@@ -5,7 +5,9 @@ A plugin observing ``sampling_iteration`` must not be able to change the answer 
 view of a value that refuses every write with :class:`~hook_specs.errors.ReadOnlyFieldError`
 naming the path written (``generation.text``, ``validations[0].passed``) and the hook:
 
-* a list or tuple becomes a :class:`ReadOnlyList` (a ``list``) of read-only items;
+* a list becomes a :class:`ReadOnlyList` (a ``list``) of read-only items, a tuple a
+  :class:`ReadOnlyTuple` (a ``tuple``, so that whatever serializes the original, such as
+  pydantic, takes the view as it is, without a warning);
 * a dict becomes a :class:`ReadOnlyDict` (a ``dict``) of read-only values;
 * a dataclass instance becomes a copy of a read-only subclass of its class (equal to the
   original, ``isinstance`` of its class), with read-only field values;
@@ -31,8 +33,10 @@ def read_only(value: Any, path: str, hook: str) -> Any:
     kind = type(value)
     if kind in _PLAIN or isinstance(value, _ReadOnly):
         return value
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):
         return ReadOnlyList(value, path, hook)
+    if isinstance(value, tuple):
+        return ReadOnlyTuple(value, path, hook)
     if isinstance(value, dict):
         return ReadOnlyDict(value, path, hook)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -68,6 +72,20 @@ class ReadOnlyList(list, _ReadOnly):  # type: ignore[type-arg]
 
     def __reduce__(self) -> Any:  # copies and pickles are plain lists
         return (list, (list(self),))
+
+
+class ReadOnlyTuple(tuple, _ReadOnly):  # type: ignore[type-arg]
+    """A tuple whose items are read-only (a tuple refuses every change already)."""
+
+    __slots__ = ()
+
+    def __new__(cls, items: Any, path: str, hook: str) -> ReadOnlyTuple:
+        return super().__new__(
+            cls, (read_only(item, f"{path}[{i}]", hook) for i, item in enumerate(items))
+        )
+
+    def __reduce__(self) -> Any:  # copies and pickles are plain tuples
+        return (tuple, (tuple(self),))
 
 
 class ReadOnlyDict(dict, _ReadOnly):  # type: ignore[type-arg]
@@ -123,7 +141,7 @@ def _make_view_type(cls: type) -> type:
     def __eq__(self: Any, other: object) -> bool:
         if not isinstance(other, cls):
             return NotImplemented
-        return all(_same(getattr(self, n), getattr(other, n)) for n in names)
+        return all(getattr(self, n) == getattr(other, n) for n in names)
 
     def __reduce__(self: Any) -> Any:  # copies and pickles are of the original class
         return (_rebuild, (cls, {n: getattr(self, n) for n in names}))
@@ -140,13 +158,14 @@ def _make_view_type(cls: type) -> type:
     return type(f"ReadOnly{cls.__name__}", (cls, _ReadOnly), namespace)
 
 
-def _same(view: Any, value: Any) -> bool:
-    """A field of a view equals the original's: a tuple's view is a list of the same items."""
-    if isinstance(view, ReadOnlyList) and isinstance(value, tuple):
-        return list.__eq__(view, list(value))
-    return bool(view == value)
-
-
 def _rebuild(cls: type, fields: dict[str, Any]) -> Any:
-    plain = {k: list(v) if isinstance(v, ReadOnlyList) else v for k, v in fields.items()}
+    plain = {k: _plain(v) for k, v in fields.items()}
     return cls(**plain)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, ReadOnlyList):
+        return list(value)
+    if isinstance(value, ReadOnlyTuple):
+        return tuple(value)
+    return value

@@ -15,6 +15,12 @@ class RunPayload(ObserveOnlyPayload):
     """Fields every run hook's payload carries."""
 
     run_dir: str = Field(description="The run directory, as an absolute path.")
+    run_id: str | None = Field(
+        default=None,
+        description="The run's identity, made with the run and kept in its `meta.json`: a "
+        "new run in a path an old one had has another (`None` for a run made before runs "
+        "had one).",
+    )
     session: int = Field(
         description="The session of the run: 1 for the first, one more for each resume."
     )
@@ -57,7 +63,14 @@ class PromptEndPayload(RunPayload):
     key: str = Field(description="The prompt's key in the dataset.")
     record: dict[str, Any] = Field(
         description="The prompt's record, as written to `records.jsonl` (`status` is "
-        '`"ok"`, `"failed"` or `"error"`).'
+        '`"ok"`, `"failed"` or `"error"`); for a prompt the session ended first, '
+        '`key`, `status` `"interrupted"` and `reason`, written nowhere (it runs again on '
+        "`--resume`)."
+    )
+    status: str = Field(
+        description='How the prompt ended: its record\'s `status` (`"ok"`, `"failed"`, '
+        '`"error"`), or `"interrupted"` when the session ended first (kept by the recorder, '
+        "which leaves the record out of `events.jsonl`)."
     )
 
 

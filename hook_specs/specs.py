@@ -194,9 +194,11 @@ def prompt_start(payload: PromptStartPayload) -> None:
 def prompt_end(payload: PromptEndPayload) -> None:
     """After a prompt's record is in ``records.jsonl``, once per prompt this session runs.
 
-    Every prompt that got ``prompt_start`` gets one ``prompt_end`` when its record is
+    Every prompt that got ``prompt_start`` gets one ``prompt_end``: when its record is
     written, also when its Ray worker died (the record then says why); a prompt still in
-    flight when the session is interrupted has no record and no ``prompt_end``. Observe only.
+    flight when the session ends (Ctrl-C, SIGTERM, a fatal error) gets it then, before
+    ``run_end``, with a record written nowhere whose ``status`` is ``"interrupted"``.
+    Observe only.
     """
 
 

@@ -10,6 +10,7 @@ __all__ = [
     "PluginError",
     "SamplehooksError",
     "StopSampling",
+    "StrategyError",
     "exception_text",
 ]
 
@@ -53,3 +54,12 @@ class CheckCallFailed(SamplehooksError):
     nor ``cancelled``; a prompt none of whose attempts completed is an ``error`` in a
     batch run). A check must let it propagate; ``__cause__`` is the backend's exception.
     """
+
+
+class StrategyError(SamplehooksError):
+    """A strategy's ``pick`` raised: the message names the strategy and what it raised
+    (``__cause__`` is the exception itself)."""
+
+    def __init__(self, strategy_name: str, message: str) -> None:
+        super().__init__(f"strategy {strategy_name!r}: {message}")
+        self.strategy_name = strategy_name

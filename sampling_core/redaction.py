@@ -44,9 +44,11 @@ __all__ = [
     "mask_url_credentials",
     "has_secrets",
     "one_json_line",
+    "printable",
     "refresh_environment",
     "register_headers",
     "register_secret",
+    "register_url_secrets",
     "scrub",
     "scrub_data",
     "shown",
@@ -107,6 +109,17 @@ def register_headers(headers: Iterable[tuple[str, str]]) -> None:
         if name.lower() in _AUTH_HEADERS and value.strip():
             register_secret(value.split()[-1])
             register_secret(value.strip())
+
+
+def register_url_secrets(text: str) -> None:
+    """Register the credentials (8 characters or more) of every URL in ``text`` (a setting
+    that may hold one: a base URL, a tracking URI), so that they are scrubbed everywhere,
+    also where a library shows them without their URL."""
+    if "://" in text:
+        for url in _URL.findall(text):
+            for secret in url_secrets(url):
+                if len(secret) >= MIN_PIECE:
+                    register_secret(secret)
 
 
 def environment_secrets() -> frozenset[str]:
@@ -263,6 +276,30 @@ def _scrub(text: str, secrets: tuple[str, ...]) -> str:
 
 
 _LINE_ENDS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
+
+# What a terminal acts on instead of showing: C0 controls (ESC starts every escape
+# sequence; \r and \b overwrite), DEL, C1 controls (0x9b is a one-byte CSI), the bidi
+# overrides and isolates that reorder what is shown, and line and paragraph separators.
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_UNPRINTABLE = re.compile(f"[{_CONTROLS}]")
+_UNPRINTABLE_LINE = re.compile(f"[\t\n{_CONTROLS}]")
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` as a terminal may show it: every control character a terminal would act on
+    (an escape sequence's ESC, ``\r``, ``\b``, C1 controls, bidi overrides) written as its
+    escape (``\x1b``, ``\u202e``), so text from a model, a dataset or a server can neither
+    restyle, move nor rewrite what is on the screen. One line unless ``lines``: then
+    newlines and tabs are kept."""
+    pattern = _UNPRINTABLE if lines else _UNPRINTABLE_LINE
+    if text.isprintable() or not pattern.search(text):
+        return text
+    return pattern.sub(_escaped, text)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def one_json_line(data: Any, default: Any = None) -> str:

@@ -4,8 +4,10 @@ The engine asks a strategy two things. ``repair(prompt, failures)`` builds the m
 a subsample's next attempt from the original prompt and that subsample's last ``k``
 failures (oldest first; ``k = keep_failures`` bounds the repair context).
 ``pick(attempts)`` chooses among completed attempts, ordered by (subsample_index, attempt),
-when the loop did not end on a winner. Strategies with ``runs_whole_budget`` do not stop at
-the first pass: every subsample runs until it passes or spends its ``loop_budget``.
+when the loop did not end on a winner: it is given at least one attempt and returns one of
+them (the very object); a call with no completed attempt picks nothing and never asks.
+Strategies with ``runs_whole_budget`` do not stop at the first pass: every subsample runs
+until it passes or spends its ``loop_budget``.
 """
 
 from __future__ import annotations
@@ -54,17 +56,19 @@ class Strategy:
         """The messages for a subsample's next attempt."""
         return prompt
 
-    def pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
-        """Choose among completed attempts: a passing one first, then the best score.
+    def pick(self, attempts: Sequence[Attempt]) -> Attempt:
+        """Choose among completed attempts (at least one): a passing one first, then the
+        best score. Ties go to the first in (subsample_index, attempt) order.
 
-        Ties go to the first in (subsample_index, attempt) order.
+        An override returns one of ``attempts`` (the very object, not a copy); anything else
+        (``None`` too) is a ``TypeError`` naming the strategy, and an exception it raises
+        ends the call as a :class:`~sampling_core.errors.StrategyError` naming it.
         """
-        best, best_rank = None, None
-        for attempt in attempts:
-            rank = (attempt.passed, attempt.score)
-            if best_rank is None or rank > best_rank:
-                best, best_rank = attempt, rank
-        return best
+        return max(attempts, key=_passed_then_score)  # max keeps the first of equals
+
+
+def _passed_then_score(attempt: Attempt) -> tuple[bool, float]:
+    return attempt.passed, attempt.score
 
 
 class RejectionSampling(Strategy):
@@ -135,12 +139,12 @@ class MultiTurn(Strategy):
             messages.append({"role": "user", "content": self.feedback.format(reasons=reasons)})
         return messages
 
-    def pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
+    def pick(self, attempts: Sequence[Attempt]) -> Attempt:
         """A passing attempt if any, else the deepest turn."""
         passing = [a for a in attempts if a.passed]
         if passing:
             return passing[0]
-        return max(attempts, key=lambda a: (a.attempt, -a.subsample_index), default=None)
+        return max(attempts, key=lambda a: (a.attempt, -a.subsample_index))
 
 
 class BestOfN(Strategy):
@@ -173,18 +177,13 @@ class MajorityVote(Strategy):
         super().__init__(keep_failures=keep_failures)
         self.normalize = normalize
 
-    def pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
+    def pick(self, attempts: Sequence[Attempt]) -> Attempt:
         """The first attempt whose normalised answer is the most common."""
         pool = [a for a in attempts if a.passed] or list(attempts)
-        if not pool:
-            return None
         keys = [self.normalize(a.text) for a in pool]
         counts = Counter(keys)
         best = max(counts.values())
-        for attempt, key in zip(pool, keys, strict=True):
-            if counts[key] == best:
-                return attempt
-        return None  # pragma: no cover - the loop always returns
+        return next(a for a, key in zip(pool, keys, strict=True) if counts[key] == best)
 
 
 STRATEGIES_BY_NAME: dict[str, type[Strategy]] = {

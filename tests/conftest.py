@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,3 +77,15 @@ def _fresh_budget_guard_totals() -> Iterator[None]:
     PROCESS_TOTALS.reset()
     yield
     PROCESS_TOTALS.reset()
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` in this process during the test, as in a program
+    started from a terminal, even when the suite runs as a background job (``pytest ... &``
+    starts it with SIGINT ignored). Child processes: ``interrupt_helpers.python_command``."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

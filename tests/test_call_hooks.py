@@ -435,3 +435,138 @@ def test_wrappers_leave_once_on_ctrl_c(loop: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(["generation_call"] * 3 + ["sampling_call"])
+
+
+# -- generation_cancelled ------------------------------------------------------------------
+
+
+class Cancellations:
+    def __init__(self) -> None:
+        self.payloads: list[Any] = []
+
+    @hookimpl
+    def generation_cancelled(self, payload: Any) -> None:
+        self.payloads.append(payload)
+
+
+class StreamedCancellations(Cancellations):
+    @hookimpl
+    def generation_chunk(self, payload: Any) -> None:
+        """Listening to chunks makes the calls stream."""
+
+
+class HalfStreamed:
+    """Subsample 1 streams two words, then hangs; subsample 0 answers once it has."""
+
+    def __init__(self) -> None:
+        self.streamed_two = anyio.Event()
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        raise AssertionError("the calls stream")
+
+    async def stream(self, request: GenerationRequest) -> Any:
+        from hook_specs import Usage
+
+        if request.iteration.subsample_index == 0:
+            await self.streamed_two.wait()
+            yield Generation("yes")
+            return
+        yield Chunk("one ", Usage(5, 1))
+        yield Chunk("two", Usage(5, 2))
+        self.streamed_two.set()
+        await anyio.sleep_forever()
+
+
+async def test_a_call_cut_short_by_a_sibling_says_why_and_what_it_had_generated() -> None:
+    seen = StreamedCancellations()
+    sampler = Sampler(HalfStreamed(), plugins=[seen], load_entrypoints=False)
+    with anyio.fail_after(10):
+        result = await sampler.sample("q", requirements=[lambda t: t == "yes"],
+                                      concurrency_budget=2)  # fmt: skip
+    assert result.success and result.cancelled == 1
+    (payload,) = seen.payloads
+    assert (payload.subsample_index, payload.reason, payload.text) == (
+        1,
+        "sibling_succeeded",
+        "one two",
+    )
+    assert (payload.usage.input_tokens, payload.usage.output_tokens) == (5, 2)
+    assert payload.latency_s > 0
+
+
+@pytest.mark.parametrize("how", ["stopped_by_plugin", "caller_cancelled"])
+async def test_a_call_cut_short_by_a_stop_or_the_caller_says_so(how: str) -> None:
+    calls = InFlight(3)
+
+    async def reply(request: GenerationRequest) -> str:
+        await calls.begin()
+        if request.iteration.subsample_index == 0 and how == "stopped_by_plugin":
+            return "answered"
+        await anyio.sleep_forever()
+        return "never"
+
+    class Stop:
+        @hookimpl
+        def generation_post_call(self, payload: Any) -> None:
+            raise StopSampling("enough")
+
+    seen = Cancellations()
+    sampler = Sampler(ScriptedBackend(reply), plugins=[seen, Stop()], load_entrypoints=False)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: sampler.sample("q", concurrency_budget=3))
+            if how == "caller_cancelled":
+                await calls.all_begun.wait()
+                group.cancel_scope.cancel()
+    expected = 2 if how == "stopped_by_plugin" else 3
+    assert [p.reason for p in seen.payloads] == [how] * expected
+    # not streamed: what was generated is unknown, never zero
+    assert all(p.text is None and p.usage.output_tokens is None for p in seen.payloads)
+
+
+async def test_a_wrapper_that_swallows_an_error_without_an_answer_fails_closed() -> None:
+    class Swallow:
+        @hookimpl(wrapper=True)
+        def generation_call(self, payload: Any) -> Any:
+            try:
+                return (yield)
+            except ValueError:
+                return None  # neither an answer nor the error
+
+    def broken(request: GenerationRequest) -> str:
+        raise ValueError("down")
+
+    sampler = Sampler(ScriptedBackend(broken), plugins=[Swallow()], load_entrypoints=False)
+    with pytest.raises(PluginError, match="'Swallow' failed in generation_call"):
+        await sampler.sample("q")
+
+
+async def test_sync_and_async_wrappers_nest_by_registration_as_pluggy_orders_them() -> None:
+    order: list[str] = []
+
+    class SyncW:
+        @hookimpl(wrapper=True)
+        def generation_call(self, payload: Any) -> Any:
+            order.append("sync")
+            return (yield)
+
+    class AsyncW:
+        @hookimpl(wrapper=True)
+        async def generation_call(self, payload: Any) -> Any:
+            order.append("async")
+            yield
+
+    class AsyncFirst:
+        @hookimpl(wrapper=True, tryfirst=True)
+        async def generation_call(self, payload: Any) -> Any:
+            order.append("async tryfirst")
+            yield
+
+    # registered: async, sync, async tryfirst: called tryfirst, then last registered first
+    plugins = [AsyncW(), SyncW(), AsyncFirst()]
+    await Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False).sample("q")
+    assert order == ["async tryfirst", "sync", "async"]
+    order.clear()
+    plugins = [SyncW(), AsyncW()]
+    await Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False).sample("q")
+    assert order == ["async", "sync"]

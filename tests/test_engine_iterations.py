@@ -60,9 +60,9 @@ async def test_ids_are_1_to_L_times_C_and_match_current_iteration_everywhere(hoo
     per_attempt = [
         HookName.GENERATION_PRE_CALL,
         HookName.GENERATION_CALL,
+        HookName.GENERATION_CANCELLED,
         HookName.GENERATION_CHUNK,
         HookName.GENERATION_POST_CALL,
-        HookName.GENERATION_CANCELLED,
         HookName.SAMPLING_VALIDATE,
         HookName.SAMPLING_ITERATION,
         HookName.SAMPLING_REPAIR,
@@ -77,7 +77,7 @@ async def test_ids_are_1_to_L_times_C_and_match_current_iteration_everywhere(hoo
             )
             assert info.sampling_id == payload.sampling_id == result.sampling_id
         else:
-            assert info is None  # loop start and end run outside any attempt
+            assert info is None  # loop start, the call's work and end run outside any attempt
     assert sorted(p.iteration for p in hook_recorder.payloads(HookName.SAMPLING_ITERATION)) == list(
         range(1, 7)
     )

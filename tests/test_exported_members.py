@@ -27,7 +27,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "sampling_core.errors": [
         "BudgetError", "CheckCallFailed", "PluginError", "SamplehooksError", "StopSampling",
-        "exception_text",
+        "StrategyError", "exception_text",
     ],
     "sampling_core.backends": [
         "AttemptTimeout", "Backend", "CacheError", "Chunk", "GenerationRequest",
@@ -35,7 +35,7 @@ EXPECTED: dict[str, list[str]] = {
         "cache_identity",
     ],
     "sampling_core.requirements": [
-        "COUNTED", "REQUIREMENTS_BY_NAME", "Check", "CheckContext", "Prefix", "Requirement",
+        "Check", "CheckContext", "Prefix", "Requirement",
         "ValidationResult", "as_requirements", "contains", "contains_field", "equals_field",
         "is_json", "llm_judge", "matches", "matches_schema", "max_chars", "max_words",
         "min_words", "normalize_text", "not_contains", "parses_as",
@@ -81,7 +81,9 @@ EXPECTED: dict[str, list[str]] = {
     "builtin_plugins.progress": ["ProgressPlugin"],
     "builtin_plugins.recorder": ["DEFAULT_PATH", "EventFileError", "RecorderPlugin", "read_events"],
     "builtin_plugins.otel": ["CANCELLED", "EVALUATION_EVENT", "OtelPlugin"],
-    "builtin_plugins.mlflow_export": ["RUN_DIR_TAG", "MlflowExporter", "metrics_of", "status_of"],
+    "builtin_plugins.mlflow_export": [
+        "RUN_DIR_TAG", "RUN_ID_TAG", "MlflowExporter", "metrics_of", "status_of",
+    ],
     "builtin_plugins.kinds": ["register_backends", "register_requirements", "register_strategies"],
     "builtin_plugins.llm_bridge": ["LLMBackend", "register_backends"],
 }  # fmt: skip

@@ -4,21 +4,23 @@
 attempt)`` order, read-only all the way down), ``picked`` (the picked attempt's
 ``sequence``) and ``failure_reason`` (one line), on every path: success, exhaustion,
 ``StopSampling`` and the error path, under asyncio and trio. A strategy whose ``pick``
-returns anything but one of the call's attempts is an error naming the strategy.
+returns anything but one of the call's attempts, or raises, is an error naming the
+strategy; a call with no completed attempt never asks it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_type_hints
 
 import pytest
 from engine_helpers import never, passes, strict
 
 from hook_specs import HookName, ReadOnlyFieldError, StopSampling, hookimpl
 from hook_specs.records import Attempt
-from sampling_core import BestOfN, PluginError, RejectionSampling, ScriptedBackend
+from sampling_core import BestOfN, PluginError, RejectionSampling, ScriptedBackend, Strategy
+from sampling_core.errors import StrategyError
 from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio
@@ -137,14 +139,14 @@ async def test_the_attempts_are_read_only_all_the_way_down() -> None:
 
 
 class Copying(RejectionSampling):
-    def pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
+    def pick(self, attempts: Sequence[Attempt]) -> Attempt:
         return dataclasses.replace(attempts[0])
 
 
 class Foreign(RejectionSampling):
     kept: Attempt | None = None
 
-    def pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
+    def pick(self, attempts: Sequence[Attempt]) -> Attempt:
         if Foreign.kept is None:
             Foreign.kept = attempts[0]
         return Foreign.kept
@@ -169,6 +171,50 @@ async def test_a_pick_that_is_not_one_of_the_calls_attempts_is_an_error_naming_t
     end = loop_end(seen)
     assert (end.stop_reason, end.picked) == ("error", None)
     assert end.failure_reason.startswith(f"TypeError: strategy {strategy.__name__!r}")
+
+
+class GivesNone(RejectionSampling):
+    def pick(self, attempts: Sequence[Attempt]) -> Attempt:
+        return None  # type: ignore[return-value]  # refused: a pick returns an attempt
+
+
+class Raising(RejectionSampling):
+    def pick(self, attempts: Sequence[Attempt]) -> Attempt:
+        return {a.text: a for a in attempts}["the answer"]  # a bug: KeyError
+
+
+class NeverAsked(RejectionSampling):
+    def pick(self, attempts: Sequence[Attempt]) -> Attempt:
+        raise AssertionError("pick() asked to choose among no attempt")
+
+
+async def test_a_pick_that_raises_is_an_error_naming_the_strategy() -> None:
+    seen = HookRecorder()
+    sampler = strict(ScriptedBackend(["a"]), seen)
+    with pytest.raises(StrategyError) as raised:
+        await sampler.sample("q", requirements=[never], strategy=Raising())
+    assert str(raised.value) == "strategy 'Raising': pick() raised KeyError: 'the answer'"
+    assert raised.value.strategy_name == "Raising"
+    assert isinstance(raised.value.__cause__, KeyError)
+    end = loop_end(seen)
+    assert (end.stop_reason, end.picked) == ("error", None)
+    assert (
+        end.failure_reason
+        == "StrategyError: strategy 'Raising': pick() raised KeyError: 'the answer'"
+    )
+
+
+async def test_a_pick_that_gives_none_is_refused_naming_the_strategy() -> None:
+    with pytest.raises(TypeError, match="strategy 'GivesNone': pick\\(\\) returned None"):
+        await strict(ScriptedBackend(["a"])).sample("q", requirements=[never], strategy=GivesNone())
+    assert get_type_hints(Strategy.pick)["return"] is Attempt  # typed as it is enforced
+
+
+async def test_a_call_without_completed_attempts_never_asks_the_strategy_to_pick() -> None:
+    result = await strict(ScriptedBackend(["a"]), StopAtStart()).sample(
+        "q", requirements=[never], strategy=NeverAsked()
+    )
+    assert (result.attempts, result.picked, result.text) == ([], None, None)
 
 
 async def test_no_plugin_on_the_loop_end_builds_no_fields(monkeypatch: pytest.MonkeyPatch) -> None:

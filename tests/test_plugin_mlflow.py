@@ -9,7 +9,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 import tomllib
 from importlib.metadata import EntryPoint
@@ -18,6 +17,7 @@ from typing import Any
 
 import mlflow.tracking as mlflow_tracking  # the mlflow extra is part of the test extra
 import pytest
+from interrupt_helpers import python_command
 from runs_helpers import records, write_config
 
 from builtin_plugins.mlflow_export import RUN_DIR_TAG, MlflowExporter, metrics_of, status_of
@@ -108,6 +108,7 @@ def test_a_run_and_its_resume_are_one_mlflow_run(
         dataset,
         requirements=[{"max_words": 2}],
         budgets={"loop_budget": 1, "concurrency_budget": 2, "early_exit": False},
+        strategy="majority",  # its answers vote: maj@k
     )
     out, uri = tmp_path / "run", store(tmp_path)
     backend = ScriptedBackend(reply)
@@ -138,6 +139,9 @@ def test_a_run_and_its_resume_are_one_mlflow_run(
     assert metrics["pass_at_2"] == pytest.approx(5 / 6, abs=1e-6)
     assert metrics["pass_hat_1"] == pytest.approx(8 / 12, abs=1e-6)
     assert metrics["pass_hat_2"] == pytest.approx(3 / 6, abs=1e-6)
+    # votes: "short" passes, the long answer fails; two tied answers score half
+    assert metrics["maj_at_1"] == pytest.approx(4 / 6, abs=1e-6)
+    assert metrics["maj_at_2"] == pytest.approx(4 / 6, abs=1e-6)
     settings = json.loads((out / "meta.json").read_text())["settings"]["values"]
     params = run.data.params
     assert params["budgets.concurrency_budget"] == "2"
@@ -223,7 +227,7 @@ def test_ctrl_c_then_resume_from_the_command_line(tmp_path: Path) -> None:
     out = tmp_path / "run"
     paths = [checkout_site(tmp_path / "site"), ROOT]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
-    command = [sys.executable, "-m", "sampling_core.cli", "run", str(config), "--out", str(out)]
+    command = python_command("-m", "sampling_core.cli", "run", str(config), "--out", str(out))
     proc = subprocess.Popen(command, env=env, cwd=tmp_path, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     lines = out / "records.jsonl"
@@ -236,8 +240,11 @@ def test_ctrl_c_then_resume_from_the_command_line(tmp_path: Path) -> None:
     written = [json.loads(line)["key"] for line in lines.read_text().splitlines()]
     assert 3 <= len(written) < 40 and len(set(written)) == len(written)
     events = [json.loads(line) for line in (out / "events.jsonl").open()]
-    ended = [e["payload"]["key"] for e in events if e["hook"] == "prompt_end"]
-    assert sorted(ended) == sorted(written)  # one prompt_end per record, none for the rest
+    ends = [e["payload"] for e in events if e["hook"] == "prompt_end"]
+    ended = [end["key"] for end in ends if end["status"] != "interrupted"]
+    assert sorted(ended) == sorted(written)  # one prompt_end per record
+    started = [e["payload"]["key"] for e in events if e["hook"] == "prompt_start"]
+    assert sorted(end["key"] for end in ends) == sorted(started)  # in flight: interrupted
     assert events[-1]["hook"] == "run_end" and events[-1]["payload"]["interrupted"] is True
     client, run = the_run(uri, out)
     assert run.info.status == "KILLED"

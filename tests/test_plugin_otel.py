@@ -344,3 +344,38 @@ async def test_the_call_span_is_an_invoke_workflow_span(
     assert loop.name == f"invoke_workflow {loop.attributes['gen_ai.workflow.name']}"
     assert "gen_ai.agent.name" not in loop.attributes  # an agent span's attribute, not ours
     assert loop.attributes["samplehooks.seed"] == 5
+
+
+async def test_the_backend_runs_in_its_call_span_and_a_cut_call_says_why(
+    sampler, scripted_backend, provider, exporter
+):
+    """The backend-call span is opened around the call (a wrapper): what an instrumented
+    client does while the backend works nests under it; a call cut short by a sibling's
+    success is ended with its reason, and so is its attempt."""
+    client = provider.get_tracer("http-client")
+    slow_began = anyio.Event()
+
+    async def reply(request: GenerationRequest) -> str:
+        with client.start_as_current_span("POST /v1/chat/completions"):
+            if request.iteration.subsample_index == 1:
+                slow_began.set()
+                await anyio.sleep_forever()
+            await slow_began.wait()
+            return "yes"
+
+    s = sampler(scripted_backend(reply), plugins=[OtelPlugin(tracer_provider=provider)])
+    result = await s.sample("q", requirements=[lambda t: t == "yes"], concurrency_budget=2)
+    assert result.success and result.cancelled == 1
+    spans = list(exporter.get_finished_spans())
+    (loop,) = _named(spans, LOOP)
+    attempts = {a.attributes["samplehooks.subsample_index"]: a for a in _children(spans, loop)}
+    for index, attempt in attempts.items():
+        (call,) = _children(spans, attempt)
+        (http,) = _children(spans, call)  # the client's span is the call span's child
+        assert http.name == "POST /v1/chat/completions"
+        if index == 1:
+            for span in (call, attempt):
+                assert span.attributes["samplehooks.cancel_reason"] == "sibling_succeeded"
+                assert span.attributes["error.type"] == CANCELLED
+                assert span.status.description == "cancelled: sibling_succeeded"
+    assert s.plugins.get("OtelPlugin").open_spans() == 0

@@ -190,7 +190,10 @@ def test_a_run_with_a_huge_reply_and_many_attempts_writes_a_bounded_record(tmp_p
         data,
         budgets={"loop_budget": 2, "concurrency_budget": 600, "early_stop": False},
     )
-    backend = ScriptedBackend(["word " * 60_000])  # never passes max_words: 5 (not cut short)
+    # Longer than a record keeps, in six words: it never passes max_words: 5 (not cut short),
+    # and counting its words costs little (the test is about the record, not the checks).
+    huge = " ".join(["w" * (MAX_TEXT_CHARS // 5)] * 6)
+    backend = ScriptedBackend([huge])
     run_batch_sync(config, tmp_path / "out", backend=backend)
     (record,) = records(tmp_path / "out")
     assert record["attempts"]["used"] == 1200 and len(record["attempts"]["each"]) == MAX_LIST_ITEMS

@@ -14,7 +14,6 @@ import _thread
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -24,6 +23,7 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
+from interrupt_helpers import python_command
 from runs_helpers import records, write_config, write_dataset
 from structlog.testing import capture_logs
 
@@ -276,7 +276,7 @@ def no_child_left() -> Iterator[None]:
 def run_child(script: str, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(sampling_core.__file__).parent.parent)}
     child = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(script), *args],
+        python_command("-c", textwrap.dedent(script), *args),  # Ctrl-C works, even under `&`
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -492,6 +492,52 @@ def test_ctrl_c_twice_in_sample_sync_stops_waiting_for_a_stuck_observer() -> Non
     assert "had not returned 2s after the program was interrupted" in out
 
 
+IN_THE_CALL_CHILD = """
+    import sys, threading
+    import anyio
+    import sampling_core
+    from hook_specs import background, hookimpl
+    from sampling_core import Sampler, ScriptedBackend
+    from sampling_core.hooks import background as delivery
+
+    delivery.DEFAULT_TIMEOUT_S = float(sys.argv[2])  # what the default sampler waits for
+
+    class Stuck:
+        @hookimpl
+        @background
+        def sampling_iteration(self, payload):
+            print("stuck", file=sys.stderr, flush=True)
+            threading.Event().wait()  # never set
+
+    async def reply(request):
+        if request.iteration.attempt == 2:  # the call goes on: Ctrl-C comes here
+            print("calling", file=sys.stderr, flush=True)
+            await anyio.sleep_forever()
+        return "x"
+
+    arguments = dict(
+        backend=ScriptedBackend(reply), plugins=[Stuck()], requirements=[lambda t: False],
+        loop_budget=2,
+    )
+    if sys.argv[1] == "function":
+        sampling_core.sample_sync("q", **arguments)
+    else:
+        Sampler(load_entrypoints=False).sample_sync("q", **arguments)
+"""
+
+
+@pytest.mark.parametrize("which", ["function", "method"])
+def test_ctrl_c_twice_during_a_sync_call_stops_waiting_for_a_stuck_observer(which: str) -> None:
+    """``sampling_core.sample_sync`` is the default sampler's ``sample_sync``: interrupted
+    in the call, both say what they wait for, and a second Ctrl-C ends the wait."""
+    child = run_child(IN_THE_CALL_CHILD, which, str(LONG_TIMEOUT_S))
+    assert child.stderr is not None
+    assert sorted(child.stderr.readline() for _ in range(2)) == ["calling\n", "stuck\n"]
+    out, err = interrupt_twice(child)
+    assert child.returncode in (-signal.SIGINT, 130) and "KeyboardInterrupt" in err
+    assert "had not returned 2s after the program was interrupted" in out
+
+
 EXIT_ON_CTRL_C_CHILD = """
     import asyncio, sys, threading
     from hook_specs import background, hookimpl
@@ -577,10 +623,44 @@ def test_a_hurried_drain_ends_with_its_grace_however_many_events_are_queued() ->
     returns(delivery.drain)
     assert 1 <= len(seen) < 200 and delivery.pending() == 0
     [late, skipped] = [str(f) for f in delivery.faults]
-    assert "had not returned 0.5s after the program was interrupted" in late
+    assert "0.5s after the program was interrupted" in late  # behind (or stuck, if slowed)
     assert f"{200 - len(seen)} later events were not delivered" in skipped
 
 
+def test_after_a_second_ctrl_c_an_observer_only_behind_is_not_called_stuck(
+    release: threading.Event,
+) -> None:
+    """Hurried, the delivery stops waiting for both; the one stuck in an event since before
+    the Ctrl-C is called stuck, the one that went on returning from its events is behind."""
+    entered = {"Behind": threading.Event(), "Stuck": threading.Event()}
+    go_on = threading.Event()
+
+    def behind(payload: Any) -> None:
+        entered["Behind"].set()
+        (go_on if payload == 0 else release).wait()  # returns from its first event only
+
+    def stuck(payload: Any) -> None:
+        entered["Stuck"].set()
+        release.wait()
+
+    delivery = delivery_module.BackgroundDelivery(timeout=LONG_TIMEOUT_S)
+    for impl in (observer("Behind", behind), observer("Stuck", stuck)):
+        queue(delivery, impl, 3)
+    for event in entered.values():
+        assert event.wait(GUARD_S)  # each is in its first event
+    delivery.hurry(0.5)  # as a second Ctrl-C does
+    go_on.set()  # meanwhile the one behind returns and starts its next event
+    returns(delivery.drain)
+    [late, skipped] = faults = [str(f) for f in delivery.faults if f.plugin_name == "Behind"]
+    assert "was behind, not stuck, 0.5s after the program was interrupted" in late
+    assert "1 later event was not delivered: it was behind" in skipped
+    assert not any("stuck in" in f or "call is stuck" in f for f in faults)
+    [late, skipped] = [str(f) for f in delivery.faults if f.plugin_name == "Stuck"]
+    assert "had not returned 0.5s after the program was interrupted" in late
+    assert "2 later events were not delivered: its sampling_iteration call is stuck" in skipped
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")  # interrupt_main() does nothing if SIGINT is ignored
 def test_after_a_ctrl_c_twice_the_delivery_gives_events_their_whole_timeout_again(
     release: threading.Event,
 ) -> None:
@@ -610,3 +690,78 @@ def test_after_a_ctrl_c_twice_the_delivery_gives_events_their_whole_timeout_agai
     )
     returns(delivery.drain)
     assert done == [0, 1, 2] and len(delivery.faults) == 1  # none cut short
+
+
+def test_events_put_after_the_watchdog_gave_up_are_counted_not_queued(
+    release: threading.Event,
+) -> None:
+    """The events a stuck observer misses are counted, not kept: nothing waits in its queue
+    (memory stays flat however long it is stuck), they are never delivered late, and one
+    fault says how many there were."""
+    got: list[Any] = []
+
+    def stuck_on_the_first(payload: Any) -> None:
+        got.append(payload)
+        if payload == 0:
+            release.wait()
+
+    delivery = delivery_module.BackgroundDelivery(timeout=0.2)
+    impl = observer("Stuck", stuck_on_the_first)
+
+    def put(*numbers: int) -> None:
+        async def put_all() -> None:
+            for number in numbers:
+                await delivery.put(HookName.SAMPLING_ITERATION, impl, number)  # type: ignore[arg-type]
+
+        anyio.run(put_all)
+
+    def until_faults(count: int) -> None:
+        deadline = time.monotonic() + GUARD_S
+        while len(delivery.faults) < count:
+            assert time.monotonic() < deadline, f"{count} faults never came"
+            time.sleep(0.01)
+
+    put(0)
+    until_faults(1)  # the watchdog gave up on event 0
+    put(1, 2, 3)  # after it gave up: the observer is still stuck
+    assert delivery.pending() == 0  # counted, not queued
+    release.set()  # the observer returns: later events reach it again
+    until_faults(2)  # its worker saw it return (and reported what it missed)
+    put(4)
+    returns(delivery.drain)
+    assert got == [0, 4]  # 1, 2 and 3 were never delivered, not even late
+    [stuck, skipped] = [str(f) for f in delivery.faults]
+    assert "did not return within 0.2s" in stuck
+    assert "3 later events were not delivered" in skipped
+
+
+@pytest.mark.anyio
+async def test_a_put_waiting_for_room_is_cancelled_at_once_and_queues_nothing(
+    release: threading.Event,
+) -> None:
+    """A full queue holds its producer in its own task, not in a worker thread: cancelling
+    the producer ends the wait at once, and the event it was putting is not queued later."""
+    got: list[Any] = []
+
+    def slow_on_the_first(payload: Any) -> None:
+        got.append(payload)
+        if payload == 0:
+            release.wait()
+
+    delivery = delivery_module.BackgroundDelivery(maxsize=1, timeout=LONG_TIMEOUT_S)
+    impl = observer("Slow", slow_on_the_first)
+    await delivery.put(HookName.SAMPLING_ITERATION, impl, 0)  # type: ignore[arg-type]
+    guard = threading.Timer(GUARD_S, release.set)  # a guard against a hang: frees a thread
+    guard.start()
+    try:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as group:
+                group.start_soon(delivery.put, HookName.SAMPLING_ITERATION, impl, 1)
+                await anyio.wait_all_tasks_blocked()  # the put waits for room
+                scope.cancel()
+        assert not release.is_set(), "the cancelled put waited until the queue had room"
+    finally:
+        guard.cancel()
+    release.set()
+    await delivery.adrain()
+    assert got == [0] and delivery.pending() == 0  # the cancelled put queued nothing

@@ -19,7 +19,7 @@ import pytest
 from runs_helpers import write_config, write_dataset
 
 from sampling_core.events import iter_calls
-from sampling_core.runs import run_batch_sync
+from sampling_core.runs import compare_runs, run_batch_sync
 from sampling_core.runs.report import build_report, write_report_json
 from sampling_core.view import data as view_data
 from sampling_core.view import page_data
@@ -67,6 +67,7 @@ READERS: dict[str, Callable[[Path, Path], object]] = {
     "report (and the summary)": lambda config, run: build_report(run).render(),
     "report --json": lambda config, run: _json_to_nowhere(run),
     "view of two runs": lambda config, run: page_data([run, run]),
+    "compare": lambda config, run: compare_runs(run, run).render(),
     "trace show's reading": lambda config, run: sum(1 for _ in iter_calls(run / "events.jsonl")),
     "resume, nothing left": lambda config, run: run_batch_sync(
         config, run, resume=True, log=lambda message: None

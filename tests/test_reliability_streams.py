@@ -9,10 +9,13 @@ bound.
 
 from __future__ import annotations
 
+import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from _servers.scripted_http import (
     ScriptedHTTPServer,
     Stream,
@@ -22,10 +25,11 @@ from _servers.scripted_http import (
 )
 
 from sampling_core import RetryPolicy, Sampler
-from sampling_core.backends import GenerationRequest, OpenAIBackend
+from sampling_core.backends import AttemptTimeout, GenerationRequest, OpenAIBackend
 from sampling_core.backends.openai_compat import BackendError
 from sampling_core.backends.transport import TransientBackendError
 from sampling_core.requirements import max_words
+from sampling_core.runs import run_batch_sync
 
 pytestmark = [pytest.mark.anyio]
 
@@ -67,7 +71,9 @@ async def test_a_frame_that_arrives_in_two_reads_is_read_whole() -> None:
 async def test_data_in_many_lines_is_one_event() -> None:
     event = chunk_event("two lines", "stop")
     text = sse(event).decode().replace('"choices": ', '"choices":\ndata: ')
-    frames = [text.encode(), sse("[DONE]")]
+    # a byte order mark first, empty data and another event's name are no content
+    frames = [("\ufeff" + text).encode(), b"data:\n\n", b"event: ping\ndata: {}\n\n"]
+    frames.append(sse("[DONE]"))
     with ScriptedHTTPServer(lambda n, body: Stream(frames)) as server:
         generation, _ = await streamed_text(server)
     assert generation.text == "two lines"
@@ -78,6 +84,11 @@ BROKEN = {
         *streamed("Hello", finish_reason=None, done=False),
         sse({"error": {"message": "the engine died", "code": 500}}),
         sse("[DONE]"),
+    ],
+    "vLLM's error object": [
+        *streamed("Hello", finish_reason=None, done=False),
+        sse({"object": "error", "message": "out of memory", "type": "InternalServerError"}),
+        *streamed(finish_reason="stop"),
     ],
     "an event named error": [
         *streamed("Hello", finish_reason=None, done=False),
@@ -175,3 +186,60 @@ def test_lines_are_cut_at_every_break_whatever_the_reads() -> None:
     assert anyio.run(lines, [text[i : i + 1] for i in range(len(text))]) == whole
     with pytest.raises(EventTooLong):
         anyio.run(lines, [b"y" * 60, b"y" * 60])
+
+
+KEPT_ALIVE = {
+    "by comments": [b": ping\n\n"] * 100,
+    "by empty chunks": [sse(chunk_event(""))] * 100,
+}
+
+
+@pytest.mark.parametrize("pieces", KEPT_ALIVE.values(), ids=KEPT_ALIVE.keys())
+async def test_a_stream_kept_alive_ends_at_the_calls_deadline(pieces: list[bytes]) -> None:
+    with ScriptedHTTPServer(lambda n, body: Stream(pieces, gap=0.05)) as server:
+        backend = OpenAIBackend("m", base_url=server.base_url, api_key_env=None, timeout=2)
+        async with backend:
+            sampler = Sampler(backend, attempt_timeout=0.5, retry=NO_RETRY, load_entrypoints=False)
+            with pytest.raises(AttemptTimeout, match=r"longer than 0\.5s"):
+                await sampler.sample("q", requirements=[max_words(50)])
+
+
+def test_a_run_configs_call_deadline_ends_a_stream_kept_alive(tmp_path: Path) -> None:
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text('{"id": "a", "prompt": "q"}\n')
+    with ScriptedHTTPServer(lambda n, body: Stream(KEPT_ALIVE["by comments"], gap=0.05)) as s:
+        config = {
+            "dataset": {"path": str(dataset)},
+            "backend": {
+                "kind": "openai",
+                "model": "m",
+                "base_url": s.base_url,
+                "timeout_s": 2,
+                "retries": {"max_retries": 0},
+            },
+            "requirements": [{"max_words": 50}],
+            "attempt_timeout_s": 0.5,
+        }
+        (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+        summary = run_batch_sync(tmp_path / "run.yaml", tmp_path / "run")
+    assert summary.error == 1
+    (record,) = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").open()]
+    assert "longer than 0.5s" in json.dumps(record)
+
+
+def test_a_stagger_that_would_wait_forever_is_refused(tmp_path: Path) -> None:
+    import anyio
+
+    from sampling_core import ScriptedBackend
+    from sampling_core.runs import ConfigError, load_config
+
+    sampler = Sampler(ScriptedBackend(["x"]), load_entrypoints=False)
+    for stagger in (1e308, 3601, -1):
+        ask = partial(sampler.sample, "q", launch="staggered", stagger_s=stagger)
+        with pytest.raises(ValueError, match="stagger_s must be a number of seconds from 0 to"):
+            anyio.run(ask)
+    (tmp_path / "d.jsonl").write_text('{"id": "a", "prompt": "q"}\n')
+    config = "dataset: {path: d.jsonl}\nbackend: {kind: scripted, replies: [x]}\n"
+    (tmp_path / "run.yaml").write_text(config + "budgets: {stagger_s: 1e308}\n")
+    with pytest.raises(ConfigError, match=r"budgets\.stagger_s"):
+        load_config(tmp_path / "run.yaml")

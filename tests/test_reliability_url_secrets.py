@@ -137,3 +137,16 @@ def test_credentials_of_a_url_in_the_environment_are_secrets_everywhere(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"https://me:{PASSWORD}@tracking.example/")
     redaction.refresh_environment()
     assert redaction.scrub(f"the store said: {PASSWORD} is wrong") == "the store said: *** is wrong"
+
+
+def test_credentials_of_a_url_in_a_run_config_are_secrets_everywhere(tmp_path: Path) -> None:
+    from sampling_core.runs import load_config
+    from sampling_core.runs.loading import refuse_unwritable
+
+    path = config(
+        tmp_path,
+        "http://127.0.0.1:1/v1",
+        {"name": "mlflow", "options": {"tracking_uri": f"https://me:{PASSWORD}@mlflow.example"}},
+    )
+    refuse_unwritable(load_config(path, kinds=None))  # what every run does before writing
+    assert redaction.scrub(f"refused {PASSWORD}") == "refused ***"

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import signal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from runs_helpers import check_order, records, write_config, write_dataset
 
 from hook_specs import HookName, StopSampling, background, hookimpl
+from sampling_core import GenerationRequest, ScriptedBackend
 from sampling_core.runs import run_batch
 from sampling_core.runs.record_writer import RecordWriter
 from sampling_core.runs.report import build_report
+from sampling_core.runs.run_hooks import INTERRUPTED, interrupted_record
 from sampling_core.testing import HookRecorder
 
 pytestmark = pytest.mark.anyio
@@ -138,15 +142,18 @@ async def test_a_fatal_error_still_ends_the_run(
     [end] = seen.payloads(H.RUN_END)
     assert end.interrupted and "OSError" in end.error and "No space left" in end.error
     assert seen.events[-1].hook is H.RUN_END
-    assert [p.key for p in seen.payloads(H.PROMPT_END)] == appended == ["p0", "p1", "p2"]
-    assert [r["key"] for r in records(out)] == appended
+    ends = [(p.key, p.record["status"]) for p in seen.payloads(H.PROMPT_END)]
+    # p3's record could not be written: the session ended first
+    assert ends == [("p0", "ok"), ("p1", "ok"), ("p2", "ok"), ("p3", INTERRUPTED)]
+    assert [r["key"] for r in records(out)] == appended == ["p0", "p1", "p2"]
     assert end.totals["done"] == 3
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_ends_the_run_as_interrupted_with_its_records_intact(tmp_path: Path) -> None:
-    """SIGINT (Ctrl-C) during a run: ``run_end`` says ``interrupted``, and every prompt
-    with a record (and only those) had its ``prompt_end``."""
-    import anyio
+    """SIGINT (Ctrl-C) during a run: ``run_end`` says ``interrupted``, every prompt with a
+    record had its ``prompt_end`` with it, and every other prompt started its ``prompt_end``
+    as interrupted."""
 
     class CtrlC:
         def __init__(self) -> None:
@@ -174,12 +181,61 @@ def test_ctrl_c_ends_the_run_as_interrupted_with_its_records_intact(tmp_path: Pa
     assert seen.events[-1].hook is H.RUN_END
     written = [r["key"] for r in records(out)]
     assert 4 <= len(written) < 20 and len(set(written)) == len(written)
-    assert sorted(p.key for p in seen.payloads(H.PROMPT_END)) == sorted(written)
+    ends = seen.payloads(H.PROMPT_END)
+    assert sorted(p.key for p in ends if p.record["status"] != INTERRUPTED) == sorted(written)
     started = [p.key for p in seen.payloads(H.PROMPT_START)]
     assert set(written) <= set(started) and len(set(started)) == len(started)
+    assert sorted(p.key for p in ends) == sorted(started)  # the ones in flight too
     assert end.totals["done"] == len(written)
     progress = json.loads((out / "progress.json").read_text())
     assert progress["state"] == "interrupted"
+
+
+async def test_a_prompt_in_flight_when_the_session_ends_gets_its_prompt_end(
+    tmp_path: Path,
+) -> None:
+    """Every ``prompt_start`` has one ``prompt_end``: one still sampling when the session is
+    cancelled gets it (before ``run_end``) with a record that says it was interrupted."""
+    stuck_started = anyio.Event()
+    two_ended = anyio.Event()
+
+    async def reply(request: GenerationRequest) -> str:
+        if "number 1?" in str(request.messages[-1]["content"]):
+            stuck_started.set()
+            await anyio.sleep_forever()  # p1 is in flight until the session ends
+        return "a short answer"
+
+    class TwoEnded:
+        ended = 0
+
+        @hookimpl
+        def prompt_end(self, payload: Any) -> None:
+            TwoEnded.ended += 1
+            if TwoEnded.ended == 2:
+                two_ended.set()
+
+    dataset = write_dataset(tmp_path / "data.jsonl", 3)
+    config = write_config(tmp_path / "run.yaml", dataset, run={"max_concurrent_prompts": 2})
+    seen = HookRecorder()
+    out = tmp_path / "run"
+    async with anyio.create_task_group() as group:
+        group.start_soon(
+            partial(
+                run_batch, config, out, backend=ScriptedBackend(reply), plugins=[seen, TwoEnded()]
+            )
+        )
+        await stuck_started.wait()
+        await two_ended.wait()  # p0 and p2 are done, p1 still samples
+        group.cancel_scope.cancel()
+    check_order(seen, {"p0", "p1", "p2"})  # one start and one end each, run_end last
+    ends = {p.key: p.record for p in seen.payloads(H.PROMPT_END)}
+    assert ends["p1"] == interrupted_record("p1") and ends["p1"]["status"] == INTERRUPTED
+    statuses = {p.key: p.status for p in seen.payloads(H.PROMPT_END)}
+    assert statuses == {"p0": "ok", "p1": INTERRUPTED, "p2": "ok"}  # also in events.jsonl
+    assert "--resume" in ends["p1"]["reason"]
+    assert sorted(r["key"] for r in records(out)) == ["p0", "p2"]
+    [end] = seen.payloads(H.RUN_END)
+    assert end.interrupted
 
 
 class Faulty:

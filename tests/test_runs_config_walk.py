@@ -113,6 +113,7 @@ def test_the_result_settings_are_the_result_leaves_of_the_same_walk() -> None:
         "format",
         "selection",
         "check_timeout_s",
+        "attempt_timeout_s",
     }
     assert set(settings) == expected
     # the walk's leaves, less the plugins (none configured: each plugin is its own setting)

@@ -39,6 +39,15 @@ def _spawn(config: Path, out: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _prompts_started(events: Path) -> int:
+    """How many ``prompt_start`` events the recorder wrote to ``events`` so far."""
+    if not events.exists():
+        return 0
+    return sum(
+        json.loads(line)["hook"] == "prompt_start" for line in _complete_part(events).splitlines()
+    )
+
+
 def _wait_for_growth(proc: subprocess.Popen[bytes], records: Path, target: int) -> None:
     deadline = time.monotonic() + 30
     while _line_count(records) < target and proc.poll() is None:
@@ -113,14 +122,16 @@ def test_sigterm_flushes_waiting_records_and_marks_the_run_interrupted(tmp_path:
         tmp_path / "run.yaml",
         dataset,
         backend={"kind": "scripted", "replies": ["a short answer"], "latency_s": 0.03},
-        plugins=["recorder"],  # its events file shows how many prompts finished
-        run={"max_concurrent_prompts": 2, "flush_every": 1000, "flush_interval_s": 600},
+        plugins=["recorder"],  # its events file shows which prompts started
+        run={"max_concurrent_prompts": 1, "flush_every": 1000, "flush_interval_s": 600},
     )
     out = tmp_path / "run"
     proc = _spawn(config, out)
     events = out / "events.jsonl"
     deadline = time.monotonic() + 30
-    while b'"sampling_loop_end"' not in (events.read_bytes() if events.exists() else b""):
+    # One prompt at a time: the second starts once the first one's record is queued (its
+    # loop end comes before that, so it would not do).
+    while _prompts_started(events) < 2:
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.005)
     assert _line_count(out / "records.jsonl") == 0  # finished records wait in memory

@@ -12,6 +12,7 @@ import pytest
 from sampling_core.runs.majk import (
     maj_at_k,
     maj_at_k_table,
+    maj_ks,
     profile_of,
     vote_profile,
 )
@@ -109,3 +110,13 @@ def test_table_means_over_prompts_with_intervals() -> None:
         assert p.prompts == 4
     assert maj_at_k_table(profiles) == table
     assert maj_at_k_table([]) == []
+
+
+def test_maj_at_k_reports_the_vote_of_every_sample_too() -> None:
+    assert maj_ks(8) == [1, 2, 4, 8]
+    assert maj_ks(5) == [1, 2, 4, 5]
+    assert maj_ks(1) == [1] and maj_ks(0) == []
+    five = [((3, True), (2, False)), ((5, False),)]
+    table = maj_at_k_table(five)
+    assert [p.k for p in table] == [1, 2, 4, 5]
+    assert table[-1].value == 0.5  # the first prompt's majority of all 5 is right

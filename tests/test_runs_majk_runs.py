@@ -124,3 +124,34 @@ def test_a_rescore_counts_the_new_checks_answers(tmp_path: Path) -> None:
     )
     # against "alt" (7 for both), "7" is right and the majority: maj@4 is 1
     assert build_report(rescored).maj_at_k[-1].value == 1.0
+
+
+def test_a_generation_stopped_early_never_said_its_answer(tmp_path: Path) -> None:
+    long = "well, thinking about it for a long while, 5"  # cut by max_words: 3 before the 5
+    out = _run(
+        tmp_path,
+        ["5", long, "7", "5"],
+        requirements=[{"max_words": 3}, {"equals_field": "answer", "extract": "last_number"}],
+    )
+    for record in records(out):
+        cut = [e for e in record["attempts"]["each"] if e.get("stopped_early")]
+        assert len(cut) == 1 and cut[0]["answer"] == {"value": None, "right": None}
+    # the three samples that finished vote: q1 ("5") two right of three, q2 none
+    assert _profiles(out) == {"q1": [[2, True], [1, False]], "q2": [[2, False], [1, False]]}
+
+
+def test_without_a_field_check_a_generation_stopped_early_is_a_wrong_vote(tmp_path: Path) -> None:
+    long = "an answer that is much too long for the check"  # cut by max_words: 5
+    out = _run(
+        tmp_path,
+        ["a short answer", long, long],
+        strategy="majority",
+        requirements=[{"max_words": 5}],
+        budgets={"loop_budget": 1, "concurrency_budget": 3, "early_exit": False},
+    )
+    for record in records(out):
+        cut = [e for e in record["attempts"]["each"] if e.get("stopped_early")]
+        assert len(cut) == 2 and all(e["answer"]["right"] is False for e in cut)
+    # the two cut samples say the same (cut) text: they outvote the short answer
+    assert set(map(json.dumps, _profiles(out).values())) == {"[[2, false], [1, true]]"}
+    assert build_report(out).maj_at_k[-1].value == 0.0

@@ -135,12 +135,20 @@ def test_a_run_page_draws_its_charts_filters_sorts_and_shows_a_timeline(
 
 
 def test_a_run_whose_answers_vote_draws_maj_at_k(browser: Any, tmp_path: Path) -> None:
-    run = make_run(tmp_path, "m", count=4, strategy="majority")  # answers grouped: maj@k
+    run = make_run(
+        tmp_path,
+        "m",
+        count=4,
+        strategy="majority",  # answers grouped: maj@k
+        budgets={"loop_budget": 1, "concurrency_budget": 3, "early_exit": False},
+    )
     opened = Opened(browser, view(run))
     page = opened.page
-    # k = 1, 2, 4 of pass@k, pass^k and maj@k (dotted)
-    assert page.locator("#chart-passk circle.point").count() == 9
+    # k = 1, 2 of pass@k and pass^k; 1, 2 and 3 (all the samples) of maj@k (dotted)
+    assert page.locator("#chart-passk circle.point").count() == 7
     assert page.locator("#chart-passk polyline[stroke-dasharray='1 3']").count() == 1
+    labels = page.eval_on_selector_all("#chart-passk svg text", "t => t.map(x => x.textContent)")
+    assert {"1", "2", "3"} <= set(labels)
     assert "dotted: maj@k" in page.inner_text("#chart-passk")
     opened.clean()
     page.close()

@@ -63,18 +63,24 @@ async def event_lines(chunks: AsyncIterator[bytes], limit: int = MAX_EVENT_CHARS
     """The lines of a UTF-8 event stream, whatever network reads they arrive in.
 
     Lines end at ``\\r\\n``, ``\\r`` or ``\\n`` (as server-sent events define); a ``\\r\\n``
-    split between two reads is one break. A line longer than ``limit`` characters raises
-    :class:`EventTooLong` as soon as it is, before more of it is kept. The last line is
-    given even when the stream ends without a break.
+    split between two reads is one break; a byte order mark opening the stream is dropped.
+    A line longer than ``limit`` characters raises :class:`EventTooLong` as soon as it is,
+    before more of it is kept. The last line is given even when the stream ends without a
+    break.
     """
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     held: list[str] = []  # the start of a line whose end has not arrived
     size = 0
     after_cr = False  # the last read ended with "\r": a "\n" opening the next is its pair
+    first = True
     async for raw in chunks:
         text = decoder.decode(raw)
         if not text:
             continue
+        if first:
+            first, text = False, text.removeprefix("\ufeff")
+            if not text:
+                continue
         if after_cr and text[0] == "\n":
             text = text[1:]
         after_cr = text.endswith("\r")
@@ -148,6 +154,8 @@ class StreamedReply:
         if self._held:
             self._held.append(value)
             return ""
+        if not value.strip():
+            return ""  # no data: a keep-alive
         if value.strip() == "[DONE]":
             self.done = True
             return DONE
@@ -184,6 +192,8 @@ class StreamedReply:
         if not isinstance(data, Mapping):
             raise BrokenStream("the server sent an event that is not a JSON object", value)
         error = data.get("error")
+        if error is None and data.get("object") == "error":  # vLLM's error, unwrapped
+            error = data.get("message") or "error"
         if error is not None or self._event == "error":
             if isinstance(error, Mapping) and error.get("message") is not None:
                 error = error["message"]

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from sampling_core.redaction import ScrubbedStream, refresh_environment
+from sampling_core.redaction import ScrubbedStream, printable, refresh_environment
 
 __all__ = ["ERROR_PREFIX", "ReadableCommand", "ReadableGroup", "fail"]
 
@@ -35,7 +35,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
     The message is one line unless it carries details of its own (a refused resume lists
     the differences, one per line).
     """
-    typer.echo(f"{ERROR_PREFIX} {message}", err=True)
+    typer.echo(f"{ERROR_PREFIX} {printable(message, lines=True)}", err=True)
     raise typer.Exit(code)
 
 

@@ -134,6 +134,13 @@ def run_command(
             )
     except RunError as exc:
         fail(exception_text(exc))
+    except OSError as exc:  # a full disk, a file too large, an I/O error while writing
+        where = f" ({exc.filename})" if exc.filename else ""
+        fail(
+            f"the run stopped: {exc.strerror or exception_text(exc)}{where}; the prompts with "
+            f"a record are saved: make room, then continue with: samplehooks run {config} "
+            f"--out {out} --resume"
+        )
     except KeyboardInterrupt:
         typer.echo(
             f"samplehooks: interrupted; finished prompts are saved. Continue with:\n"

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sampling_core.engine.results import SamplingResult
+from sampling_core.redaction import printable
 
 __all__ = ["attempts_table", "print_report", "result_as_dict"]
 
@@ -38,7 +39,7 @@ def attempts_table(result: SamplingResult, width: int = 80) -> Table:
                 "cached"
                 if a.cached
                 else f"{_count(usage.input_tokens)}/{_count(usage.output_tokens)}",
-                ("✂ " if a.stopped_early else "") + a.text.strip().replace("\n", " "),
+                ("✂ " if a.stopped_early else "") + printable(a.text.strip().replace("\n", " ")),
             )
         )
     widths = [
@@ -82,9 +83,9 @@ def print_report(err: Console, result: SamplingResult) -> None:
             f"({_count(saved.input_tokens)} in / {_count(saved.output_tokens)} out not spent again)"
         )
     for error in result.errors:
-        err.print(f"[yellow]backend error[/] {escape(str(error))}")
+        err.print(f"[yellow]backend error[/] {escape(printable(str(error)))}")
     for fault in result.plugin_errors:
-        err.print(f"[yellow]plugin error[/] {escape(str(fault))}")
+        err.print(f"[yellow]plugin error[/] {escape(printable(str(fault)))}")
 
 
 def result_as_dict(result: SamplingResult) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from rich.table import Table
 from sampling_core.cli.readable import ReadableCommand, ReadableGroup, fail
 from sampling_core.errors import exception_text
 from sampling_core.events.attempts import RecordedAttempt, RecordedCall, iter_calls
+from sampling_core.redaction import printable
 from sampling_core.runs.errors import RunError
 from sampling_core.runs.kept_texts import TEXTS_FILE, texts_of_calls
 
@@ -158,7 +159,8 @@ def _print_texts(console: Console, timeline: RecordedCall) -> None:
             highlight=False,
         )
         shown = "(not kept: the recorder left content out, and no texts.jsonl beside the file)"
-        console.print(escape(row.text if row.text is not None else shown), highlight=False)
+        text = printable(row.text, lines=True) if row.text is not None else shown
+        console.print(escape(text), highlight=False)
 
 
 def _starting_with(prefix: str) -> Callable[[str], bool]:
@@ -199,7 +201,7 @@ def _print_call(console: Console, timeline: RecordedCall) -> None:
         loop_budget = end.get("loop_budget", start.get("loop_budget", "?"))
         concurrency = end.get("concurrency_budget", start.get("concurrency_budget", "?"))
         title += f"  {strategy}  loop_budget={loop_budget} concurrency_budget={concurrency}"
-    table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title=escape(printable(title)), title_justify="left", box=box.SIMPLE_HEAD)
     for header in ("t (ms)", "iteration", "subsample", "attempt", "sequence", "passed"):
         table.add_column(header, justify="right")
     table.add_column("latency (ms)", justify="right")
@@ -215,7 +217,7 @@ def _print_call(console: Console, timeline: RecordedCall) -> None:
             _passed(row.passed),
             "-" if row.latency_s is None else f"{row.latency_s * 1000:.1f}",
             _tokens(row.input_tokens, row.output_tokens),
-            escape(_note(row)),
+            escape(printable(_note(row))),
         )
     console.print(table)
     if end:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from functools import partial
 from typing import Any
 
 from sampling_core.backends.base import Backend
 from sampling_core.engine.launch import DEFAULT_STAGGER_S, Launch
 from sampling_core.engine.results import SamplingResult
-from sampling_core.engine.sampler import Format, Prompt, Sampler, Selection, run_sync
+from sampling_core.engine.sampler import Format, Prompt, Sampler, Selection
 from sampling_core.hooks.entry_points import PluginSpec
 from sampling_core.requirements.checks import Check, Requirement
 from sampling_core.strategies import Strategy
@@ -103,35 +102,32 @@ def sample_sync(
     stagger_s: float = DEFAULT_STAGGER_S,
     ask_again: bool = False,
 ) -> SamplingResult:
-    """Run :func:`sample` to completion from synchronous code (not inside an event loop).
+    """The default sampler's :meth:`Sampler.sample_sync <sampling_core.Sampler.sample_sync>`:
+    :func:`sample` run to completion from synchronous code (not inside an event loop).
 
-    Returns once every background event of the call has been delivered too.
+    Returns once every background event of the call has been delivered too; after a Ctrl-C
+    it says what it waits for, and a second Ctrl-C stops the waiting for a stuck observer,
+    exactly as the method does (it is the method).
 
     Raises:
         RuntimeError: called inside a running event loop (use ``await sample(...)``).
         Exception: whatever :func:`sample` raises.
     """
-    try:
-        return run_sync(
-            partial(
-                sample,
-                prompt,
-                backend=backend,
-                requirements=requirements,
-                strategy=strategy,
-                loop_budget=loop_budget,
-                concurrency_budget=concurrency_budget,
-                plugins=plugins,
-                seed=seed,
-                selection=selection,
-                options=options,
-                format=format,
-                early_exit=early_exit,
-                early_stop=early_stop,
-                launch=launch,
-                stagger_s=stagger_s,
-                ask_again=ask_again,
-            )
-        )
-    finally:
-        default_sampler().background.drain()
+    return default_sampler().sample_sync(
+        prompt,
+        backend=backend,
+        requirements=requirements,
+        strategy=strategy,
+        loop_budget=loop_budget,
+        concurrency_budget=concurrency_budget,
+        plugins=plugins,
+        seed=seed,
+        selection=selection,
+        options=options,
+        format=format,
+        early_exit=early_exit,
+        early_stop=early_stop,
+        launch=launch,
+        stagger_s=stagger_s,
+        ask_again=ask_again,
+    )

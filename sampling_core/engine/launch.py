@@ -19,12 +19,23 @@ from typing import Literal
 
 import anyio
 
-__all__ = ["DEFAULT_STAGGER_S", "LAUNCH_POLICIES", "Launch", "Launcher", "check_launch", "sleep"]
+__all__ = [
+    "DEFAULT_STAGGER_S",
+    "LAUNCH_POLICIES",
+    "MAX_STAGGER_S",
+    "Launch",
+    "Launcher",
+    "check_launch",
+    "sleep",
+]
 
 Launch = Literal["all", "staggered", "on_failure"]
 LAUNCH_POLICIES: tuple[str, ...] = ("all", "staggered", "on_failure")
 DEFAULT_STAGGER_S = 1.0
 """Seconds between two subsamples' starts under ``launch="staggered"``, unless given."""
+MAX_STAGGER_S = 3600.0
+"""The longest stagger accepted: an hour between two starts (a longer one would leave a
+call waiting, in effect forever, for subsamples it may need)."""
 
 sleep = anyio.sleep
 """How a staggered subsample waits for its turn: the launcher's clock (a test may put a
@@ -40,9 +51,11 @@ def check_launch(launch: object, stagger_s: object) -> float:
     if (
         isinstance(stagger_s, bool)
         or not isinstance(stagger_s, int | float)
-        or not 0 <= stagger_s < float("inf")
+        or not 0 <= stagger_s <= MAX_STAGGER_S
     ):
-        raise ValueError(f"stagger_s must be a finite number of seconds >= 0, not {stagger_s!r}")
+        raise ValueError(
+            f"stagger_s must be a number of seconds from 0 to {MAX_STAGGER_S:g}, not {stagger_s!r}"
+        )
     return float(stagger_s)
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Awaitable
 from contextlib import AbstractContextManager
 from functools import partial
 from operator import attrgetter
@@ -148,8 +149,12 @@ class SamplingCall:
                 result = await self.hooks.around_sampling(
                     self._call_fields(), self._around_work, _is_result
                 )
-            else:
-                result = await self._work()
+            else:  # the work itself (as _work, without a coroutine of its own)
+                if not self.tally.stopped:
+                    await self._run_subsamples()
+                if self.tally.fatal is not None:
+                    raise self.tally.fatal
+                result = self.tally.result(self.s, self.hooks.faults)
         except BaseException as exc:
             if self.hooks.firing.sampling_loop_end:
                 with anyio.CancelScope(shield=True):
@@ -160,14 +165,6 @@ class SamplingCall:
         if self.hooks.firing.sampling_loop_end:
             await self.hooks.fire(H.SAMPLING_LOOP_END, self.tally.end_fields(self.s, result, None))
         return result
-
-    async def _work(self) -> SamplingResult:
-        """The call's subsamples, then its pick: what ``sampling_call`` wraps."""
-        if not self.tally.stopped:
-            await self._run_subsamples()
-        if self.tally.fatal is not None:
-            raise self.tally.fatal
-        return self.tally.result(self.s, self.hooks.faults)
 
     async def _around_work(self, answer: object, answered_by: str | None) -> SamplingResult:
         return await self._work()  # a plain sampling_call implementation answers nothing
@@ -209,17 +206,28 @@ class SamplingCall:
         except StopSampling as stop:
             self.tally.stop(stop)
 
-    async def _run_subsamples(self) -> None:
-        s = self.s
-        count = s.concurrency_budget
+    async def _work(self) -> SamplingResult:
+        """The call's subsamples, then its pick: what ``sampling_call`` wraps."""
+        if not self.tally.stopped:
+            await self._run_subsamples()
+        if self.tally.fatal is not None:
+            raise self.tally.fatal
+        return self.tally.result(self.s, self.hooks.faults)
+
+    def _run_subsamples(self) -> Awaitable[None]:
+        """The subsamples: a lone one in the caller's task (its own coroutine, awaited by
+        :meth:`_work`, no other), several in tasks the call owns."""
+        count = self.s.concurrency_budget
         self.tally.current_attempt = [0] * count
         if count == 1:
             # One subsample has no sibling to cancel or to be cancelled by: it runs in the
             # caller's task (and restores the caller's context variables when it ends).
-            await self._subsample(0)
-            return
+            return self._subsample(0)
+        return self._in_tasks(count)
+
+    async def _in_tasks(self, count: int) -> None:
         subsample = self._subsample
-        tokens = s.tokens
+        tokens = self.s.tokens
         if tokens.launch != "all":
             self.launcher = Launcher(tokens.launch, tokens.stagger_s, count)  # type: ignore[arg-type]
             subsample = self._launched
@@ -406,12 +414,12 @@ class SamplingCall:
                 # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
                 self.tally.count_usage(generation.usage)
             except StopSampling as stop:
-                if firing.generation_pre_call:
+                if firing.generation_cancelled:
                     await self._cancelled(info, stop, began, retry, purpose)
                 raise
             except Exception as exc:
                 if not began:  # generation_pre_call failed closed: no backend call began
-                    if firing.generation_pre_call:
+                    if firing.generation_cancelled:
                         await self._cancelled(info, exc, began, retry, purpose)
                     raise
                 failed_after = time.perf_counter() - began
@@ -434,7 +442,7 @@ class SamplingCall:
             except BaseException as exc:  # cancelled (or interrupted) while the backend worked
                 if began and not judging and not self.streams:
                     self.tally.cut_short += 1  # what it spent is unknown
-                if firing.generation_pre_call:
+                if firing.generation_cancelled:
                     await self._cancelled(info, exc, began, retry, purpose)
                 raise
             if firing.generation_post_call:
@@ -494,8 +502,6 @@ class SamplingCall:
     ) -> None:
         """Fire ``generation_cancelled`` for a backend call that began (its
         ``generation_pre_call`` fired) and ends by ``exc`` without an answer or an error."""
-        if not self.hooks.firing.generation_cancelled:
-            return
         flight = self.tally.flights.get(info.iteration) if self.streams else None
         text, usage = None, UNKNOWN_USAGE
         if flight is not None and flight.info is info:

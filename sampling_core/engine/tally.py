@@ -36,8 +36,8 @@ from sampling_core.engine.results import AttemptError, SamplingResult
 from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import Flight
 from sampling_core.engine.subsample_tasks import SubsampleTasks
-from sampling_core.errors import exception_text
-from sampling_core.hooks.faults import PluginFault
+from sampling_core.errors import StrategyError, exception_text
+from sampling_core.hooks.faults import PluginFault, describe
 from sampling_core.requirements.formats import parse_format
 from sampling_core.strategies import Strategy
 
@@ -307,12 +307,15 @@ class Tally:
                 for candidate in attempts:
                     if candidate.subsample_index == index and candidate.attempt == attempt:
                         return candidate
-        picked = self.strategy.pick(attempts)
+        if not attempts:
+            return None  # nothing to pick from: the strategy is not asked
+        try:
+            picked: object = self.strategy.pick(attempts)
+        except Exception as exc:
+            raise StrategyError(self.strategy.name, f"pick() raised {describe(exc)}") from exc
         for candidate in attempts:  # by identity: a copy, or another call's attempt, is not
             if candidate is picked:
-                return picked
-        if picked is None and not attempts:
-            return None
+                return candidate
         raise TypeError(
             f"strategy {self.strategy.name!r}: pick() returned {_shown(picked)}, which is "
             "not one of this call's attempts; return one of the attempts it was given "

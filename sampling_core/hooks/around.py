@@ -66,15 +66,20 @@ async def call_around(
     error: BaseException | None = None
     try:
         for impl in wrappers:
-            step = impl.call(payload)
-            if impl.is_async:
-                await _first_step(impl, hook, step.__anext__())
-            else:
-                _first_sync_step(impl, hook, step)
+            step = impl.function(payload) if impl.takes_payload else impl.function()
+            try:
+                if impl.is_async:
+                    await step.__anext__()
+                else:
+                    next(step)
+            except (StopIteration, StopAsyncIteration):
+                raise PluginError(
+                    impl.plugin_name, hook, "the wrapper ended without a `yield`"
+                ) from None
             opened.append((impl, step))
         answer, answered_by = None, None
         for impl in plain:
-            out = impl.call(payload)
+            out = impl.function(payload) if impl.takes_payload else impl.function()
             if impl.is_async:
                 out = await out
             if out is not None:
@@ -84,11 +89,13 @@ async def call_around(
     except BaseException as exc:
         error = exc
     for impl, step in reversed(opened):
+        handed, failed = result, error is not None
         if impl.is_async:
             result, error = await _leave_async(impl, hook, step, result, error)
         else:
             result, error = _leave_sync(impl, hook, step, result, error)
-        if error is None and not valid(result):
+        # what a wrapper left in place of what it was handed must be an outcome
+        if error is None and (failed or result is not handed) and not valid(result):
             error = PluginError(
                 impl.plugin_name,
                 hook,
@@ -98,20 +105,6 @@ async def call_around(
     if error is not None:
         raise error
     return result  # type: ignore[no-any-return]
-
-
-async def _first_step(impl: HookImplementation, hook: str, step: Awaitable[Any]) -> None:
-    try:
-        await step
-    except StopAsyncIteration:
-        raise PluginError(impl.plugin_name, hook, "the wrapper ended without a `yield`") from None
-
-
-def _first_sync_step(impl: HookImplementation, hook: str, step: Any) -> None:
-    try:
-        next(step)
-    except StopIteration:
-        raise PluginError(impl.plugin_name, hook, "the wrapper ended without a `yield`") from None
 
 
 def _must_go_on(error: BaseException | None) -> bool:

@@ -34,8 +34,9 @@ Nothing an observer does can hang the program:
   and reported. The end of a batch run does the same (:meth:`adrain_at_end`).
 
 When ``maxsize`` events (default 10,000) are queued the engine waits for room, without
-blocking its event loop: nothing is dropped while the observers keep up (an observer's own
-nested calls never wait: they may go over the bound).
+blocking its event loop and without a thread (:meth:`put` looks again after a pause, and a
+cancellation ends its wait at once): nothing is dropped while the observers keep up (an
+observer's own nested calls never wait: they may go over the bound).
 """
 
 from __future__ import annotations
@@ -56,8 +57,14 @@ import structlog
 
 from hook_specs.names import HookName
 from hook_specs.payloads import HookPayload
-from sampling_core.hooks.drain_wait import DrainWait
-from sampling_core.hooks.faults import Faults, PluginTimeout, not_awaited
+from sampling_core.hooks.drain_wait import FIRST_PAUSE_S, DrainWait, longer
+from sampling_core.hooks.faults import (
+    Faults,
+    PluginTimeout,
+    left_running,
+    not_awaited,
+    not_delivered,
+)
 from sampling_core.hooks.table import HookImplementation
 
 __all__ = [
@@ -90,7 +97,17 @@ Event = tuple[HookName, HookImplementation, HookPayload]
 class _Lane:
     """One plugin's events and the worker that delivers them, one at a time."""
 
-    __slots__ = ("current", "deadline", "items", "ready", "skipped", "stalled", "worker")
+    __slots__ = (
+        "behind",
+        "current",
+        "deadline",
+        "items",
+        "ready",
+        "returned",
+        "skipped",
+        "stalled",
+        "worker",
+    )
 
     def __init__(self, lock: threading.Lock) -> None:
         self.items: deque[Event] = deque()
@@ -98,7 +115,9 @@ class _Lane:
         self.worker: threading.Thread | None = None
         self.current: Event | None = None  # the event being delivered, unless abandoned
         self.deadline = 0.0
+        self.returned = 0.0  # when it last returned from an event (monotonic)
         self.stalled: Event | None = None  # the abandoned event whose call has not returned
+        self.behind = False  # abandoned while it kept up with its events (hurried), not stuck
         self.skipped = 0  # events not delivered while stalled, not yet reported
 
 
@@ -115,7 +134,6 @@ class BackgroundDelivery:
         self.faults = Faults()  # bounded per plugin and hook
         self.delivered = 0
         self._lock = threading.Lock()
-        self._room = threading.Condition(self._lock)  # producers waiting for room
         self._watch = threading.Condition(self._lock)  # the watchdog's sleep
         self._lanes: dict[str, _Lane] = {}
         self._count = 0  # events queued or being delivered (not abandoned)
@@ -125,18 +143,18 @@ class BackgroundDelivery:
         self._hurry_grace = INTERRUPT_GRACE_S  # the grace it was given (for the reports)
 
     async def put(self, hook: HookName, impl: HookImplementation, payload: HookPayload) -> None:
-        """Queue one event; waits (off the event loop) while ``maxsize`` events are queued."""
+        """Queue one event. While ``maxsize`` events are queued it waits for room in its own
+        task, without a thread: it looks again after a pause (as a drain does), so the event
+        loop goes on, and a cancellation ends the wait at once with nothing queued."""
         event = (hook, impl, payload)
-        with self._lock:
-            if self._count < self.maxsize or _in_worker():
-                self._add(event)
-                return
-        await anyio.to_thread.run_sync(self._put_waiting, event)
-
-    def _put_waiting(self, event: Event) -> None:
-        with self._lock:
-            self._room.wait_for(lambda: self._count < self.maxsize)
-            self._add(event)
+        pause = FIRST_PAUSE_S
+        while True:
+            with self._lock:
+                if self._count < self.maxsize or _in_worker():
+                    self._add(event)
+                    return
+            await anyio.sleep(pause)
+            pause = longer(pause)
 
     def pending(self) -> int:
         """Events queued or being delivered (an abandoned one is not counted)."""
@@ -302,7 +320,6 @@ class BackgroundDelivery:
 
     def _done(self, count: int) -> None:
         self._count -= count
-        self._room.notify_all()
 
     def _fault(self, name: str, hook: str, exc: BaseException) -> None:
         self.faults.add(name, hook, exc)
@@ -310,11 +327,7 @@ class BackgroundDelivery:
     def _report_skipped(self, name: str, lane: _Lane) -> None:
         if lane.skipped and lane.stalled is not None:
             hook = lane.stalled[0].value
-            events = (
-                "1 later event was" if lane.skipped == 1 else f"{lane.skipped} later events were"
-            )
-            text = f"{events} not delivered: its {hook} call is stuck"
-            self._fault(name, hook, PluginTimeout(text))
+            self._fault(name, hook, not_delivered(lane.skipped, hook, lane.behind))
             lane.skipped = 0
 
     # -- the threads ------------------------------------------------------------------------
@@ -341,6 +354,7 @@ class BackgroundDelivery:
                     lane.deadline = deadline
                 failure = self._call(loop, event)
                 with self._lock:
+                    lane.returned = time.monotonic()
                     if lane.current is event:  # delivered (not abandoned by the watchdog)
                         lane.current = None
                         self.delivered += 1
@@ -349,7 +363,7 @@ class BackgroundDelivery:
                         self._done(1)
                     else:  # the watchdog gave up on it: the plugin is back, deliver again
                         self._report_skipped(name, lane)
-                        lane.stalled = None
+                        lane.stalled, lane.behind = None, False
                 del event, failure  # no payload held while the worker waits for the next
         finally:
             loop.close()
@@ -390,13 +404,13 @@ class BackgroundDelivery:
         event = lane.current
         assert event is not None
         hook = event[0].value
-        if self._hurry_until is None:
-            ran = f"did not return within {self.timeout:g}s"
-        else:
-            ran = f"had not returned {self._hurry_grace:g}s after the program was interrupted"
-        text = f"{ran}; it was left running and its later events are not delivered until it returns"
-        self._fault(name, hook, PluginTimeout(text))
-        lane.current, lane.stalled = None, event
+        hurried_at = None if self._hurry_until is None else self._hurry_until - self._hurry_grace
+        # Hurried, an observer that returned from an event during the grace is behind (too
+        # many queued), not stuck.
+        behind = hurried_at is not None and lane.returned >= hurried_at
+        grace = None if hurried_at is None else self._hurry_grace
+        self._fault(name, hook, left_running(self.timeout, grace, behind))
+        lane.current, lane.stalled, lane.behind = None, event, behind
         lane.skipped += len(lane.items)
         dropped = len(lane.items) + 1
         lane.items.clear()

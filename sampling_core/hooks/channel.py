@@ -36,7 +36,7 @@ path are derived from those; the engine then fires it where it happens with
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -123,28 +123,33 @@ class HookChannel:
             for impl in route.background:
                 await table.delivery.put(hook, impl, payload)
 
-    async def around(
+    def around(
         self,
         route: Route,
         fields: dict[str, Any],
         inner: Inner[T],
         valid: Callable[[Any], bool],
-    ) -> T:
+    ) -> Awaitable[T]:
         """Fire a call hook around ``inner`` (see :mod:`sampling_core.hooks.around`): its
         wrappers, its plain implementations (the first answer stands), then ``inner``; the
         outcome as the wrappers left it. Monitors see the call as one hook call."""
         payload = route.build(fields)
-        monitored = self._before(route, payload) if self.table.monitors else None
+        if self.table.monitors:
+            return self._monitored_around(route, payload, inner, valid)
+        return call_around(route.hook.value, route.wrappers, route.inline, payload, inner, valid)
+
+    async def _monitored_around(
+        self, route: Route, payload: HookPayload, inner: Inner[T], valid: Callable[[Any], bool]
+    ) -> T:
+        monitored = self._before(route, payload)
         try:
             outcome = await call_around(
                 route.hook.value, route.wrappers, route.inline, payload, inner, valid
             )
         except BaseException as exc:
-            if monitored is not None:
-                self._after(route.hook, monitored, _outcome_of(exc))
+            self._after(route.hook, monitored, _outcome_of(exc))
             raise
-        if monitored is not None:
-            self._after(route.hook, monitored, pluggy.Result.from_call(lambda: outcome))
+        self._after(route.hook, monitored, pluggy.Result.from_call(lambda: outcome))
         return outcome
 
     async def _awaited(self, pending: Any) -> None:

@@ -27,8 +27,10 @@ __all__ = [
     "PluginFault",
     "PluginTimeout",
     "describe",
+    "left_running",
     "log_fault",
     "not_awaited",
+    "not_delivered",
 ]
 
 logger = structlog.get_logger("samplehooks")
@@ -65,6 +67,35 @@ def not_awaited(pending: Any) -> TypeError:
         f"returned {type(pending).__name__} from a plain function; an implementation "
         "whose work must be awaited is declared `async def`"
     )
+
+
+def left_running(timeout: float, grace: float | None, behind: bool) -> PluginTimeout:
+    """The fault of a background observer whose event the delivery stopped waiting for: at
+    its ``timeout``, or (``grace``: the program was interrupted and hurried) ``grace``
+    seconds after the interruption, stuck in that event or only ``behind``."""
+    if grace is None:
+        ran = f"did not return within {timeout:g}s"
+    elif behind:
+        ran = (
+            f"was behind, not stuck, {grace:g}s after the program was interrupted (it "
+            "returned from an event meanwhile)"
+        )
+    else:
+        ran = f"had not returned {grace:g}s after the program was interrupted"
+    return PluginTimeout(
+        f"{ran}; it was left running and its later events are not delivered until it returns"
+    )
+
+
+def not_delivered(count: int, hook: str, behind: bool) -> PluginTimeout:
+    """The fault counting the ``count`` events a background observer left running (see
+    :func:`left_running`) did not get."""
+    events = "1 later event was" if count == 1 else f"{count} later events were"
+    if behind:
+        return PluginTimeout(
+            f"{events} not delivered: it was behind when the program stopped waiting"
+        )
+    return PluginTimeout(f"{events} not delivered: its {hook} call is stuck")
 
 
 def log_fault(

@@ -9,7 +9,6 @@ the name is already taken in the same registry.
 
 from __future__ import annotations
 
-import inspect
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -18,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from hook_specs import specs
-from hook_specs.contract import CALL_HOOKS, OBSERVE_ONLY_HOOKS, may_write
-from hook_specs.markers import PROJECT_NAME, is_background
+from hook_specs.contract import CALL_HOOKS
+from hook_specs.markers import PROJECT_NAME
 from hook_specs.names import HookName
 from sampling_core.errors import PluginError, exception_text
+from sampling_core.hooks.accepting import HOOK_VALUES, async_wrapper_opts, check_implementation
 from sampling_core.hooks.entry_points import (
     InstalledPlugin,
     PluginSettings,
@@ -35,13 +35,10 @@ from sampling_core.hooks.entry_points import (
 )
 from sampling_core.hooks.impl_options import hookimpl_opts
 from sampling_core.hooks.table import (
-    ASYNC_WRAPPER,
     CallTables,
     HookImplementation,
     HookTable,
     Monitor,
-    is_async_wrapper,
-    is_wrapper,
     required_arguments,
 )
 
@@ -263,11 +260,26 @@ class PluginRegistry:
         return sorted(c.name for c in self.manager.get_hookcallers(plugin) or [])
 
     def implementations(self) -> dict[HookName, tuple[HookImplementation, ...]]:
-        """Every hook's implementations, in registration order (pluggy's grouping kept)."""
+        """Every hook's implementations, in registration order (pluggy's grouping kept).
+
+        pluggy keeps a hook's wrappers after its other implementations, and is handed async
+        wrappers as plain ones (see :func:`async_wrapper_opts`): a call hook's are put back
+        in the one order pluggy keeps (``trylast`` ones latest registered first, then the
+        plain ones, then ``tryfirst`` ones, each in registration order), so that sync and
+        async wrappers nest by pluggy's rule."""
         found: dict[HookName, tuple[HookImplementation, ...]] = {}
+        registered = {name: i for i, (name, _) in enumerate(self.manager.list_name_plugin())}
         for hook in HookName.fired():
             caller = getattr(self.manager.hook, hook.value)
-            found[hook] = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
+            impls = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
+            if hook in CALL_HOOKS:
+
+                def stored(impl: HookImplementation) -> tuple[int, int]:
+                    index = registered.get(impl.plugin_name, 0)
+                    return (impl.order, -index if impl.order == 0 else index)
+
+                impls = tuple(sorted(impls, key=stored))
+            found[hook] = impls
         return found
 
     def hooks(self) -> HookTable:
@@ -322,7 +334,7 @@ class PluginRegistry:
             function = getattr(plugin, attribute)
             hook_name = opts.get("specname") or attribute
             check_implementation(name, hook_name, function, opts)
-            if hook_name in _HOOK_VALUES:
+            if hook_name in HOOK_VALUES:
                 hook = HookName(hook_name)
                 unknown = set(required_arguments(function)) - {"payload"}
                 if unknown:
@@ -335,10 +347,6 @@ class PluginRegistry:
         return found
 
 
-_HOOK_VALUES = frozenset(hook.value for hook in HookName)
-_CALL_HOOK_VALUES = frozenset(hook.value for hook in CALL_HOOKS)
-
-
 def _unique_in(base: str, taken: set[str]) -> str:
     if base not in taken:
         return base
@@ -346,90 +354,6 @@ def _unique_in(base: str, taken: set[str]) -> str:
     while f"{base}-{n}" in taken:
         n += 1
     return f"{base}-{n}"
-
-
-def async_wrapper_opts(plugin: Any, name: str, opts: Any) -> Any:
-    """``opts`` as pluggy parsed them, or for an async ``wrapper=True`` implementation a copy
-    handed to pluggy as a plain one, marked :data:`~sampling_core.hooks.table.ASYNC_WRAPPER`
-    (the marker's own dict is never changed)."""
-    if opts is None or not opts.get("wrapper"):
-        return opts
-    function = getattr(plugin, name, None)
-    if function is None or not is_async_wrapper(function):
-        return opts
-    return {**opts, "wrapper": False, ASYNC_WRAPPER: True}
-
-
-_CALL_HOOK_NAMES = " and ".join(sorted(hook.value for hook in CALL_HOOKS))
-
-
-def check_implementation(
-    plugin_name: str, hook_name: str, function: Callable[..., Any], opts: Mapping[str, Any]
-) -> None:
-    """Refuse what the engine cannot honour: wrappers outside the call hooks, unknown hooks,
-    misplaced ``@background`` (``opts``: the implementation's ``@hookimpl`` options, as the
-    registry's manager parsed them)."""
-    if hook_name in _CALL_HOOK_VALUES:
-        _check_call_hook_implementation(plugin_name, hook_name, function, opts)
-    elif is_wrapper(opts) or opts.get("hookwrapper"):
-        raise PluginError(
-            plugin_name,
-            hook_name,
-            f"wrapper implementations are accepted on the call hooks only ({_CALL_HOOK_NAMES}); "
-            "here pair a start hook with its end (sampling_loop_start with sampling_loop_end, "
-            "generation_pre_call with generation_post_call / generation_error / "
-            "generation_cancelled), or wrap the work in a call hook",
-        )
-    if hook_name not in _HOOK_VALUES:
-        if not opts.get("optionalhook"):
-            raise PluginError(
-                plugin_name,
-                hook_name,
-                f"unknown hook {hook_name!r}; hooks are: {', '.join(sorted(_HOOK_VALUES))} "
-                "(mark it @hookimpl(optionalhook=True) if that is intended)",
-            )
-        return
-    if is_background(function) and may_write(hook_name):
-        raise PluginError(
-            plugin_name,
-            hook_name,
-            "@background is only for observe-only hooks ("
-            f"{', '.join(sorted(OBSERVE_ONLY_HOOKS))}): this hook's "
-            "changes must be made before the engine goes on",
-        )
-
-
-def _check_call_hook_implementation(
-    plugin_name: str, hook_name: str, function: Callable[..., Any], opts: Mapping[str, Any]
-) -> None:
-    """A call hook's implementation: a plain function, or a wrapper that is a generator (sync
-    or async); not an old-style ``hookwrapper``, not ``@background``."""
-    if opts.get("hookwrapper"):
-        raise PluginError(
-            plugin_name,
-            hook_name,
-            "old-style hookwrapper=True is not supported; use @hookimpl(wrapper=True): "
-            "`result = yield` (sync) or `outcome = yield` (async generator)",
-        )
-    if is_background(function):
-        raise PluginError(
-            plugin_name, hook_name, "@background is refused on a call hook: it wraps the work"
-        )
-    if is_wrapper(opts):
-        generator = inspect.isgeneratorfunction(inspect.unwrap(function))
-        if not (generator or is_async_wrapper(function)):
-            raise PluginError(
-                plugin_name,
-                hook_name,
-                "a wrapper=True implementation is a generator function with one `yield` "
-                "(def ...: result = yield, or async def ...: outcome = yield)",
-            )
-    elif is_async_wrapper(function):
-        raise PluginError(
-            plugin_name,
-            hook_name,
-            "an async generator here is a wrapper: mark it @hookimpl(wrapper=True)",
-        )
 
 
 _TRACED_FIELDS = (

@@ -12,8 +12,6 @@ expressions that run in linear time; internal).
 """
 
 from sampling_core.requirements.checks import (
-    COUNTED,
-    REQUIREMENTS_BY_NAME,
     Check,
     Prefix,
     Requirement,
@@ -34,8 +32,6 @@ from sampling_core.requirements.formats import matches_schema
 from sampling_core.requirements.judge import llm_judge
 
 __all__ = [
-    "COUNTED",
-    "REQUIREMENTS_BY_NAME",
     "Check",
     "CheckContext",
     "Prefix",

@@ -52,8 +52,6 @@ __all__ = [
     "parse_json",
     "parse_model",
     "parses_as",
-    "REQUIREMENTS_BY_NAME",
-    "COUNTED",
 ]
 
 
@@ -408,19 +406,3 @@ def parses_as(model: type[BaseModel]) -> Requirement:
         return ValidationResult(True)
 
     return Requirement(f"is JSON matching {model.__name__}", check)
-
-
-REQUIREMENTS_BY_NAME: dict[str, Callable[..., Requirement]] = {
-    "matches": matches,
-    "contains": contains,
-    "not_contains": not_contains,
-    "max_words": max_words,
-    "min_words": min_words,
-    "max_chars": max_chars,
-    "is_json": is_json,
-}
-"""The built-in checks by the names configs and the command line use (``is_json`` takes no
-argument, the word and character counts an int, the others a string)."""
-
-COUNTED = frozenset({"max_words", "min_words", "max_chars"})
-"""The names in :data:`REQUIREMENTS_BY_NAME` whose argument is a whole number >= 1."""

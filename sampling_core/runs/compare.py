@@ -26,7 +26,7 @@ from typing import Any
 
 from sampling_core.runs.errors import RunError
 from sampling_core.runs.index import RunIndex
-from sampling_core.runs.majk import Profile, maj_at_k, profile_of
+from sampling_core.runs.majk import Profile, maj_at_k, maj_ks, profile_of
 from sampling_core.runs.paired import PairedDifference, paired_difference
 from sampling_core.runs.passk import ks_for, pass_at_k, pass_hat_k
 from sampling_core.runs.report import report_of
@@ -278,7 +278,7 @@ def _add_samples(
     if x.votes is not None and y.votes is not None:
         size_a = sum(size for size, _ in x.votes)
         size_b = sum(size for size, _ in y.votes)
-        for k in ks_for(min(size_a, size_b)):
+        for k in maj_ks(min(size_a, size_b)):
             pair = (maj_at_k(x.votes, k), maj_at_k(y.votes, k))
             tables.setdefault(("maj@k", k), Counter())[pair] += 1
 

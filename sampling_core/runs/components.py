@@ -130,7 +130,7 @@ def build_sampler(
     cache: ResponseCache | None = None,
 ) -> Sampler:
     """One sampler for the whole run, with exactly the configured plugins (and ``extra``),
-    and the config's retry policy, check timeout and response cache (``cache`` when the
+    and the config's retry policy, call and check timeouts and response cache (``cache`` when the
     caller opened it, else ``run.cache`` by its path).
 
     Entry points are not loaded implicitly, so a resumed run sees the same plugins.
@@ -144,6 +144,7 @@ def build_sampler(
             max_delay=retries.max_delay_s,
         )
         settings["check_timeout"] = config.check_timeout_s
+        settings["attempt_timeout"] = config.attempt_timeout_s
         settings["cache"] = cache if cache is not None else config.run.cache
     try:
         sampler = Sampler(backend, load_entrypoints=False, **settings)

@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from sampling_core.engine.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
-from sampling_core.engine.launch import DEFAULT_STAGGER_S
+from sampling_core.engine.launch import DEFAULT_STAGGER_S, MAX_STAGGER_S
 from sampling_core.hooks.options import number_as_written, number_kinds
 from sampling_core.requirements.checks import DEFAULT_CHECK_TIMEOUT_S
 from sampling_core.requirements.formats import schema_validator
@@ -209,7 +209,9 @@ class BudgetsConfig(_Strict):
         "result",
         DEFAULT_STAGGER_S,
         ge=0,
-        description="`launch: staggered`: seconds between two subsamples' starts.",
+        le=MAX_STAGGER_S,
+        description="`launch: staggered`: seconds between two subsamples' starts (at most "
+        "an hour).",
     )
 
     @field_validator("loop_budget", "concurrency_budget", mode="before")
@@ -373,6 +375,14 @@ class RunConfig(_Strict):
         DEFAULT_CHECK_TIMEOUT_S,
         gt=0,
         description="Seconds one requirement check may take before it fails (null: no limit).",
+    )
+    attempt_timeout_s: float | None = _field(
+        "result",
+        None,
+        gt=0,
+        description="Seconds one backend call may take in all, however its server keeps it "
+        "alive (comments, empty chunks); past it the call is a transient failure, retried "
+        "under `backend.retries` (null: no limit; `backend.timeout_s` bounds each read).",
     )
     run: RunSettings = _block("throughput", RunSettings, description="Runner throughput settings.")
 

@@ -36,10 +36,12 @@ __all__ = [
     "recorded_settings",
     "refuse_foreign",
     "resolved_settings",
+    "run_identity",
     "settings_meta",
 ]
 
 SETTINGS_KEY = "settings"
+RUN_ID_KEY = "run_id"
 
 
 def foreign_records(index: RunIndex, limit: int = 3) -> tuple[list[tuple[int, str]], int]:
@@ -126,6 +128,13 @@ WALK = 2
 variables are recorded one by one. A run recorded before (no ``walk``) kept ``plugins`` and
 ``requirements`` whole, observers and throughput options included: those two are left to
 the config comparison for such a run."""
+
+
+def run_identity(meta: dict[str, Any]) -> str | None:
+    """The run's identity in ``meta.json`` (``run_id``), or ``None`` for a run made before
+    runs had one."""
+    run_id = meta.get(RUN_ID_KEY)
+    return run_id if isinstance(run_id, str) and run_id else None
 
 
 def recorded_settings(meta: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from sampling_core.errors import exception_text
 from sampling_core.kinds import KindError, KindRegistry, default_kinds
+from sampling_core.redaction import register_url_secrets
 from sampling_core.runs.classification import nested_model
 from sampling_core.runs.components import check_kinds
 from sampling_core.runs.config import RunConfig
@@ -25,6 +26,7 @@ __all__ = [
     "load_config",
     "load_yaml",
     "parse_config",
+    "refuse_unwritable",
 ]
 
 _SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password")
@@ -160,6 +162,23 @@ def _refuse_secrets(config: RunConfig, where: str) -> None:
                 "environment; secrets never go in a config: give the variable's NAME as "
                 "backend.api_key_env"
             )
+
+
+def refuse_unwritable(config: RunConfig, where: str = "") -> None:
+    """Raise :class:`ConfigError` naming the first value of ``config`` that no file can hold
+    (a lone surrogate: what Python makes of bytes that are not UTF-8, or a ``\\udc80`` escape
+    in YAML), before anything of the run is written. The credentials of URLs in its values
+    become secrets (:func:`~sampling_core.redaction.register_url_secrets`)."""
+    for path, value in _strings(config.model_dump(mode="json"), ()):
+        register_url_secrets(value)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = value[exc.start].encode("utf-8", "backslashreplace").decode()
+            raise ConfigError(
+                f"{where}{format_loc(path)}: holds {bad}, a lone surrogate no file can hold "
+                "(bytes that are not UTF-8?); write the character you mean, in UTF-8"
+            ) from None
 
 
 def _strings(value: Any, path: tuple[str | int, ...]) -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 from sampling_core.runs.bootstrap import mean_interval
 from sampling_core.runs.passk import BOOTSTRAP_SAMPLES, SEED, PassAtK, ks_for
 
-__all__ = ["Profile", "maj_at_k", "maj_at_k_table", "profile_of", "vote_profile"]
+__all__ = ["Profile", "maj_at_k", "maj_at_k_table", "maj_ks", "profile_of", "vote_profile"]
 
 Profile = tuple[tuple[int, bool], ...]
 """A prompt's votes: ``(size, right)`` per answer group, sorted (largest first)."""
@@ -66,6 +66,13 @@ def vote_profile(answers: Iterable[tuple[str | None, bool]]) -> Profile:
         rights[answer] += bool(right) and answer is not None
     groups = ((size, 2 * rights[answer] > size) for answer, size in sizes.items())
     return tuple(sorted(groups, reverse=True))
+
+
+def maj_ks(n: int) -> list[int]:
+    """The k reported for maj@k with ``n`` samples per prompt: 1, 2, 4, ... (as pass@k's)
+    and ``n`` itself, the vote of every sample."""
+    ks = ks_for(n)
+    return ks if not ks or ks[-1] == n else [*ks, n]
 
 
 def maj_at_k(profile: Profile, k: int) -> float:
@@ -138,13 +145,14 @@ def maj_at_k_table(
     samples: int = BOOTSTRAP_SAMPLES,
     seed: int = SEED,
 ) -> list[PassAtK]:
-    """maj@k for k = 1, 2, 4, ... from each prompt's vote profile (a mapping from profile
-    to the number of prompts with it, or the profiles themselves), as pass@k's table: each
-    k over the prompts with at least k samples, with a 95% bootstrap interval."""
+    """maj@k for k = 1, 2, 4, ... and the largest n (:func:`maj_ks`) from each prompt's
+    vote profile (a mapping from profile to the number of prompts with it, or the profiles
+    themselves), as pass@k's table: each k over the prompts with at least k samples, with a
+    95% bootstrap interval."""
     tally = Counter(dict(profiles)) if isinstance(profiles, Mapping) else Counter(profiles)
     sizes = {profile: sum(size for size, _ in profile) for profile in tally}
     table = []
-    for k in ks_for(max(sizes.values(), default=0)):
+    for k in maj_ks(max(sizes.values(), default=0)):
         weights: Counter[float] = Counter()
         for profile, prompts in tally.items():
             if sizes[profile] >= k:

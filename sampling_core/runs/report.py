@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from sampling_core.redaction import printable
 from sampling_core.runs.index import RunIndex
 from sampling_core.runs.majk import Profile, maj_at_k_table, profile_of
 from sampling_core.runs.passk import PassAtK, pass_at_k_table, pass_hat_k_table
@@ -182,7 +183,8 @@ class RunReport:
             lines.append(f"Prompts not ok ({self.failed_count}; the first {len(shown)}):")
             for row in shown:
                 why = ", ".join(row.unmet) if row.status == "failed" and row.unmet else row.reason
-                lines.append(f"  {row.status:<7}{row.key}: {str(why or '')[:120]}")
+                key, why = printable(str(row.key)), printable(str(why or ""))[:120]
+                lines.append(f"  {row.status:<7}{key}: {why}")
         return "\n".join(lines)
 
 

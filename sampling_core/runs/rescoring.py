@@ -41,7 +41,7 @@ from sampling_core.runs.dataset import Dataset, PromptIndex, read_dataset
 from sampling_core.runs.errors import ConfigError, DatasetError, RunDirError
 from sampling_core.runs.integrity import SETTINGS_KEY, settings_meta
 from sampling_core.runs.kept_texts import TextsJoin
-from sampling_core.runs.loading import load_config
+from sampling_core.runs.loading import load_config, refuse_unwritable
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.outputs import output_file
 from sampling_core.runs.report import write_report_json
@@ -103,6 +103,7 @@ async def rescore(
         _, old = read_effective_config(source)
         meta = read_run_meta(source, lambda key, value: None)  # its hashes are not needed
         new = _new_config(old, config, requirements, kinds)
+        refuse_unwritable(new)  # a lone surrogate (a --require from bytes not UTF-8)
         _refuse_unfinished(source)
         dataset = read_dataset(new.dataset, kinds)
         if dataset.fingerprint != meta["dataset"].get("fingerprint"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -28,7 +29,7 @@ from sampling_core.runs.config import STRICTNESS, Label, RunConfig
 from sampling_core.runs.dataset import Dataset
 from sampling_core.runs.errors import ResumeRefused, RunDirError
 from sampling_core.runs.index import RunIndex
-from sampling_core.runs.integrity import SETTINGS_KEY
+from sampling_core.runs.integrity import RUN_ID_KEY, SETTINGS_KEY
 from sampling_core.runs.labelled import labelled_settings
 from sampling_core.runs.loading import describe_errors, describe_yaml_error, load_yaml
 from sampling_core.runs.store import FORMAT, RunDirectory, utc_now
@@ -79,11 +80,13 @@ def samplehooks_version() -> str:
 
 def new_run_meta(dataset: Dataset, settings: dict[str, Any]) -> dict[str, Any]:
     """The ``meta.json`` of a new run directory (a run's, or a rescore's before it adds its
-    ``rescored_from``): its format and samplehooks version, when it was made, the dataset
+    ``rescored_from``): its format, its identity (``run_id``, made here: a new run in a
+    path an old one had is another run), samplehooks version, when it was made, the dataset
     (path, count, fingerprint, content hash of every prompt) and the run's settings as
     :func:`~sampling_core.runs.integrity.settings_meta` labels them."""
     return {
         "format": FORMAT,
+        RUN_ID_KEY: uuid.uuid4().hex,
         "samplehooks_version": samplehooks_version(),
         "created": utc_now(),
         "dataset": {

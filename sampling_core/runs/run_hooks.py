@@ -7,7 +7,10 @@ implements or monitors a hook, faults isolated and logged, ``@background`` obser
 
 ``prompt_end`` is fired once a prompt's record is in ``records.jsonl``: the records the
 writer keeps in memory (``run.flush_every`` > 1) are announced when they are flushed, in
-the order they were written, so a plugin that reads the file finds the line there.
+the order they were written, so a plugin that reads the file finds the line there. A prompt
+that started and has no record in the file when the session ends (Ctrl-C, SIGTERM, a fatal
+error) gets its ``prompt_end`` then, before ``run_end``, with a record that says so
+(:func:`interrupted_record`): every ``prompt_start`` has one ``prompt_end``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,22 @@ from sampling_core.hooks.table import HookTable
 from sampling_core.runs.dataset import PromptItem
 from sampling_core.runs.report import build_report
 
-__all__ = ["RunHooks"]
+__all__ = ["INTERRUPTED", "RunHooks", "interrupted_record"]
+
+INTERRUPTED = "interrupted"
+"""The ``status`` of the record a ``prompt_end`` carries for a prompt the session ended
+first (it is written nowhere: the prompt runs again on ``--resume``)."""
+
+
+def interrupted_record(key: str) -> dict[str, Any]:
+    """The record ``prompt_end`` carries for prompt ``key`` when the session ended first."""
+    return {
+        "key": key,
+        "status": INTERRUPTED,
+        "reason": "the session ended before this prompt did (nothing was written; "
+        "it runs again on --resume)",
+    }
+
 
 H = HookName
 logger = structlog.get_logger("samplehooks.runs")
@@ -38,13 +56,17 @@ logger = structlog.get_logger("samplehooks.runs")
 class RunHooks:
     """Fires one session's run hooks through ``table`` (``None``: no plugin, nothing fires)."""
 
-    def __init__(self, table: HookTable | None, run_dir: Path, session: int) -> None:
+    def __init__(
+        self, table: HookTable | None, run_dir: Path, session: int, run_id: str | None = None
+    ) -> None:
         self.channel = HookChannel(table) if table is not None else None
         self.run_dir = os.path.abspath(run_dir)
         self.session = session
+        self.run_id = run_id
         self.started: float | None = None  # when run_start fired
         self._written: list[dict[str, Any]] = []  # records handed to the writer
         self._ready: deque[list[dict[str, Any]]] = deque()  # ...and in the file since
+        self._open: dict[str, None] = {}  # prompts started and not ended, in start order
         self._announcing = anyio.Lock()
 
     def fires(self, hook: HookName) -> bool:
@@ -52,7 +74,7 @@ class RunHooks:
         return self.channel is not None and getattr(self.channel.firing, hook.value)
 
     def _fields(self, **fields: Any) -> dict[str, Any]:
-        return {"run_dir": self.run_dir, "session": self.session, **fields}
+        return {"run_dir": self.run_dir, "run_id": self.run_id, "session": self.session, **fields}
 
     async def run_start(
         self,
@@ -79,6 +101,8 @@ class RunHooks:
 
     async def prompt_start(self, item: PromptItem) -> None:
         """Fire ``prompt_start`` for a prompt about to be sampled."""
+        if self.fires(H.PROMPT_END):  # it gets one, record or not
+            self._open[item.key] = None
         if self.channel is not None and self.fires(H.PROMPT_START):
             fields = self._fields(key=item.key, row=dict(item.row or {}))
             await self.channel.fire(H.PROMPT_START, fields)
@@ -105,13 +129,32 @@ class RunHooks:
             async with self._announcing:  # whoever holds it announces every ready batch
                 while self._ready:
                     for record in self._ready.popleft():
-                        fields = self._fields(key=str(record.get("key")), record=record)
-                        await self.channel.fire(H.PROMPT_END, fields)
+                        await self._prompt_end(record)
+
+    async def _end_interrupted(self) -> None:
+        """Fire ``prompt_end`` for every prompt started and not ended (the session ends
+        first), with :func:`interrupted_record`; shielded as :meth:`announce` is."""
+        if not self._open or self.channel is None:
+            return
+        with anyio.CancelScope(shield=True):
+            async with self._announcing:
+                while self._open:
+                    await self._prompt_end(interrupted_record(next(iter(self._open))))
+
+    async def _prompt_end(self, record: dict[str, Any]) -> None:
+        """Fire ``prompt_end`` for ``record``'s prompt, which is no longer in flight."""
+        assert self.channel is not None
+        key = str(record.get("key"))
+        self._open.pop(key, None)
+        status = str(record.get("status"))
+        await self.channel.fire(H.PROMPT_END, self._fields(key=key, record=record, status=status))
 
     async def run_end(self, error: BaseException | None) -> None:
         """Fire ``run_end`` (when :meth:`run_start` fired): the run's report as it stands
         (empty totals, and a warning, when the run directory cannot be read),
-        ``interrupted`` when ``error`` ended the session."""
+        ``interrupted`` when ``error`` ended the session. The prompts still in flight get
+        their ``prompt_end`` first."""
+        await self._end_interrupted()
         if self.started is None or self.channel is None or not self.fires(H.RUN_END):
             return
         try:

@@ -41,10 +41,11 @@ from sampling_core.runs.integrity import (
     recorded_settings,
     refuse_foreign,
     resolved_settings,
+    run_identity,
     settings_meta,
 )
 from sampling_core.runs.kept_texts import repair_texts
-from sampling_core.runs.loading import describe_errors, load_config
+from sampling_core.runs.loading import describe_errors, load_config, refuse_unwritable
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.ray_executor import RayWorkers, with_executor
 from sampling_core.runs.resume import (
@@ -139,6 +140,7 @@ async def run_batch(
             "or give another --out directory (nothing was written)"
         )
     config = with_plugins(config, plugin_options, settings)
+    refuse_unwritable(config, where)  # a lone surrogate: refused before anything is written
     dataset = read_dataset(config.dataset, kinds, config.requirements)
     extra_plugins = list(plugins)
     _check_plugin_names(config.plugins, source)
@@ -172,7 +174,7 @@ async def run_batch(
             say(f"started run {run_dir.path}: {dataset.count} prompts")
         batch = BatchSession(config, dataset, run_dir, index, retry_failed, argv)
         meta = index.meta if index is not None else read_run_meta(run_dir, _no_hashes)
-        settings = recorded_settings(meta)
+        settings, batch.run_id = recorded_settings(meta), run_identity(meta)
         if cluster is not None:
             # the workers fire the call hooks; this process, which writes the run directory,
             # fires the run hooks, with plugins made from the same config

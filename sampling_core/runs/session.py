@@ -77,6 +77,7 @@ class BatchSession:
         self.sessions.append(self.session)
         self.number = len(self.sessions)
         self.hooks = RunHooks(None, run_dir.path, self.number)
+        self.run_id: str | None = None  # the run's identity in meta.json (set by the runner)
         self.started = time.perf_counter()
         self.writer = run_dir.open_writer(
             flush_every=config.run.flush_every, fsync=config.run.fsync
@@ -97,7 +98,7 @@ class BatchSession:
         """Fire ``run_start``, run ``execute(self)``, and on every way out flush, record
         progress and fire ``run_end``. ``hooks``: the table of the plugins the run names
         (their run hooks fire here); ``settings``: the result settings in ``meta.json``."""
-        self.hooks = RunHooks(hooks, self.run_dir.path, self.number)
+        self.hooks = RunHooks(hooks, self.run_dir.path, self.number, self.run_id)
         self.display.start(self._counts())
         ended: BaseException | None = None
         try:

@@ -4,10 +4,12 @@ An attempt whose answer is known says ``"answer": {"value": ..., "right": ...}``
 record entry: the answer the first check that compares one compared
 (``ValidationResult.answer``: the dataset-field checks give it) and that check's verdict;
 else, when the run's strategy votes (``majority``), the strategy's normalised text and
-whether the attempt passed. A prompt's samples are the subsamples pass@k counts, each
-its first passing attempt or else its last; their answers make its vote profile
-(:mod:`sampling_core.runs.majk`), which the record keeps as ``attempts.samples.votes``
-(``[[size, right], ...]``), counted before a long attempt list is cut.
+whether the attempt passed. A generation a prefix check stopped early never said the
+answer a check would compare (``{"value": null, "right": null}``: left out). A prompt's
+samples are the subsamples pass@k counts, each its first passing attempt or else its last;
+their answers make its vote profile (:mod:`sampling_core.runs.majk`), which the record
+keeps as ``attempts.samples.votes`` (``[[size, right], ...]``), counted before a long
+attempt list is cut.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from hook_specs.records import Attempt
 from sampling_core.runs.majk import Profile, profile_of, vote_profile
 from sampling_core.strategies import MajorityVote, Strategy
 
-__all__ = ["AnswerOf", "answer_entry", "count_votes", "sample_votes", "voted_answer"]
+__all__ = [
+    "NOT_KNOWN",
+    "AnswerOf",
+    "answer_entry",
+    "count_votes",
+    "sample_votes",
+    "voted_answer",
+]
 
 AnswerOf = Callable[[str], str]
 """How a voting strategy groups answers (its ``normalize``)."""
@@ -31,12 +40,24 @@ def voted_answer(strategy: Strategy) -> AnswerOf | None:
     return strategy.normalize if isinstance(strategy, MajorityVote) else None
 
 
+NOT_KNOWN = {"value": None, "right": None}
+"""The answer of a generation a prefix check stopped early, when a check compares answers:
+it never said the answer that check would have compared."""
+
+
 def answer_entry(attempt: Attempt, answer_of: AnswerOf | None = None) -> dict[str, Any] | None:
     """``{"value", "right"}`` of an attempt: the answer the first check that compares one
     compared and its verdict; else, with ``answer_of``, that grouping of the text and
-    whether the attempt passed; else ``None`` (no answer known)."""
+    whether the attempt passed; else ``None`` (no answer known).
+
+    A generation stopped early never said the answer a check would compare: it has
+    :data:`NOT_KNOWN` (the sample is left out of maj@k). Judged by whether it passed, its
+    verdict is known (it failed: a prefix check failing is final), and it votes with its
+    text as it was cut."""
     for verdict in attempt.validations:
         if verdict.answer is not None:
+            if attempt.stopped_early:
+                return dict(NOT_KNOWN)
             return {"value": verdict.answer, "right": verdict.passed}
     if answer_of is None:
         return None
@@ -47,7 +68,8 @@ def count_votes(each: Iterable[Any]) -> Profile | None:
     """The vote profile of a prompt's attempt entries (as a record keeps them); ``None``
     when a sample's answer is not known (no check compared one and the strategy does not
     vote) or there is no sample. A subsample whose backend call failed without a pass is
-    no sample, nor is one a rescore could not decide (``"not_known": true``, no pass)."""
+    no sample, nor is one a rescore could not decide (``"not_known": true``, no pass), nor
+    one whose answer was never said (stopped early: :data:`NOT_KNOWN`)."""
     final: dict[int, dict[str, Any]] = {}
     left_out: set[int] = set()
     for entry in each:
@@ -71,7 +93,11 @@ def count_votes(each: Iterable[Any]) -> Profile | None:
         if index in left_out and not entry["passed"]:
             continue
         answer = entry.get("answer")
-        if not isinstance(answer, dict) or not isinstance(answer.get("value"), str):
+        if not isinstance(answer, dict) or "value" not in answer:
+            return None
+        if answer["value"] is None:
+            continue  # stopped early: its answer is not known, the sample is left out
+        if not isinstance(answer["value"], str):
             return None
         answers.append((answer["value"], answer.get("right") is True))
     return vote_profile(answers) or None
