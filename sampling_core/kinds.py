@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import SamplehooksError, exception_text
+from sampling_core.hooks.accepting import async_wrapper_opts
 from sampling_core.hooks.entry_points import PluginSettings, installed_plugins, warn_skipped
 from sampling_core.hooks.options import (
     as_kwargs,
@@ -42,7 +43,6 @@ from sampling_core.hooks.options import (
     problem_option,
     signature_of,
 )
-from sampling_core.hooks.registry import async_wrapper_opts
 from sampling_core.requirements.checks import Requirement, as_requirements
 
 __all__ = [
