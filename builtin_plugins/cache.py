@@ -14,6 +14,11 @@ the command line) opens the cache's file and registers this plugin with it, unde
   checks that cut it. What a cancellation cut short, what another plugin answered and what
   a check's raising cut are never kept.
 
+Every backend call goes through it, a check's own (an LLM judge's, ``payload.purpose ==
+"judge"``) too; a backend that says nothing of its model cannot be cached: the call's own
+backend then fails its calls with :class:`~sampling_core.backends.cache_keys.CacheError`,
+while a judge's is simply asked.
+
 Both are ``trylast``: the cache stands in for the backend, innermost, so another plugin
 that answers (a router, a mock) answers first and is not overruled by the backend's stored
 answer. The key of a call is the body its backend sends for ``payload.request``, the
@@ -37,7 +42,13 @@ import structlog
 
 from hook_specs import GenerationCallPayload, hookimpl
 from hook_specs.records import STOPPED_EARLY, CachedGeneration, Generation, Usage
-from sampling_core.backends.cache_keys import check_identity, cut_by, identity_digest, request_key
+from sampling_core.backends.cache_keys import (
+    CacheError,
+    check_identity,
+    cut_by,
+    identity_digest,
+    request_key,
+)
 from sampling_core.backends.cache_store import ResponseCache
 from sampling_core.errors import exception_text
 
@@ -99,7 +110,12 @@ class ResponseCachePlugin:
         backend, and :meth:`keep_answers` keeps its answer)."""
         began = time.perf_counter()
         backend = payload.backend
-        identity = self._identity(backend)
+        try:
+            identity = self._identity(backend)
+        except CacheError:
+            if payload.purpose == "judge":  # a check's own backend: asked, not kept
+                return None
+            raise  # the call's backend: the cache cannot tell its models apart
         key = request_key(identity, backend, payload.request)
         if not payload.ask_again:
             found = await self.cache.aget(key, identity, self._in_force(payload.prefix_checks))

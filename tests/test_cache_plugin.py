@@ -159,3 +159,33 @@ async def test_a_backend_that_says_nothing_of_its_model_is_refused_in_one_clear_
         with pytest.raises(CacheError, match=r"cannot tell the models of backend .*Anonymous"):
             await sampler.sample("q", seed=1)
     assert backend.calls == 0
+
+
+async def test_a_checks_own_backend_is_cached_when_it_says_its_model_and_asked_when_not(
+    tmp_path: Path,
+) -> None:
+    class Anonymous:
+        calls = 0
+
+        async def generate(self, request: Any) -> str:
+            self.calls += 1
+            return "yes"
+
+    named, anonymous = ScriptedBackend(["yes"], model="judge"), Anonymous()
+
+    def judged_by(judge: Any) -> Requirement:
+        async def check(text: str, context: Any) -> bool:
+            request = GenerationRequest([{"role": "user", "content": f"Good? {text}"}])
+            verdict = await context.generate(request, judge)
+            return bool(verdict.text == "yes")
+
+        return Requirement("the judge approves", check)
+
+    async with Sampler(
+        ScriptedBackend(["an answer"]), cache=tmp_path / "c.sqlite", load_entrypoints=False
+    ) as sampler:
+        for _ in range(2):
+            for judge in (named, anonymous):
+                result = await sampler.sample("q", requirements=[judged_by(judge)], seed=1)
+                assert result.success
+    assert (named.calls, anonymous.calls) == (1, 2)  # the named judge's answer was kept
