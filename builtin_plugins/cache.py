@@ -21,7 +21,8 @@ while a judge's is simply asked.
 
 Both are ``trylast``: the cache stands in for the backend, innermost, so another plugin
 that answers (a router, a mock) answers first and is not overruled by the backend's stored
-answer. The key of a call is the body its backend sends for ``payload.request``, the
+answer. The key of a call is the body its backend sends for the request the payload
+describes (``messages``, ``options``, ``json_schema``, the attempt), the
 backend's identity and, without a seed, the attempt's place
 (:mod:`sampling_core.backends.cache_keys`). A call that asks again (``payload.ask_again``:
 ``--resume --retry-failed``) is never answered from the file, and its answer replaces the
@@ -41,7 +42,8 @@ import pluggy
 import structlog
 
 from hook_specs import GenerationCallPayload, hookimpl
-from hook_specs.records import STOPPED_EARLY, CachedGeneration, Generation, Usage
+from hook_specs.records import STOPPED_EARLY, CachedGeneration, Generation, IterationInfo, Usage
+from sampling_core.backends.base import GenerationRequest
 from sampling_core.backends.cache_keys import (
     CacheError,
     check_identity,
@@ -61,6 +63,14 @@ NO_NEW_TOKENS = Usage(0, 0, 0.0)
 
 _IDENTITIES_KEPT = 64
 """How many backends' identities are remembered (a scripted backend's holds its replies)."""
+
+
+def _request(payload: GenerationCallPayload) -> GenerationRequest:
+    """The request the backend is sent, as the payload describes it."""
+    info = IterationInfo(
+        payload.sampling_id, payload.subsample_index, payload.attempt, payload.iteration
+    )
+    return GenerationRequest(payload.messages, payload.options, info, payload.json_schema)
 
 
 def default_path() -> Path:
@@ -116,7 +126,7 @@ class ResponseCachePlugin:
             if payload.purpose == "judge":  # a check's own backend: asked, not kept
                 return None
             raise  # the call's backend: the cache cannot tell its models apart
-        key = request_key(identity, backend, payload.request)
+        key = request_key(identity, backend, _request(payload))
         if not payload.ask_again:
             found = await self.cache.aget(key, identity, self._in_force(payload.prefix_checks))
             if found is not None:

@@ -472,12 +472,11 @@ class GenerationCallPayload(AttemptPayload, ObserveOnlyPayload):
     )
     retry: int = Field(default=0, description=_RETRY_DOC)
     purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
-    request: Any = Field(
+    json_schema: dict[str, Any] | None = Field(
         default=None,
-        exclude=True,
-        description="The request the backend is sent (a `GenerationRequest`: `messages`, "
-        "`options`, `iteration`, `json_schema`), read-only: what a plugin that answers for "
-        "the backend answers. Left out of dumps (its fields are the payload's).",
+        description="The JSON schema the answer must follow (`sample(..., format=...)`), which "
+        "backends that can constrain their decoding are sent; `None` without a format. With "
+        "`messages`, `options` and the attempt's identity, the request the backend is sent.",
     )
     backend: Any = Field(
         default=None,
@@ -501,13 +500,6 @@ class GenerationCallPayload(AttemptPayload, ObserveOnlyPayload):
         "`sample(..., ask_again=True)`): a plugin that replays earlier answers (a cache) "
         "does not answer this call.",
     )
-
-    def __getattribute__(self, name: str) -> Any:
-        value = super().__getattribute__(name)
-        if name == "request" and value is not None:  # a dataclass of the host's: viewed too
-            value = read_only(value, name, HookName.GENERATION_CALL.value)
-            object.__getattribute__(self, "__dict__")[name] = value
-        return value
 
 
 class GenerationCancelledPayload(AttemptPayload, ObserveOnlyPayload):

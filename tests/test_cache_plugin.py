@@ -91,17 +91,17 @@ async def test_the_payload_says_what_a_plugin_answering_for_the_backend_needs() 
     await sampler.sample("q", requirements=[short, Requirement("any", bool)], seed=4)
     await sampler.sample("q", early_stop=False, requirements=[short], ask_again=True)
     streamed, whole = seen.payloads
-    request = streamed.request
-    assert isinstance(request, GenerationRequest) and streamed.backend is backend
-    assert request.messages == [{"role": "user", "content": "q"}] == streamed.messages
-    assert request.options["seed"] == streamed.options["seed"] and request.iteration.attempt == 1
+    assert streamed.backend is backend and streamed.json_schema is None
+    assert streamed.messages == [{"role": "user", "content": "q"}]
     assert streamed.prefix_checks == {short} and not streamed.ask_again
-    with pytest.raises(ReadOnlyFieldError, match=r"request\.messages\[0\]"):
-        request.messages[0]["content"] = "changed"
-    with pytest.raises(ReadOnlyFieldError, match=r"request\.options"):
-        request.options = {}
-    assert "request" not in streamed.model_dump() and "ask_again" in streamed.model_dump()
+    with pytest.raises(ReadOnlyFieldError, match=r"messages\[0\]"):
+        streamed.messages[0]["content"] = "changed"
+    dumped = streamed.model_dump()
+    assert "backend" not in dumped and "prefix_checks" not in dumped and "ask_again" in dumped
     assert whole.prefix_checks == frozenset() and whole.ask_again  # not streamed: none judge it
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    await sampler.sample("q", format=schema)
+    assert seen.payloads[-1].json_schema == schema
 
 
 class AnswersCut:

@@ -211,8 +211,9 @@ class CallHooks(HookChannel):
     ) -> Awaitable[Generation]:
         """Fire ``generation_call`` around ``inner`` (the backend call, or the answer of the
         plain implementation that answered); the generation, as the wrappers left it.
-        ``request`` is the ``GenerationRequest`` sent to ``backend``; ``prefix_checks`` the
-        requirements whose prefix checks judge the call as it streams."""
+        ``request`` is the ``GenerationRequest`` sent to ``backend`` (its fields are the
+        payload's); ``prefix_checks`` the requirements whose prefix checks judge the call as
+        it streams."""
         fields = {
             "sampling_id": self._id,
             "strategy_name": self._strategy,
@@ -226,7 +227,7 @@ class CallHooks(HookChannel):
             "streamed": streamed,
             "retry": retry,
             "purpose": purpose,
-            "request": request,
+            "json_schema": request.json_schema,
             "backend": backend,
             "prefix_checks": prefix_checks,
             "ask_again": self._ask_again,
