@@ -66,11 +66,15 @@ _IDENTITIES_KEPT = 64
 
 
 def _request(payload: GenerationCallPayload) -> GenerationRequest:
-    """The request the backend is sent, as the payload describes it."""
-    info = IterationInfo(
-        payload.sampling_id, payload.subsample_index, payload.attempt, payload.iteration
-    )
-    return GenerationRequest(payload.messages, payload.options, info, payload.json_schema)
+    """The request the backend is sent, as the payload describes it (the attempt's place
+    only where the key reads it: a request without a seed)."""
+    options = payload.options
+    info = None
+    if options.get("seed") is None:
+        info = IterationInfo(
+            payload.sampling_id, payload.subsample_index, payload.attempt, payload.iteration
+        )
+    return GenerationRequest(payload.messages, options, info, payload.json_schema)
 
 
 def default_path() -> Path:
