@@ -138,7 +138,10 @@ class StreamedReply:
         """
         if not line:  # the end of an event
             try:
-                return self._read_held(mode)
+                text = self._read_held(mode)
+                if self._event == "error":  # an error event that brought no data
+                    raise BrokenStream("the server reported an error mid-stream")
+                return text
             finally:
                 self._event = None
         if line.startswith(":"):

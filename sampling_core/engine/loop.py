@@ -170,15 +170,17 @@ class SamplingCall:
         return await self._work()  # a plain sampling_call implementation answers nothing
 
     def _call_fields(self) -> dict[str, Any]:
+        """``sampling_call``'s fields: the call's own messages and options, not copies (its
+        payload is read-only all the way down, and the engine changes neither)."""
         s = self.s
         return {
-            "messages": list(map(dict, s.messages)),
+            "messages": s.messages,
             "requirements": list(map(_description, s.requirements)),
             "loop_budget": s.loop_budget,
             "concurrency_budget": s.concurrency_budget,
             "selection": s.selection,
             "seed": s.seed,
-            "options": dict(s.options),
+            "options": s.options,
         }
 
     async def _start(self) -> None:

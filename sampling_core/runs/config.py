@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from sampling_core.backends.transport import MAX_WAIT_S
 from sampling_core.engine.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
 from sampling_core.engine.launch import DEFAULT_STAGGER_S, MAX_STAGGER_S
 from sampling_core.hooks.options import number_as_written, number_kinds
@@ -109,9 +110,11 @@ class RetryConfig(_Strict):
 
     max_retries: int = _field("result", 3, ge=0, le=100, description="Retries per backend call.")
     base_delay_s: float = _field(
-        "result", 0.5, ge=0, description="First wait; doubled on each retry."
+        "result", 0.5, ge=0, le=MAX_WAIT_S, description="First wait; doubled on each retry."
     )
-    max_delay_s: float = _field("result", 20.0, ge=0, description="Longest wait between tries.")
+    max_delay_s: float = _field(
+        "result", 20.0, ge=0, le=MAX_WAIT_S, description="Longest wait between tries."
+    )
 
 
 class BackendConfig(_Strict):
