@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import SamplehooksError, exception_text
+from sampling_core.hooks.accepting import async_wrapper_opts
 from sampling_core.hooks.entry_points import PluginSettings, installed_plugins, warn_skipped
 from sampling_core.hooks.options import (
     as_kwargs,
@@ -172,6 +173,16 @@ def _value_adapter(factory: Callable[..., Any]) -> TypeAdapter[Any] | None:
     return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True))
 
 
+class _ProviderManager(pluggy.PluginManager):
+    """pluggy's manager reading a plugin as the sampler's registry reads it: an async
+    ``wrapper=True`` implementation (of a call hook) is no reason to refuse the plugin's
+    provider hooks."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        """pluggy's reading, an async wrapper handed over as the registry hands it."""
+        return async_wrapper_opts(plugin, name, super().parse_hookimpl_opts(plugin, name))
+
+
 @dataclass(slots=True)
 class KindRegistry:
     """The kinds of every area, and what each plugin registered (or why it could not)."""
@@ -225,7 +236,7 @@ class KindRegistry:
         A class is asked as it is (not instantiated), so its provider hooks are
         ``@staticmethod``s; it is built with options only when it is enabled.
         """
-        manager = pluggy.PluginManager(PROJECT_NAME)
+        manager = _ProviderManager(PROJECT_NAME)
         manager.add_hookspecs(specs)
         try:
             manager.register(plugin, name)

@@ -39,6 +39,7 @@ EXECUTED_PAGES = [
     "spending-fewer-tokens.md",
     "comparing-runs.md",
     "fewer-samples.md",
+    "plugins/cache.md",
 ]
 
 

@@ -68,9 +68,10 @@ EXPECTED: dict[str, list[str]] = {
         "SamplingCallPayload",
     ],
     "builtin_plugins": [
-        "budget_guard", "kinds", "llm_bridge", "mlflow_export", "ordering", "progress",
+        "budget_guard", "cache", "kinds", "llm_bridge", "mlflow_export", "ordering", "progress",
         "recorder", "tracing",
     ],
+    "builtin_plugins.cache": ["NO_NEW_TOKENS", "ResponseCachePlugin", "default_path"],
     "builtin_plugins.tracing": ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"],
     "builtin_plugins.ordering": [
         "AttemptSkip", "OrderingChecker", "OrderingReport", "OrderingViolation",

@@ -37,7 +37,14 @@ import structlog
 
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
-from hook_specs.records import UNKNOWN_USAGE, Attempt, Generation, IterationInfo, Message
+from hook_specs.records import (
+    STOPPED_EARLY,
+    UNKNOWN_USAGE,
+    Attempt,
+    Generation,
+    IterationInfo,
+    Message,
+)
 from sampling_core.backends.base import (
     Answered,
     Backend,
@@ -80,6 +87,9 @@ logger = structlog.get_logger("samplehooks")
 _description = attrgetter("description")
 
 
+_NO_CHECKS: frozenset[Any] = frozenset()
+
+
 def _is_result(outcome: object) -> bool:
     return isinstance(outcome, SamplingResult)
 
@@ -96,6 +106,7 @@ class SamplingCall:
         "hooks",
         "json_schema",
         "launcher",
+        "prefix_checks",
         "prefix_notes",
         "prefixes",
         "s",
@@ -123,6 +134,8 @@ class SamplingCall:
         self.scorer = settings.strategy.scorer  # scores every attempt (BestOfN, a weighted vote)
         if self.scorer is not None:
             self.wants_context = True
+        # for generation_call's payload: the same set for each backend call of the call
+        self.prefix_checks = frozenset(r for _, r in prefixes) if prefixes else _NO_CHECKS
         self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
         self.launcher: Launcher | None = None  # a launch policy other than "all"
         self.streams = bool(
@@ -387,11 +400,13 @@ class SamplingCall:
                 request = GenerationRequest(call_messages, call_options, info, self.json_schema)
                 began = time.perf_counter()
                 if firing.generation_call:  # plugins around the call, or answering for it
+                    streamed = self.streams and not judging
                     generation = await hooks.around_generation(
                         info,
-                        call_messages,
-                        call_options,
-                        self.streams and not judging,
+                        request,
+                        backend,
+                        self.prefix_checks if streamed else _NO_CHECKS,
+                        streamed,
                         retry,
                         purpose,
                         partial(self._answer, info, request, backend, retry, judging, began),
@@ -471,7 +486,9 @@ class SamplingCall:
     ) -> Generation:
         """The innermost ``generation_call``: the backend's generation, or the answer of the
         plugin that answered for it (a ``Generation``, a string, or for a streamed call
-        chunks read as the backend's stream would be), named by ``answered_by``."""
+        chunks read as the backend's stream would be), named by ``answered_by``. A whole
+        one that arrives stopped early in a streamed call is read as a stream too (of no
+        chunks), so that the prefix checks judge it."""
         streamed = self.streams and not judging
         if answer is None:
             if streamed:
@@ -482,6 +499,12 @@ class SamplingCall:
                 reply = await generate_within(self.s.attempt_timeout, backend, request)
         elif isinstance(answer, Generation | str):
             reply = answer
+            if (
+                streamed
+                and isinstance(answer, Generation)
+                and answer.finish_reason == STOPPED_EARLY
+            ):
+                reply = await self._stream(info, request, Answered((answer,)), retry)
         elif streamed:
             reply = await self._stream(info, request, Answered(answer), retry)
         else:
@@ -560,9 +583,6 @@ class SamplingCall:
         del flights[info.iteration]
         if failed:
             self.stopped_by[info.iteration] = failed
-            keep = getattr(backend, "keep_stopped_early", None)  # the response cache
-            if keep is not None and not generation.cached and all(r is None for _, r in failed):
-                await keep(request, generation, [self.s.requirements[p] for p, _ in failed])
         return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
