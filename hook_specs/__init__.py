@@ -52,6 +52,7 @@ from hook_specs.records import (
     IterationInfo,
     Message,
     Provenance,
+    TokenLogprob,
     Usage,
     ValidationResult,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "SamplingRepairPayload",
     "StopReason",
     "StopSampling",
+    "TokenLogprob",
     "Usage",
     "ValidationResult",
     "background",

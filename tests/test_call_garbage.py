@@ -19,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-CASES = ("no plugin", "trivial plugin", "async observer", "streamed, early stop", "launch")
+CASES = (
+    "no plugin",
+    "trivial plugin",
+    "async observer",
+    "async wrappers",
+    "streamed, early stop",
+    "launch",
+)
 
 SCRIPT = r'''
 import gc, json, sys
@@ -37,6 +44,17 @@ class AsyncObserver:
         return None
 
 
+class AsyncWrappers:
+    @hookimpl(wrapper=True)
+    async def sampling_call(self, payload: Any) -> Any:
+        yield
+
+    @hookimpl(wrapper=True)
+    async def generation_call(self, payload: Any) -> Any:
+        outcome = yield
+        outcome.force_result(outcome.get_result())
+
+
 def never(text: str) -> bool:
     """never passes"""
     return False
@@ -46,6 +64,7 @@ CASES = {
     "no plugin": ({}, []),
     "trivial plugin": ({}, [TrivialPlugin()]),
     "async observer": ({}, [AsyncObserver()]),
+    "async wrappers": ({}, [AsyncWrappers()]),
     "streamed, early stop": ({"requirements": [max_words(1)]}, []),
     "launch": ({"launch": "on_failure"}, [TrivialPlugin()]),
 }

@@ -570,3 +570,85 @@ async def test_sync_and_async_wrappers_nest_by_registration_as_pluggy_orders_the
     plugins = [SyncW(), AsyncW()]
     await Sampler(ScriptedBackend(["x"]), plugins=plugins, load_entrypoints=False).sample("q")
     assert order == ["async", "sync"]
+
+
+async def test_no_wrapper_machinery_runs_when_no_plugin_implements_a_call_hook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sampling_core.hooks import channel
+
+    ran: list[str] = []
+
+    def counted(hook: str, *args: Any) -> Any:
+        ran.append(hook)
+        return real(hook, *args)
+
+    real = channel.call_around
+    monkeypatch.setattr(channel, "call_around", counted)
+
+    class PointHooksOnly:
+        @hookimpl
+        def generation_pre_call(self, payload: Any) -> None:
+            pass
+
+        @hookimpl
+        def sampling_iteration(self, payload: Any) -> None:
+            pass
+
+    plain = Sampler(ScriptedBackend(["x"]), plugins=[PointHooksOnly()], load_entrypoints=False)
+    await plain.sample("q", loop_budget=2, concurrency_budget=2)
+    assert ran == []  # no call hook implemented: no payload, no call loop
+    wrapped = Sampler(ScriptedBackend(["x"]), plugins=[SyncAround()], load_entrypoints=False)
+    await wrapped.sample("q")
+    assert ran == ["sampling_call", "generation_call"]
+
+
+def test_generation_cancelled_may_be_observed_in_the_background() -> None:
+    from hook_specs import background
+
+    seen: list[str] = []
+
+    class Later:
+        @hookimpl
+        @background
+        def generation_cancelled(self, payload: Any) -> None:
+            seen.append(payload.reason)
+
+    async def reply(request: GenerationRequest) -> str:
+        if request.iteration.subsample_index == 1:
+            await anyio.sleep_forever()
+        await anyio.lowlevel.checkpoint()  # subsample 1's call has begun by then
+        return "yes"
+
+    sampler = Sampler(ScriptedBackend(reply), plugins=[Later()], load_entrypoints=False)
+    result = sampler.sample_sync("q", requirements=[lambda t: t == "yes"], concurrency_budget=2)
+    assert result.success and seen == ["sibling_succeeded"]  # delivered before sample_sync returned
+
+
+async def test_the_call_payloads_are_read_only_all_the_way_down() -> None:
+    from hook_specs import ReadOnlyFieldError
+
+    class Meddles:
+        @hookimpl(wrapper=True)
+        def sampling_call(self, payload: Any) -> Any:
+            with pytest.raises(ReadOnlyFieldError):
+                payload.messages[0]["content"] = "changed"
+            with pytest.raises(ReadOnlyFieldError):
+                payload.options["temperature"] = 2.0
+            return (yield)
+
+        @hookimpl(wrapper=True)
+        def generation_call(self, payload: Any) -> Any:
+            with pytest.raises(ReadOnlyFieldError):
+                payload.messages.append({"role": "user", "content": "more"})
+            return (yield)
+
+    seen: list[Any] = []
+
+    def reply(request: GenerationRequest) -> str:
+        seen.append((request.messages, request.options))
+        return "x"
+
+    sampler = Sampler(ScriptedBackend(reply), plugins=[Meddles()], load_entrypoints=False)
+    await sampler.sample("hello", options={"temperature": 0.5})
+    assert seen == [([{"role": "user", "content": "hello"}], {"temperature": 0.5})]

@@ -10,10 +10,13 @@ hang; it is not a timing assertion (each case takes milliseconds).
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from runs_helpers import records, write_config, write_dataset
 
 from hook_specs import SamplingIterationPayload, StopSampling, hookimpl
 from sampling_core import (
@@ -28,6 +31,7 @@ from sampling_core import (
 )
 from sampling_core.engine import launch as launch_module
 from sampling_core.requirements.checks import contains
+from sampling_core.runs import run_batch_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +154,23 @@ async def test_a_subsample_that_can_no_longer_win_stops_waiting_for_its_turn(lau
         )
     # the first subsample's first attempt is the best there can be: nobody else starts
     assert result.success and backend.calls == 1 and result.not_started == COUNT - 1
+
+
+def test_a_run_with_on_failure_and_ordered_selection_ends(tmp_path: Path) -> None:
+    """The same in a batch run from YAML (where the hang held the whole run)."""
+    dataset = write_dataset(tmp_path / "d.jsonl", 3)
+    config = write_config(
+        tmp_path / "c.yaml",
+        dataset,
+        backend={"kind": "scripted", "replies": ["one two three four five six", "short"]},
+        budgets={"loop_budget": 2, "concurrency_budget": COUNT, "launch": "on_failure"},
+        selection="ordered",
+    )
+    done: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: done.append(run_batch_sync(config, tmp_path / "out")), daemon=True
+    )
+    thread.start()
+    thread.join(HANG_GUARD_S)  # a guard against a hang, not a timing assertion
+    assert done, "the run hung"
+    assert [r["status"] for r in records(tmp_path / "out")] == ["ok"] * 3

@@ -95,7 +95,7 @@ def test_the_loop_end_line_holds_every_attempt_the_pick_and_why_it_failed(
             "model": "scripted",
             "provenance": {"kind": "whole"},  # how its text came to be
             "unmet": ["no secrets"],
-            "validations": [verdict],
+            "validations": [verdict],  # no "score": no scorer scored it
         }
         for number in (1, 2)
     ]

@@ -493,7 +493,7 @@ def test_ctrl_c_twice_in_sample_sync_stops_waiting_for_a_stuck_observer() -> Non
 
 
 IN_THE_CALL_CHILD = """
-    import sys, threading
+    import os, sys, threading
     import anyio
     import sampling_core
     from hook_specs import background, hookimpl
@@ -506,12 +506,12 @@ IN_THE_CALL_CHILD = """
         @hookimpl
         @background
         def sampling_iteration(self, payload):
-            print("stuck", file=sys.stderr, flush=True)
+            os.write(2, b"stuck\\n")  # one write: the two threads' lines never mix
             threading.Event().wait()  # never set
 
     async def reply(request):
         if request.iteration.attempt == 2:  # the call goes on: Ctrl-C comes here
-            print("calling", file=sys.stderr, flush=True)
+            os.write(2, b"calling\\n")
             await anyio.sleep_forever()
         return "x"
 
@@ -597,7 +597,7 @@ def wait_for_records(run_dir: Path, count: int) -> None:
 
 def observer(name: str, function: Callable[[Any], None]) -> HookImplementation:
     """A background implementation of ``sampling_iteration`` named ``name``."""
-    return HookImplementation.from_options(name, function, {})
+    return HookImplementation(name, function, takes_payload=True, is_async=False, order=1)
 
 
 def queue(delivery: delivery_module.BackgroundDelivery, impl: HookImplementation, n: int) -> None:
@@ -633,10 +633,12 @@ def test_after_a_second_ctrl_c_an_observer_only_behind_is_not_called_stuck(
     """Hurried, the delivery stops waiting for both; the one stuck in an event since before
     the Ctrl-C is called stuck, the one that went on returning from its events is behind."""
     entered = {"Behind": threading.Event(), "Stuck": threading.Event()}
-    go_on = threading.Event()
+    go_on, on_its_second = threading.Event(), threading.Event()
 
     def behind(payload: Any) -> None:
         entered["Behind"].set()
+        if payload == 1:
+            on_its_second.set()
         (go_on if payload == 0 else release).wait()  # returns from its first event only
 
     def stuck(payload: Any) -> None:
@@ -648,8 +650,10 @@ def test_after_a_second_ctrl_c_an_observer_only_behind_is_not_called_stuck(
         queue(delivery, impl, 3)
     for event in entered.values():
         assert event.wait(GUARD_S)  # each is in its first event
-    delivery.hurry(0.5)  # as a second Ctrl-C does
+    delivery.hurry(LONG_TIMEOUT_S)  # as a second Ctrl-C does (with a grace not to race)
     go_on.set()  # meanwhile the one behind returns and starts its next event
+    assert on_its_second.wait(GUARD_S)
+    delivery.hurry(0.5)  # the grace ends sooner: the hurry began at the first call
     returns(delivery.drain)
     [late, skipped] = faults = [str(f) for f in delivery.faults if f.plugin_name == "Behind"]
     assert "was behind, not stuck, 0.5s after the program was interrupted" in late

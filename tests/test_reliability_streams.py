@@ -95,6 +95,11 @@ BROKEN = {
         b'event: error\ndata: {"message": "overloaded"}\n\n',
         sse("[DONE]"),
     ],
+    "an error event without data": [
+        *streamed("Hello", finish_reason=None, done=False),
+        b"event: error\n\n",
+        *streamed(finish_reason="stop"),
+    ],
     "data that is not JSON": [
         *streamed("Hello", finish_reason=None, done=False),
         b"data: world, as plain text\n\n",
@@ -227,7 +232,7 @@ def test_a_run_configs_call_deadline_ends_a_stream_kept_alive(tmp_path: Path) ->
     assert "longer than 0.5s" in json.dumps(record)
 
 
-def test_a_stagger_that_would_wait_forever_is_refused(tmp_path: Path) -> None:
+def test_a_wait_that_would_last_forever_is_refused(tmp_path: Path) -> None:
     import anyio
 
     from sampling_core import ScriptedBackend
@@ -240,6 +245,15 @@ def test_a_stagger_that_would_wait_forever_is_refused(tmp_path: Path) -> None:
             anyio.run(ask)
     (tmp_path / "d.jsonl").write_text('{"id": "a", "prompt": "q"}\n')
     config = "dataset: {path: d.jsonl}\nbackend: {kind: scripted, replies: [x]}\n"
-    (tmp_path / "run.yaml").write_text(config + "budgets: {stagger_s: 1e308}\n")
-    with pytest.raises(ConfigError, match=r"budgets\.stagger_s"):
-        load_config(tmp_path / "run.yaml")
+    for where, setting in {
+        r"budgets\.stagger_s": "budgets: {stagger_s: 1e308}",
+        r"backend\.retries\.base_delay_s": "backend: {kind: scripted, replies: [x], "
+        "retries: {base_delay_s: 1e308, max_delay_s: 1e308}}",
+    }.items():
+        body = config if setting.startswith("budgets") else "dataset: {path: d.jsonl}\n"
+        (tmp_path / "run.yaml").write_text(body + setting + "\n")
+        with pytest.raises(ConfigError, match=where):
+            load_config(tmp_path / "run.yaml")
+    for name in ("base_delay", "max_delay", "max_retry_after"):
+        with pytest.raises(ValueError, match=f"RetryPolicy.{name} must be a number of seconds"):
+            RetryPolicy(**{name: 1e308})

@@ -64,12 +64,9 @@ def test_a_run_writes_and_shows_no_credential_of_any_url(
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
     store = f"http://mluser:{SHORT}@127.0.0.1:{closed_port()}/"
     with ScriptedHTTPServer(lambda n, body: Reply()) as server:
-        path = config(
-            tmp_path,
-            f"{server.base_url}?api-key={KEY}&api-version=2",
-            {"name": "mlflow", "options": {"tracking_uri": store}},
-        )
-        result = invoke("run", path, "--out", tmp_path / "run")
+        path = config(tmp_path, f"{server.base_url}?api-key={KEY}&api-version=2")
+        plugin = f"mlflow:tracking_uri={store}"  # on the command line: argv is recorded too
+        result = invoke("run", path, "--out", tmp_path / "run", "--plugin", plugin)
     assert result.exit_code == 0, result.stderr
     assert len(server.arrivals) == 2  # the key still went where it belongs
     shown = everything_in(tmp_path / "run") + result.stdout + result.stderr

@@ -8,8 +8,13 @@ own budget; transport retries never consume ``loop_budget``.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
+
+MAX_WAIT_S = 3600.0
+"""The longest wait between two tries a policy may set (an hour): a longer one (``1e308``)
+would hold its call, in effect forever, on the first transient failure."""
 
 
 class TransientBackendError(Exception):
@@ -47,6 +52,17 @@ class RetryPolicy:
             raise ValueError(f"RetryPolicy.max_retries must be >= 0, got {self.max_retries}")
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError(f"RetryPolicy.jitter must be within [0, 1], got {self.jitter}")
+        for name in ("base_delay", "max_delay", "max_retry_after"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (math.isfinite(value) and 0 <= value <= MAX_WAIT_S)
+            ):
+                raise ValueError(
+                    f"RetryPolicy.{name} must be a number of seconds from 0 to "
+                    f"{MAX_WAIT_S:g}, got {value!r}"
+                )
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds to wait before the ``retry``-th retry (1-based)."""

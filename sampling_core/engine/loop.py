@@ -38,6 +38,7 @@ import structlog
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
 from hook_specs.records import (
+    STOPPED_EARLY,
     UNKNOWN_USAGE,
     WHOLE,
     Attempt,
@@ -82,10 +83,14 @@ from sampling_core.hooks.call_hooks import CallHooks
 from sampling_core.hooks.faults import describe
 from sampling_core.requirements.checks import validate_all
 from sampling_core.requirements.context import CheckContext
+from sampling_core.requirements.scorers import score_of
 
 logger = structlog.get_logger("samplehooks")
 
 _description = attrgetter("description")
+
+
+_NO_CHECKS: frozenset[Any] = frozenset()
 
 
 def _is_result(outcome: object) -> bool:
@@ -104,8 +109,11 @@ class SamplingCall:
         "hooks",
         "json_schema",
         "launcher",
+        "prefix_checks",
+        "prefix_notes",
         "prefixes",
         "s",
+        "scorer",
         "streams",
         "tally",
         "wants_context",
@@ -124,6 +132,12 @@ class SamplingCall:
         self.wants_context = any(r.wants_context for r in settings.requirements)
         prefixes = prefixes_in_force(settings.requirements, settings.tokens.early_stop)
         self.prefixes = prefixes
+        self.prefix_notes = [{} for _ in prefixes]  # what the checks' readers keep per call
+        self.scorer = settings.strategy.scorer  # scores every attempt (BestOfN, a weighted vote)
+        if self.scorer is not None:
+            self.wants_context = True
+        # for generation_call's payload: the same set for each backend call of the call
+        self.prefix_checks = frozenset(r for _, r in prefixes) if prefixes else _NO_CHECKS
         self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
         self.launcher: Launcher | None = None  # a launch policy other than "all"
         self.streams = bool(
@@ -164,15 +178,17 @@ class SamplingCall:
         return await self._work()  # a plain sampling_call implementation answers nothing
 
     def _call_fields(self) -> dict[str, Any]:
+        """``sampling_call``'s fields: the call's own messages and options, not copies (its
+        payload is read-only all the way down, and the engine changes neither)."""
         s = self.s
         return {
-            "messages": list(map(dict, s.messages)),
+            "messages": s.messages,
             "requirements": list(map(_description, s.requirements)),
             "loop_budget": s.loop_budget,
             "concurrency_budget": s.concurrency_budget,
             "selection": s.selection,
             "seed": s.seed,
-            "options": dict(s.options),
+            "options": s.options,
         }
 
     async def _start(self) -> None:
@@ -285,6 +301,8 @@ class SamplingCall:
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
             self.tally.fail(exc)
         finally:
+            if tally.votes_early:  # a vote with a consensus may be settled now
+                tally.subsample_ended(index)
             if entered:  # run inline: the caller's values come back
                 leave_subsample(entered)
 
@@ -301,7 +319,12 @@ class SamplingCall:
         context = None
         if self.wants_context:  # what the model was asked, as plugins left it
             context = CheckContext(
-                sent.messages, self.s.row, info, sent.options, partial(self._judge_call, info)
+                sent.messages,
+                self.s.row,
+                info,
+                sent.options,
+                partial(self._judge_call, info),
+                generation,
             )
         try:
             validations = validate_all(
@@ -322,7 +345,11 @@ class SamplingCall:
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             judged = self.hooks.validate(info, sent.messages, generation, validations)
             validations = judged if isinstance(judged, tuple) else await judged
-        attempt = tally.record(info, messages, generation, validations, provenance)
+        scored = None
+        if self.scorer is not None:
+            assert context is not None
+            scored = await score_of(self.scorer, generation.text, context)
+        attempt = tally.record(info, messages, generation, validations, provenance, scored)
         if self.hooks.firing.sampling_iteration:
             pending = self.hooks.iteration(info, attempt, self._shield)
             if pending is not None:
@@ -375,15 +402,17 @@ class SamplingCall:
                 request = GenerationRequest(call_messages, call_options, info, self.json_schema)
                 began = time.perf_counter()
                 if firing.generation_call:  # plugins around the call, or answering for it
+                    streamed = self.streams and not judging
                     verdict: list[Failed] = []  # what the innermost call's stream says
                     answer = partial(
                         self._answer, info, request, backend, retry, judging, began, verdict
                     )
                     generation = await hooks.around_generation(
                         info,
-                        call_messages,
-                        call_options,
-                        self.streams and not judging,
+                        request,
+                        backend,
+                        self.prefix_checks if streamed else _NO_CHECKS,
+                        streamed,
                         retry,
                         purpose,
                         answer,
@@ -473,8 +502,10 @@ class SamplingCall:
     ) -> Generation:
         """The innermost ``generation_call``: the backend's generation, or the answer of the
         plugin that answered for it (a ``Generation``, a string, or for a streamed call
-        chunks read as the backend's stream would be), named by ``answered_by``. A streamed
-        answer's prefix verdict goes into ``verdict``, for :meth:`_generate` to return."""
+        chunks read as the backend's stream would be), named by ``answered_by``. A whole
+        one that arrives stopped early in a streamed call is read as a stream too (of no
+        chunks), so that the prefix checks judge it. A streamed answer's prefix verdict goes
+        into ``verdict``, for :meth:`_generate` to return."""
         streamed = self.streams and not judging
         if answer is None:
             if streamed:
@@ -486,6 +517,13 @@ class SamplingCall:
                 reply = await generate_within(self.s.attempt_timeout, backend, request)
         elif isinstance(answer, Generation | str):
             reply = answer
+            if (
+                streamed
+                and isinstance(answer, Generation)
+                and answer.finish_reason == STOPPED_EARLY
+            ):
+                reply, failed = await self._stream(info, request, Answered((answer,)), retry)
+                verdict.append(failed)
         elif streamed:
             reply, failed = await self._stream(info, request, Answered(answer), retry)
             verdict.append(failed)
@@ -532,8 +570,10 @@ class SamplingCall:
         on_chunk = None
         if self.hooks.firing.generation_chunk:
 
-            async def on_chunk(flight: Flight, delta: str) -> None:
-                pending = self.hooks.chunk(info, delta, flight.text, flight.chunks - 1, retry)
+            async def on_chunk(flight: Flight, delta: str, logprobs: tuple[Any, ...]) -> None:
+                pending = self.hooks.chunk(
+                    info, delta, flight.text, flight.chunks - 1, retry, logprobs
+                )
                 if pending is not None:
                     await pending
 
@@ -542,11 +582,18 @@ class SamplingCall:
         try:
             if timeout is None:
                 generation, failed = await read_stream(
-                    backend, request, flight, self.prefixes, on_chunk, free
+                    backend, request, flight, self.prefixes, self.prefix_notes, on_chunk, free
                 )
             else:
                 generation, failed = await read_stream_within(
-                    timeout, backend, request, flight, self.prefixes, on_chunk, free
+                    timeout,
+                    backend,
+                    request,
+                    flight,
+                    self.prefixes,
+                    self.prefix_notes,
+                    on_chunk,
+                    free,
                 )
         except StopSampling:
             raise  # the flight stays: the loop ends, and it counts what it streamed
@@ -554,10 +601,6 @@ class SamplingCall:
             tally.landed(info)  # ended by an error: not cut short
             raise
         tally.landed(info)
-        if failed:
-            keep = getattr(backend, "keep_stopped_early", None)  # the response cache
-            if keep is not None and not generation.cached and all(r is None for _, r in failed):
-                await keep(request, generation, [self.s.requirements[p] for p, _ in failed])
         return generation, failed
 
     def _shield(self, index: int) -> AbstractContextManager[object]:

@@ -66,7 +66,7 @@ async def call_around(
     error: BaseException | None = None
     try:
         for impl in wrappers:
-            step = impl.function(payload) if impl.takes_payload else impl.function()
+            step = impl.call(payload)
             try:
                 if impl.is_async:
                     await step.__anext__()
@@ -79,7 +79,7 @@ async def call_around(
             opened.append((impl, step))
         answer, answered_by = None, None
         for impl in plain:
-            out = impl.function(payload) if impl.takes_payload else impl.function()
+            out = impl.call(payload)
             if impl.is_async:
                 out = await out
             if out is not None:
@@ -134,7 +134,7 @@ def _leave_sync(
         else:
             step.throw(error)
     except StopIteration as returned:
-        if _must_go_on(error):
+        if error is not None and not isinstance(error, Exception):  # _must_go_on, inlined
             return result, error
         return returned.value, None
     except BaseException as raised:

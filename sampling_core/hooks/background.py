@@ -67,12 +67,7 @@ from sampling_core.hooks.faults import (
 )
 from sampling_core.hooks.table import HookImplementation
 
-__all__ = [
-    "DEFAULT_MAXSIZE",
-    "DEFAULT_TIMEOUT_S",
-    "INTERRUPT_GRACE_S",
-    "BackgroundDelivery",
-]
+__all__ = ["DEFAULT_MAXSIZE", "DEFAULT_TIMEOUT_S", "INTERRUPT_GRACE_S", "BackgroundDelivery"]
 
 logger = structlog.get_logger("samplehooks")
 
@@ -141,6 +136,7 @@ class BackgroundDelivery:
         self._at_exit = False
         self._hurry_until: float | None = None  # when hurried: no event runs past this
         self._hurry_grace = INTERRUPT_GRACE_S  # the grace it was given (for the reports)
+        self._hurried_at = 0.0  # when the hurry began (a later, shorter one keeps it)
 
     async def put(self, hook: HookName, impl: HookImplementation, payload: HookPayload) -> None:
         """Queue one event. While ``maxsize`` events are queued it waits for room in its own
@@ -204,8 +200,11 @@ class BackgroundDelivery:
         delivers as before.
         """
         with self._lock:
-            until = time.monotonic() + grace
-            if self._hurry_until is not None and self._hurry_until <= until:
+            now = time.monotonic()
+            until = now + grace
+            if self._hurry_until is None:
+                self._hurried_at = now
+            elif self._hurry_until <= until:
                 return
             self._hurry_until, self._hurry_grace = until, grace
             for lane in self._lanes.values():
@@ -404,11 +403,9 @@ class BackgroundDelivery:
         event = lane.current
         assert event is not None
         hook = event[0].value
-        hurried_at = None if self._hurry_until is None else self._hurry_until - self._hurry_grace
-        # Hurried, an observer that returned from an event during the grace is behind (too
-        # many queued), not stuck.
-        behind = hurried_at is not None and lane.returned >= hurried_at
-        grace = None if hurried_at is None else self._hurry_grace
+        grace = None if self._hurry_until is None else self._hurry_grace
+        # Hurried, one that returned from an event since is behind (too many queued), not stuck.
+        behind = grace is not None and lane.returned >= self._hurried_at
         self._fault(name, hook, left_running(self.timeout, grace, behind))
         lane.current, lane.stalled, lane.behind = None, event, behind
         lane.skipped += len(lane.items)

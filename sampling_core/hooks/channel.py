@@ -86,42 +86,49 @@ class HookChannel:
         """Build the hook's payload, deliver it, and return it (as plugins left it).
 
         A direct route is delivered by its ``deliver`` (the hooks fired per attempt call it
-        themselves, which saves a coroutine per event).
+        themselves, which saves a coroutine per event). A table with monitors has them
+        wrap each delivery (:meth:`_monitored`); the delivery itself knows nothing of them.
         """
         if route.direct:
             return route.deliver(self, fields)
         payload = route.build(fields)
-        await self._deliver(route, payload)
+        if self.table.monitors:
+            await self._monitored(route, payload)
+        else:
+            await self._deliver(route, payload)
+        delivery = self.table.delivery
+        if route.background and delivery is not None:
+            for impl in route.background:
+                await delivery.put(route.hook, impl, payload)
         return payload
 
     async def _deliver(self, route: Route, payload: HookPayload) -> None:
-        """Deliver to every implementation, awaiting async ones, with monitors around the
-        inline ones and background ones queued after them."""
-        hook, table, writable = route.hook, self.table, route.writable
-        monitored = self._before(route, payload) if table.monitors else None
+        """Deliver to every inline implementation in turn, awaiting async ones."""
+        hook, writable = route.hook, route.writable
+        for impl in route.inline:
+            if writable:
+                credit_writes(payload, impl.plugin_name)
+            try:
+                out = impl.call(payload)
+                if impl.is_async:
+                    await self._awaited(out)
+                elif out is not None and inspect.isawaitable(out):
+                    raise not_awaited(out)
+            except Exception as exc:
+                self.fault(hook, impl.plugin_name, exc, writable)
+        if writable and route.inline:
+            credit_writes(payload, None)
+
+    async def _monitored(self, route: Route, payload: HookPayload) -> None:
+        """:meth:`_deliver` with the monitors around it, as pluggy has them around a hook
+        call (``before``, then ``after`` with the outcome)."""
+        monitored = self._before(route, payload)
         try:
-            for impl in route.inline:
-                if writable:
-                    credit_writes(payload, impl.plugin_name)
-                try:
-                    out = impl.function(payload) if impl.takes_payload else impl.function()
-                    if impl.is_async:
-                        await self._awaited(out)
-                    elif out is not None and inspect.isawaitable(out):
-                        raise not_awaited(out)
-                except Exception as exc:
-                    self.fault(hook, impl.plugin_name, exc, writable)
-            if writable and route.inline:
-                credit_writes(payload, None)
+            await self._deliver(route, payload)
         except BaseException as exc:
-            if monitored is not None:
-                self._after(hook, monitored, _outcome_of(exc))
+            self._after(route.hook, monitored, _outcome_of(exc))
             raise
-        if monitored is not None:
-            self._after(hook, monitored, _outcome_of(None))
-        if route.background and table.delivery is not None:
-            for impl in route.background:
-                await table.delivery.put(hook, impl, payload)
+        self._after(route.hook, monitored, _outcome_of(None))
 
     def around(
         self,
@@ -136,7 +143,8 @@ class HookChannel:
         payload = route.build(fields)
         if self.table.monitors:
             return self._monitored_around(route, payload, inner, valid)
-        return call_around(route.hook.value, route.wrappers, route.inline, payload, inner, valid)
+        # a HookName is a str: its value, without the enum's slow property
+        return call_around(route.hook, route.wrappers, route.inline, payload, inner, valid)
 
     async def _monitored_around(
         self, route: Route, payload: HookPayload, inner: Inner[T], valid: Callable[[Any], bool]
@@ -144,7 +152,7 @@ class HookChannel:
         monitored = self._before(route, payload)
         try:
             outcome = await call_around(
-                route.hook.value, route.wrappers, route.inline, payload, inner, valid
+                route.hook, route.wrappers, route.inline, payload, inner, valid
             )
         except BaseException as exc:
             self._after(route.hook, monitored, _outcome_of(exc))

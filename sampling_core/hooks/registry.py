@@ -21,7 +21,7 @@ from hook_specs.contract import CALL_HOOKS
 from hook_specs.markers import PROJECT_NAME
 from hook_specs.names import HookName
 from sampling_core.errors import PluginError, exception_text
-from sampling_core.hooks.accepting import HOOK_VALUES, async_wrapper_opts, check_implementation
+from sampling_core.hooks.accepting import async_wrapper_opts, check_implementation
 from sampling_core.hooks.entry_points import (
     InstalledPlugin,
     PluginSettings,
@@ -33,20 +33,37 @@ from sampling_core.hooks.entry_points import (
     warn,
     warn_skipped,
 )
-from sampling_core.hooks.impl_options import hookimpl_opts
 from sampling_core.hooks.table import (
     CallTables,
     HookImplementation,
     HookTable,
     Monitor,
-    required_arguments,
 )
 
 if TYPE_CHECKING:
     from sampling_core.hooks.background import BackgroundDelivery
 
 
-class _LiveManager(pluggy.PluginManager):
+class _Manager(pluggy.PluginManager):
+    """pluggy's ``PluginManager`` for the samplehooks hooks, reading async wrappers too.
+
+    A registry's manager is a :class:`_LiveManager`; a call given plugins of its own gets a
+    scratch one, holding the registry's plugins and the call's, read by pluggy as any
+    registration is (names, order, options) and never used to call a hook.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT_NAME)
+        self.add_hookspecs(specs)
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        """pluggy's reading of an implementation; an async ``wrapper=True`` one is handed to
+        pluggy as a plain implementation marked :data:`~sampling_core.hooks.table.ASYNC_WRAPPER`
+        (pluggy accepts only sync generators as wrappers; the engine runs both kinds)."""
+        return async_wrapper_opts(plugin, name, super().parse_hookimpl_opts(plugin, name))
+
+
+class _LiveManager(_Manager):
     """pluggy's ``PluginManager``, telling its registry about every change made on it.
 
     Overrides only public methods, so a plugin registered or unregistered directly on
@@ -55,14 +72,8 @@ class _LiveManager(pluggy.PluginManager):
     """
 
     def __init__(self, registry: PluginRegistry) -> None:
-        super().__init__(PROJECT_NAME)
+        super().__init__()
         self._registry = weakref.ref(registry)
-
-    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
-        """pluggy's reading of an implementation; an async ``wrapper=True`` one is handed to
-        pluggy as a plain implementation marked :data:`~sampling_core.hooks.table.ASYNC_WRAPPER`
-        (pluggy accepts only sync generators as wrappers; the engine runs both kinds)."""
-        return async_wrapper_opts(plugin, name, super().parse_hookimpl_opts(plugin, name))
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:
         """Register as pluggy does, then check the plugin by the engine's rules."""
@@ -124,7 +135,6 @@ class PluginRegistry:
         self.settings = settings or PluginSettings()
         self.delivery = delivery
         self.manager: pluggy.PluginManager = _LiveManager(self)
-        self.manager.add_hookspecs(specs)
         self._reserved = set(reserved_names)
         self._monitors: list[Monitor] = []
         self._table: HookTable | None = None
@@ -154,12 +164,7 @@ class PluginRegistry:
         Takes effect from the next call.
         """
         final = self._unique(name or default_name(plugin))
-        try:
-            self.manager.register(plugin, final)
-        except pluggy.PluginValidationError as exc:
-            raise PluginError(final, "register", exception_text(exc)) from exc
-        except ValueError as exc:  # the same object registered twice
-            raise PluginError(final, "register", exception_text(exc)) from exc
+        _register_on(self.manager, plugin, final)
         return final
 
     def unregister(self, plugin: Any) -> Any:
@@ -204,10 +209,7 @@ class PluginRegistry:
         return _unique_in(base, self._reserved | {n for n, _ in self.manager.list_name_plugin()})
 
     def _check(self, name: str, plugin: Any) -> None:
-        for caller in self.manager.get_hookcallers(plugin) or []:
-            for impl in caller.get_hookimpls():
-                if impl.plugin is plugin:
-                    check_implementation(name, caller.name, impl.function, impl.opts)
+        _check_on(self.manager, name, plugin)
 
     def load_entrypoints(self) -> list[InstalledPlugin]:
         """Load the entry points the environment asks for, one at a time.
@@ -260,27 +262,8 @@ class PluginRegistry:
         return sorted(c.name for c in self.manager.get_hookcallers(plugin) or [])
 
     def implementations(self) -> dict[HookName, tuple[HookImplementation, ...]]:
-        """Every hook's implementations, in registration order (pluggy's grouping kept).
-
-        pluggy keeps a hook's wrappers after its other implementations, and is handed async
-        wrappers as plain ones (see :func:`async_wrapper_opts`): a call hook's are put back
-        in the one order pluggy keeps (``trylast`` ones latest registered first, then the
-        plain ones, then ``tryfirst`` ones, each in registration order), so that sync and
-        async wrappers nest by pluggy's rule."""
-        found: dict[HookName, tuple[HookImplementation, ...]] = {}
-        registered = {name: i for i, (name, _) in enumerate(self.manager.list_name_plugin())}
-        for hook in HookName.fired():
-            caller = getattr(self.manager.hook, hook.value)
-            impls = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
-            if hook in CALL_HOOKS:
-
-                def stored(impl: HookImplementation) -> tuple[int, int]:
-                    index = registered.get(impl.plugin_name, 0)
-                    return (impl.order, -index if impl.order == 0 else index)
-
-                impls = tuple(sorted(impls, key=stored))
-            found[hook] = impls
-        return found
+        """Every hook's implementations, in pluggy's order (see :func:`implementations_of`)."""
+        return implementations_of(self.manager)
 
     def hooks(self) -> HookTable:
         """The hook table for the plugins registered now (cached until the next change)."""
@@ -300,8 +283,10 @@ class PluginRegistry:
         registered. The table is kept for the next call given the same plugin objects
         (:class:`~sampling_core.hooks.table.CallTables`) until the registry changes.
 
-        The plugins' implementations are read with pluggy's public ``parse_hookimpl_opts``
-        and checked as :meth:`register` checks them, without a pluggy manager of their own.
+        The table is read from a scratch pluggy manager holding the registry's plugins, then
+        the call's (registered after them, as pluggy orders a later registration), checked
+        as :meth:`register` checks them; a call plugin that is registered on the sampler
+        already is not added twice.
         """
         plugins = tuple(plugins)
         registered = self.hooks()
@@ -311,40 +296,74 @@ class PluginRegistry:
             table = self._call_tables.get(registered, plugins)
             if table is not None:
                 return table
+        scratch = _Manager()
+        for name, plugin in self.manager.list_name_plugin():
+            if plugin is not None:  # None: a name pluggy blocks
+                scratch.register(plugin, name)
         taken = set(self.names()) | self._reserved
-        extra: dict[HookName, list[HookImplementation]] = {}
         for plugin in plugins:
             resolved = resolve_plugin(plugin, self.settings.disabled)
-            if resolved is None:
+            if resolved is None or scratch.is_registered(resolved.plugin):
                 continue
             name = _unique_in(resolved.name, taken)
             taken.add(name)
-            for hook, impl in self._read_implementations(resolved.plugin, name):
-                extra.setdefault(hook, []).append(impl)
-        table = registered.merged(extra)
+            _register_on(scratch, resolved.plugin, name)
+            _check_on(scratch, name, resolved.plugin)
+        table = HookTable(
+            implementations_of(scratch),
+            strict=self.strict,
+            timeout=self.timeout,
+            monitors=self._monitors,
+            delivery=self.delivery,
+        )
         if reusable:
             self._call_tables.put(registered, plugins, table)
         return table
 
-    def _read_implementations(
-        self, plugin: Any, name: str
-    ) -> list[tuple[HookName, HookImplementation]]:
-        found = []
-        for attribute, opts in hookimpl_opts(plugin, self.manager):
-            function = getattr(plugin, attribute)
-            hook_name = opts.get("specname") or attribute
-            check_implementation(name, hook_name, function, opts)
-            if hook_name in HOOK_VALUES:
-                hook = HookName(hook_name)
-                unknown = set(required_arguments(function)) - {"payload"}
-                if unknown:
-                    raise PluginError(
-                        name,
-                        hook_name,
-                        f"unknown argument(s) {sorted(unknown)}: hooks take payload",
-                    )
-                found.append((hook, HookImplementation.from_options(name, function, opts)))
-        return found
+
+def implementations_of(
+    manager: pluggy.PluginManager,
+) -> dict[HookName, tuple[HookImplementation, ...]]:
+    """Every hook's implementations on ``manager``, in the order pluggy keeps them.
+
+    pluggy keeps a hook's wrappers after its other implementations, and is handed async
+    wrappers as plain ones (see :func:`~sampling_core.hooks.accepting.async_wrapper_opts`):
+    a call hook's are put back in the one order pluggy keeps (``trylast`` ones latest
+    registered first, then the plain ones, then ``tryfirst`` ones, each in registration
+    order), so that sync and async wrappers nest by pluggy's rule.
+    """
+    found: dict[HookName, tuple[HookImplementation, ...]] = {}
+    registered = {name: i for i, (name, _) in enumerate(manager.list_name_plugin())}
+    for hook in HookName.fired():
+        caller = getattr(manager.hook, hook.value)
+        impls = tuple(HookImplementation.from_pluggy(i) for i in caller.get_hookimpls())
+        if hook in CALL_HOOKS:
+
+            def stored(impl: HookImplementation) -> tuple[int, int]:
+                index = registered.get(impl.plugin_name, 0)
+                return (impl.order, -index if impl.order == 0 else index)
+
+            impls = tuple(sorted(impls, key=stored))
+        found[hook] = impls
+    return found
+
+
+def _register_on(manager: pluggy.PluginManager, plugin: Any, name: str) -> None:
+    """Register ``plugin`` as ``name`` on ``manager``; what pluggy refuses is a PluginError."""
+    try:
+        manager.register(plugin, name)
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(name, "register", exception_text(exc)) from exc
+    except ValueError as exc:  # the same object registered twice
+        raise PluginError(name, "register", exception_text(exc)) from exc
+
+
+def _check_on(manager: pluggy.PluginManager, name: str, plugin: Any) -> None:
+    """Check ``plugin``'s implementations on ``manager`` by the engine's rules."""
+    for caller in manager.get_hookcallers(plugin) or []:
+        for impl in caller.get_hookimpls():
+            if impl.plugin is plugin:
+                check_implementation(name, caller.name, impl.function, impl.opts)
 
 
 def _unique_in(base: str, taken: set[str]) -> str:

@@ -11,7 +11,7 @@ import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, make_dataclass
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Protocol
 
 import pluggy
@@ -39,7 +39,8 @@ Monitor = tuple[Callable[..., None], Callable[..., None]]
 
 @dataclass(frozen=True, slots=True)
 class HookImplementation:
-    """One plugin's implementation of one hook, ready to call."""
+    """One plugin's implementation of one hook, ready to call: ``call(payload)`` is how
+    every delivery calls it (inline, in the background, around a call), made once here."""
 
     plugin_name: str
     function: Callable[..., Any]
@@ -49,6 +50,20 @@ class HookImplementation:
     background: bool = False
     source: Any = None  # what hook-call monitors are handed (pluggy's HookImpl if registered)
     wrapper: bool = False  # @hookimpl(wrapper=True) on a call hook (is_async: an async generator)
+    call: Callable[[Any], Any] = field(init=False, repr=False, compare=False)
+    """``call(payload)``: the function itself, or for one that leaves ``payload`` out, a
+    function that calls it without (what it returns may be awaitable)."""
+
+    def __post_init__(self) -> None:
+        function = self.function
+        if self.takes_payload:
+            call = function
+        else:
+
+            def call(payload: Any) -> Any:
+                return function()
+
+        object.__setattr__(self, "call", call)
 
     @classmethod
     def from_pluggy(cls, impl: pluggy.HookImpl) -> HookImplementation:
@@ -64,31 +79,6 @@ class HookImplementation:
             source=impl,
             wrapper=wrapper,
         )
-
-    @classmethod
-    def from_options(
-        cls, plugin_name: str, function: Callable[..., Any], opts: Mapping[str, Any]
-    ) -> HookImplementation:
-        """An implementation of a plugin that is not registered on a pluggy manager (a
-        per-call plugin), from the options pluggy's ``parse_hookimpl_opts`` read. Monitors
-        are handed the implementation itself (``plugin_name``, ``function``)."""
-        wrapper = is_wrapper(opts)
-        made = cls(
-            plugin_name=plugin_name,
-            function=function,
-            takes_payload="payload" in required_arguments(function),
-            is_async=is_async_wrapper(function) if wrapper else is_async_function(function),
-            order=2 if opts.get("tryfirst") else 0 if opts.get("trylast") else 1,
-            background=is_background(function),
-            wrapper=wrapper,
-        )
-        object.__setattr__(made, "source", made)
-        return made
-
-    def call(self, payload: HookPayload) -> Any:
-        """Call the implementation (what it returns may be awaitable). The delivery loops
-        (:func:`direct_delivery`, the channel's awaiting one) inline this, on their hot path."""
-        return self.function(payload) if self.takes_payload else self.function()
 
 
 BUILDERS = {hook: cls.builder() for hook, cls in PAYLOAD_TYPES.items()}
@@ -154,12 +144,6 @@ def required_arguments(function: Callable[..., Any]) -> tuple[str, ...]:
     )
 
 
-def call_order(registered: Iterable[HookImplementation]) -> tuple[HookImplementation, ...]:
-    """pluggy's call order for implementations given in registration order."""
-    ordered = sorted(registered, key=lambda impl: impl.order)  # stable
-    return tuple(reversed(ordered))
-
-
 class FaultPolicy(Protocol):
     """What a delivery hands an implementation's exception to (a hook channel)."""
 
@@ -203,16 +187,16 @@ def direct_delivery(
     bound here, so an event costs the payload and the calls, little more. Writes to a
     writable payload are credited to the implementation making them
     (:func:`~hook_specs.payloads.credit_writes`); a write made after the hook is nobody's."""
-    calls = tuple((impl.function, impl.takes_payload, impl.plugin_name) for impl in inline)
+    calls = tuple((impl.call, impl.plugin_name) for impl in inline)
     isawaitable = inspect.isawaitable
 
     def deliver(channel: FaultPolicy, fields: dict[str, Any]) -> Any:
         payload = build(fields)
-        for function, takes_payload, name in calls:
+        for call, name in calls:
             if writable:
                 credit_writes(payload, name)
             try:
-                out = function(payload) if takes_payload else function()
+                out = call(payload)
                 if out is not None and isawaitable(out):
                     raise not_awaited(out)
             except Exception as exc:
@@ -247,7 +231,12 @@ Firing = _one_attribute_per_hook(
 
 
 class HookTable:
-    """Every hook's implementations in call order, the monitors, and the fault policy."""
+    """Every hook's implementations in call order, the monitors, and the fault policy.
+
+    ``registered`` holds each hook's implementations in the order a pluggy manager keeps
+    them (``HookCaller.get_hookimpls()``: pluggy calls the last one first), as
+    :func:`~sampling_core.hooks.registry.implementations_of` reads them: the order is
+    pluggy's, never worked out here."""
 
     __slots__ = (
         "awaits_iteration",
@@ -285,7 +274,7 @@ class HookTable:
         return bool(route.inline or route.background or route.wrappers or self.monitors)
 
     def _route(self, hook: HookName, registered: Iterable[HookImplementation]) -> Route:
-        ordered = call_order(registered)
+        ordered = tuple(reversed(tuple(registered)))  # pluggy calls the last one kept first
         wrappers = tuple(impl for impl in ordered if impl.wrapper)
         inline = tuple(impl for impl in ordered if not impl.background and not impl.wrapper)
         background = tuple(impl for impl in ordered if impl.background)
@@ -299,23 +288,6 @@ class HookTable:
             direct=not (self.monitors or background or any(i.is_async for i in inline)),
             deliver=direct_delivery(hook, build, inline, writable),
             wrappers=wrappers,
-        )
-
-    def merged(self, extra: Mapping[HookName, Iterable[HookImplementation]]) -> HookTable:
-        """A table with ``extra`` implementations registered after these (pluggy's rule:
-        a later ``trylast`` one goes before the earlier ones, so it is called after them)."""
-        combined = {}
-        for hook in FIRED:
-            more = tuple(extra.get(hook, ()))
-            late = tuple(impl for impl in more if impl.order == 0)
-            rest = tuple(impl for impl in more if impl.order != 0)
-            combined[hook] = late + self.registered[hook] + rest
-        return HookTable(
-            combined,
-            strict=self.strict,
-            timeout=self.timeout,
-            monitors=self.monitors,
-            delivery=self.delivery,
         )
 
 

@@ -86,6 +86,11 @@ class AttemptEntry:
     answer: dict[str, Any] | None = None
     """``{"value", "right"}``: its answer, when known (what maj@k counts:
     :mod:`sampling_core.runs.votes`)."""
+    score: float | None = None
+    """The strategy's scorer's score (``BestOfN(scorer=...)``, a weighted vote), if any."""
+    logprobs: list[dict[str, Any]] | None = None
+    """Its tokens' log-probabilities, when the request asked for them (options
+    ``logprobs``): ``{"token", "logprob", "top"}`` each."""
 
     @property
     def completed(self) -> bool:
@@ -127,6 +132,13 @@ class AttemptEntry:
             failed=a.failure_reasons if failed else [],
             validations=validations,
             answer=answer_entry(a, answer_of),
+            score=a.scored,
+            logprobs=None
+            if generation.logprobs is None
+            else [
+                {"token": t.token, "logprob": t.logprob, "top": [list(p) for p in t.top]}
+                for t in generation.logprobs
+            ],
         )
 
     @classmethod
@@ -174,6 +186,10 @@ class AttemptEntry:
             data["not_known"] = True
         if self.answer is not None:
             data["answer"] = self.answer
+        if self.score is not None:
+            data["score"] = self.score
+        if self.logprobs is not None:
+            data["logprobs"] = self.logprobs
         return data
 
     @classmethod
@@ -216,6 +232,10 @@ class AttemptEntry:
             else None,
             not_known=data.get("not_known") is True,
             answer=data["answer"] if isinstance(data.get("answer"), dict) else None,
+            score=as_number(data.get("score")),
+            logprobs=[p for p in data["logprobs"] if isinstance(p, dict)]
+            if isinstance(data.get("logprobs"), list)
+            else None,
         )
 
 

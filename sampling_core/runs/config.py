@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from sampling_core.backends.transport import MAX_WAIT_S
 from sampling_core.engine.budgets import DEFAULT_MAX_CONCURRENCY_BUDGET, DEFAULT_MAX_LOOP_BUDGET
 from sampling_core.engine.launch import DEFAULT_STAGGER_S, MAX_STAGGER_S
 from sampling_core.hooks.options import number_as_written, number_kinds
@@ -109,9 +110,11 @@ class RetryConfig(_Strict):
 
     max_retries: int = _field("result", 3, ge=0, le=100, description="Retries per backend call.")
     base_delay_s: float = _field(
-        "result", 0.5, ge=0, description="First wait; doubled on each retry."
+        "result", 0.5, ge=0, le=MAX_WAIT_S, description="First wait; doubled on each retry."
     )
-    max_delay_s: float = _field("result", 20.0, ge=0, description="Longest wait between tries.")
+    max_delay_s: float = _field(
+        "result", 20.0, ge=0, le=MAX_WAIT_S, description="Longest wait between tries."
+    )
 
 
 class BackendConfig(_Strict):
@@ -143,6 +146,14 @@ class GenerationOptions(_Strict):
     top_p: float | None = _field("result", None, gt=0, le=1, description="Nucleus sampling mass.")
     max_tokens: int | None = _field("result", None, ge=1, description="Most tokens per answer.")
     stop: list[str] | None = _field("result", None, description="Stop sequences.")
+    logprobs: bool | None = _field(
+        "result",
+        None,
+        description="Ask for each token's log-probability (kept in the records when asked).",
+    )
+    top_logprobs: int | None = _field(
+        "result", None, ge=0, le=20, description="How many most likely tokens to return per place."
+    )
 
     def as_options(self) -> dict[str, Any]:
         """The options that are set, as the engine's ``options`` mapping."""

@@ -35,12 +35,20 @@ from hook_specs.records import (
     Generation,
     IterationInfo,
     Message,
+    TokenLogprob,
     Usage,
     ValidationResult,
 )
 from sampling_core.backends.base import GenerationRequest
 from sampling_core.engine.seeds import derive_seed
-from sampling_core.engine.streaming import Prefixes, failing_prefixes, unmet_early
+from sampling_core.engine.streaming import (
+    Failed,
+    Prefixes,
+    failing_readers,
+    prefixes_in_force,
+    readers_of,
+    unmet_early,
+)
 from sampling_core.engine.tally import Tally
 from sampling_core.requirements.checks import Requirement, validate_all
 from sampling_core.requirements.context import CheckContext
@@ -102,9 +110,7 @@ async def rescore_record(
     sampling_id = record.sampling_id or ""
     prompt = _messages(item.prompt)
     requirements = [*how.requirements, *own]
-    prefixes: Prefixes = tuple(
-        (position, r) for position, r in enumerate(requirements) if r.prefix is not None
-    )
+    prefixes = prefixes_in_force(requirements, early_stop=True)
     tally = Tally(sampling_id, how.strategy, how.selection, how.early_exit)
     if attempts.get("stop_reason") == "stopped_by_plugin":
         tally.stop(StopSampling())
@@ -123,7 +129,7 @@ async def rescore_record(
         if not isinstance(validations, tuple):
             validations = await validations
         if not entry.provenance.whole:  # only the start of what the model was writing
-            failed = failing_prefixes(prefixes, text)
+            failed = _failing_prefix(prefixes, text, entry)
             if failed:  # that requirement fails whatever followed
                 validations = unmet_early(validations, failed, requirements)
             else:  # deciding needs the text that was never generated
@@ -159,6 +165,23 @@ async def rescore_record(
         rescored={"from_seq": record.seq, "not_run": not_run},
     )
     return out
+
+
+def _failing_prefix(prefixes: Prefixes, text: str, entry: AttemptEntry) -> Failed:
+    """The prefix checks that fail the kept ``text`` of a cut attempt, read as one piece
+    (with its tokens' log-probabilities when the record kept them)."""
+    if not prefixes:
+        return ()
+    readers = readers_of(prefixes, [{} for _ in prefixes])
+    logprobs = tuple(
+        TokenLogprob(
+            str(p.get("token", "")),
+            float(p.get("logprob", 0.0)),
+            tuple((str(t[0]), float(t[1])) for t in p.get("top") or () if len(t) == 2),
+        )
+        for p in entry.logprobs or ()
+    )
+    return failing_readers(readers, text, logprobs)
 
 
 def count_undecided(each: list[dict[str, Any]]) -> tuple[int, int, int]:

@@ -32,6 +32,7 @@ from filelock import FileLock
 from sampling_core.errors import exception_text
 from sampling_core.hooks.entry_points import PluginSettings
 from sampling_core.kinds import KindError, KindRegistry, collect_kinds
+from sampling_core.redaction import shown
 from sampling_core.runs.components import (
     build_requirements,
     build_strategy,
@@ -122,7 +123,7 @@ async def rescore(
                     "Nothing was written"
                 )
             how = _rescoring(new, kinds)  # the new requirements are built here, or refused
-            argv = list(argv) if argv is not None else ["(Python API)", "rescore"]
+            argv = [shown(a) for a in argv] if argv is not None else ["(Python API)", "rescore"]
             built = await _build(source, out, new, meta, dataset, kinds, how, argv, index)
     finally:
         source.unlock()

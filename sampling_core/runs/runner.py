@@ -23,6 +23,7 @@ from sampling_core.errors import exception_text
 from sampling_core.hooks.entry_points import PluginSettings, PluginSpec
 from sampling_core.hooks.registry import PluginRegistry
 from sampling_core.kinds import KindError, KindRegistry, collect_kinds
+from sampling_core.redaction import shown
 from sampling_core.runs.components import (
     build_backend,
     build_components,
@@ -131,7 +132,8 @@ async def run_batch(
     _refuse_unencodable(Path(out_dir), "the run directory")
     _refuse_unencodable(config.dataset.path, "the dataset path")
     config = with_cache(with_executor(config, executor, ray_address, workers), cache)
-    argv = list(argv) if argv is not None else ["(Python API)", "run_batch"]
+    # recorded in the header and progress.json: shown, as every setting is (no credential)
+    argv = [shown(a) for a in argv] if argv is not None else ["(Python API)", "run_batch"]
     run_dir = RunDirectory(Path(out_dir))
     if resume:
         run_dir.check_is_run()

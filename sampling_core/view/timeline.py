@@ -4,7 +4,8 @@ A step is one attempt with its outcome: ``passed``, ``failed``, ``error`` (the b
 raised for good), ``cancelled`` (in flight when another subsample's pass ended the call) or,
 in a rescored run, ``not_known`` (cut before its end: the new checks cannot judge it);
 ``stopped_early`` marks a failed one whose generation a prefix check cut short (its
-``provenance`` says by which check and after how much), and a
+``provenance`` says by which check and after how much; ``score``: the strategy's scorer's,
+from the record), and a
 cancelled one that streamed shows the tokens it received. The hook events say all of it, as
 :mod:`sampling_core.events.attempts` reads them (the same reading ``samplehooks trace show``
 prints): an attempt that no ``sampling_iteration`` or final ``generation_error`` ended was
@@ -127,6 +128,7 @@ def lanes_from_record(record: RunRecord) -> list[dict[str, Any]]:
             tokens=_sum(e.input_tokens, e.output_tokens),
             cost_usd=e.cost_usd,
             text=e.text,
+            score=e.score,
         )
     loop_budget = _int(record.attempts.get("loop_budget"))
     if record.count("cancelled") > 0 and loop_budget is not None:
@@ -153,7 +155,7 @@ def add_record_details(lanes: list[dict[str, Any]], record: RunRecord) -> None:
             known = from_record.get((lane["subsample"], step["attempt"]))
             if known is None or known["outcome"] != step["outcome"]:
                 continue
-            for name in ("text", "reasons", "cost_usd", "provenance"):
+            for name in ("text", "reasons", "cost_usd", "score", "provenance"):
                 if not step.get(name) and known.get(name):
                     step[name] = known[name]
 
