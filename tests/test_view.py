@@ -161,8 +161,10 @@ def test_view_takes_at_most_two_runs(tmp_path: Path) -> None:
 
 
 def test_a_scored_attempt_shows_its_score() -> None:
-    record = {"attempts": {"each": [{"subsample": 0, "attempt": 1, "passed": True, "score": 0.75}]}}
-    (lane,) = lanes_from_record(record)
+    each = [{"subsample": 0, "attempt": 1, "passed": True, "score": 0.75}]
+    (lane,) = lanes_from_record(
+        read_record({"key": "p", "status": "ok", "attempts": {"each": each}})
+    )
     assert lane["steps"][0]["score"] == 0.75
     assert "score ${fmt(st.score, 3)}" in (Path(view.__file__).parent / "template.html").read_text()
 
