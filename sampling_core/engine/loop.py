@@ -340,8 +340,8 @@ class SamplingCall:
             requirements = self.s.requirements
             validations = unmet_early(validations, stopped, requirements)
             provenance = provenance_of(generation, stopped_names(stopped, requirements))
-        elif generation.cached or generation.answered_by is not None:
-            provenance = provenance_of(generation)
+        elif generation.answered_by is not None or type(generation) is not Generation:
+            provenance = provenance_of(generation)  # answered by a plugin, or the cache
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             judged = self.hooks.validate(info, sent.messages, generation, validations)
             validations = judged if isinstance(judged, tuple) else await judged
