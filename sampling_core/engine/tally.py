@@ -333,22 +333,20 @@ class Tally:
         started = self.current_attempt
         return started.count(0) if 0 in started else 0
 
-    def result(self, s: CallSettings, faults: list[PluginFault]) -> SamplingResult:
-        """The call's result (raises the first backend error if nothing else happened)."""
-        if self.flights or self.cut_short:
-            self.settle_cancelled(s.backend)
-        return self.outcome(s.loop_budget, s.concurrency_budget, s.format, faults)
-
-    def outcome(
+    def result(
         self,
         loop_budget: int,
         concurrency_budget: int,
         format: Any = None,
         faults: list[PluginFault] | None = None,
+        backend: object = None,
     ) -> SamplingResult:
-        """The result of what was recorded, under those budgets (``format``: the call's, to
-        parse the pick with); what :meth:`result` makes once cancellations are settled, and
-        what a rescore makes of the attempts it fed in (no backend, no settings)."""
+        """The call's result under those budgets (``format``: the call's, to parse the pick
+        with), once what the cancelled calls spent is settled (``backend``: the call's); it
+        raises the first backend error if nothing else happened. A rescore makes its result
+        of the attempts it fed in with the budgets alone (no backend, no settings)."""
+        if self.flights or self.cut_short:
+            self.settle_cancelled(backend)
         attempts = self.attempts
         not_started = 0
         if concurrency_budget > 1:  # one subsample completes its attempts in order

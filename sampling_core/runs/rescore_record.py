@@ -137,7 +137,7 @@ async def rescore_record(
                 validations = (*validations, ValidationResult(False, NOT_KNOWN, None, NOT_KNOWN))
         tally.began()
         tally.record(info, messages, _generation(entry, text), validations, entry.provenance)
-    result = tally.outcome(loop_budget, concurrency)
+    result = tally.result(loop_budget, concurrency)
     fields = result_fields(result, voted_answer(how.strategy))
     each = fields["attempts"]["each"]
     for data in each:
