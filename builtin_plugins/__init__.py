@@ -15,6 +15,8 @@ only when named (``plugins=["tracing"]``, ``SAMPLEHOOKS_PLUGINS=tracing``), and 
   JSON line.
 * ``mlflow`` — :class:`builtin_plugins.mlflow_export.MlflowExporter`: each batch run as an
   MLflow run (the ``mlflow`` extra; MLflow is imported when a run starts).
+* ``cache`` — :class:`builtin_plugins.cache.ResponseCachePlugin`: the response cache, on
+  ``generation_call`` (``Sampler(cache=...)``, ``run.cache`` and ``--cache`` enable it).
 * ``kinds`` — :mod:`builtin_plugins.kinds`: the built-in requirement, backend and strategy
   kinds, through the provider hooks.
 * ``llm`` — :mod:`builtin_plugins.llm_bridge`: backend kind ``llm`` (the ``llm`` extra).
@@ -28,6 +30,7 @@ metrics), and so is ``budget_inputs`` (the guard's count of streams cut short).
 
 __all__ = [
     "budget_guard",
+    "cache",
     "kinds",
     "llm_bridge",
     "mlflow_export",

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
 from hook_specs import hookimpl
 from sampling_core.errors import exception_text
-from sampling_core.kinds import LOCATION, THROUGHPUT
+from sampling_core.kinds import LOCATION, THROUGHPUT, default_kinds
 from sampling_core.requirements.checks import (
     Requirement,
     contains,
@@ -27,7 +27,9 @@ from sampling_core.requirements.checks import (
     min_words,
     not_contains,
 )
+from sampling_core.requirements.confidence import min_confidence
 from sampling_core.requirements.fields import contains_field, equals_field
+from sampling_core.requirements.scorers import confidence_scorer, judge_scorer, python_scorer
 from sampling_core.strategies import (
     BestOfN,
     MajorityVote,
@@ -37,7 +39,12 @@ from sampling_core.strategies import (
     Strategy,
 )
 
-__all__ = ["register_backends", "register_requirements", "register_strategies"]
+__all__ = [
+    "register_backends",
+    "register_requirements",
+    "register_scorers",
+    "register_strategies",
+]
 
 Count = Annotated[int, Field(ge=1, strict=True)]
 # A call timeout decides which prompts end as errors: a result setting (not THROUGHPUT).
@@ -56,6 +63,20 @@ def _counted(build: Callable[[int], Requirement]) -> Callable[[Count], Requireme
     return factory
 
 
+def _min_confidence(
+    threshold: float | Literal["calibrated"],
+    *,
+    window: Count = 16,
+    warmup: Count = 4,
+    keep: Annotated[float, Field(gt=0, le=1)] = 0.9,
+    top_k: Count = 5,
+) -> Requirement:
+    """Token confidence (DeepConf's) never below ``threshold``, a number or ``calibrated``
+    (per call, from its first ``warmup`` whole generations, keeping ``keep`` of them)."""
+    fixed = None if threshold == "calibrated" else float(threshold)
+    return min_confidence(fixed, window=window, warmup=warmup, keep=keep, top_k=top_k)
+
+
 def _matches(pattern: str) -> Requirement:
     """The answer contains a match of the regular expression (RE2: linear time)."""
     return matches(pattern)  # a bad pattern: ValueError "not a valid regular expression ..."
@@ -64,7 +85,7 @@ def _matches(pattern: str) -> Requirement:
 @hookimpl
 def register_requirements(register: Callable[..., None]) -> None:
     """matches, contains, not_contains, max_words, min_words, max_chars, is_json,
-    equals_field, contains_field."""
+    equals_field, contains_field, min_confidence."""
     register("matches", _matches)
     register("contains", contains)
     register("not_contains", not_contains)
@@ -73,6 +94,7 @@ def register_requirements(register: Callable[..., None]) -> None:
     register("max_chars", _counted(max_chars))
     register("is_json", is_json)
     register("equals_field", equals_field)
+    register("min_confidence", _min_confidence)
     register("contains_field", contains_field)
 
 
@@ -175,14 +197,59 @@ def multiturn(template: str | None = None, keep_failures: KeepFailures = 3) -> S
     return MultiTurn(_template(template), keep_failures=keep_failures)
 
 
-def best_of_n(keep_failures: KeepFailures = 3) -> Strategy:
-    """Run the whole budget, pick the best score."""
-    return BestOfN(keep_failures=keep_failures)
+ScorerSpec = str | dict[str, Any] | None
+"""A scorer in a config: ``KIND`` or ``{kind: KIND, ...options}`` (see register_scorers)."""
 
 
-def majority(keep_failures: KeepFailures = 3) -> Strategy:
-    """Run the whole budget, pick the most common answer."""
-    return MajorityVote(keep_failures=keep_failures)
+def _scorer(spec: ScorerSpec) -> Any:
+    return None if spec is None else default_kinds().scorer_spec(spec)
+
+
+def best_of_n(scorer: ScorerSpec = None, keep_failures: KeepFailures = 3) -> Strategy:
+    """Run the whole budget, pick the best score (``scorer``'s when given)."""
+    return BestOfN(_scorer(scorer), keep_failures=keep_failures)
+
+
+def majority(
+    consensus: Annotated[float | None, Field(gt=0, le=1)] = None,
+    normalize: Literal["text", "last_number"] = "text",
+    weight: ScorerSpec = None,
+    keep_failures: KeepFailures = 3,
+) -> Strategy:
+    """Pick the most common answer (compared as ``normalize`` says; each counted as its
+    ``weight`` scorer's score when given); with ``consensus`` (1.0: exactly; below: the
+    posterior probability that the leader stays), stop once the pick is settled."""
+    return MajorityVote(
+        normalize, consensus=consensus, weight=_scorer(weight), keep_failures=keep_failures
+    )
+
+
+# -- scorers --------------------------------------------------------------------------------
+
+
+def mean_confidence_scorer() -> Any:
+    """The answer's mean token confidence (needs options logprobs, top_logprobs)."""
+    return confidence_scorer()
+
+
+def llm_judge_scorer(
+    instruction: str = "Rate how well the answer answers the request, from 0 to 10.",
+) -> Any:
+    """A model (the sampler's) rates the answer: the first number of its reply."""
+    return judge_scorer(instruction)
+
+
+def python_function_scorer(function: str) -> Any:
+    """The function ``package.module:name`` scores the answer."""
+    return python_scorer(function)
+
+
+@hookimpl
+def register_scorers(register: Callable[..., None]) -> None:
+    """mean_confidence, llm_judge, python."""
+    register("mean_confidence", mean_confidence_scorer)
+    register("llm_judge", llm_judge_scorer)
+    register("python", python_function_scorer)
 
 
 @hookimpl

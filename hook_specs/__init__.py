@@ -51,6 +51,7 @@ from hook_specs.records import (
     Generation,
     IterationInfo,
     Message,
+    TokenLogprob,
     Usage,
     ValidationResult,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "SamplingRepairPayload",
     "StopReason",
     "StopSampling",
+    "TokenLogprob",
     "Usage",
     "ValidationResult",
     "background",

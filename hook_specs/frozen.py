@@ -25,7 +25,8 @@ from typing import Any, NoReturn
 
 from hook_specs.errors import ReadOnlyFieldError
 
-_PLAIN = (str, int, float, bool, bytes, type(None))
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
+"""Types whose values need no view (immutable): taken as they are, with no path made."""
 
 
 def read_only(value: Any, path: str, hook: str) -> Any:
@@ -60,7 +61,10 @@ class ReadOnlyList(list, _ReadOnly):  # type: ignore[type-arg]
     __slots__ = ("_hook", "_path")
 
     def __init__(self, items: Any, path: str, hook: str) -> None:
-        super().__init__(read_only(item, f"{path}[{i}]", hook) for i, item in enumerate(items))
+        list.__init__(self, items)
+        for i, item in enumerate(self):  # plain items stand as they are: no path is made
+            if type(item) not in _PLAIN:
+                list.__setitem__(self, i, read_only(item, f"{path}[{i}]", hook))
         self._path = path
         self._hook = hook
 
@@ -81,7 +85,11 @@ class ReadOnlyTuple(tuple, _ReadOnly):  # type: ignore[type-arg]
 
     def __new__(cls, items: Any, path: str, hook: str) -> ReadOnlyTuple:
         return super().__new__(
-            cls, (read_only(item, f"{path}[{i}]", hook) for i, item in enumerate(items))
+            cls,
+            (
+                item if type(item) in _PLAIN else read_only(item, f"{path}[{i}]", hook)
+                for i, item in enumerate(items)
+            ),
         )
 
     def __reduce__(self) -> Any:  # copies and pickles are plain tuples
@@ -94,7 +102,10 @@ class ReadOnlyDict(dict, _ReadOnly):  # type: ignore[type-arg]
     __slots__ = ("_hook", "_path")
 
     def __init__(self, items: Any, path: str, hook: str) -> None:
-        super().__init__((k, read_only(v, f"{path}[{k!r}]", hook)) for k, v in items.items())
+        dict.__init__(self, items)
+        for k, v in items.items():  # plain values stand as they are: no path is made
+            if type(v) not in _PLAIN:
+                dict.__setitem__(self, k, read_only(v, f"{path}[{k!r}]", hook))
         self._path = path
         self._hook = hook
 
@@ -108,18 +119,24 @@ class ReadOnlyDict(dict, _ReadOnly):  # type: ignore[type-arg]
         return (dict, (dict(self),))
 
 
-_VIEW_TYPES: dict[type, type] = {}
+_VIEW_TYPES: dict[type, tuple[type, tuple[str, ...]]] = {}
 
 
 def _read_only_dataclass(value: Any, path: str, hook: str) -> Any:
     cls = type(value)
-    view_type = _VIEW_TYPES.get(cls)
-    if view_type is None:
-        view_type = _VIEW_TYPES[cls] = _make_view_type(cls)
+    made = _VIEW_TYPES.get(cls)
+    if made is None:  # the view type, and the field names (read once: fields() is slow)
+        made = _VIEW_TYPES[cls] = (
+            _make_view_type(cls),
+            tuple(f.name for f in dataclasses.fields(cls)),
+        )
+    view_type, names = made
     view = object.__new__(view_type)
-    for f in dataclasses.fields(value):
-        inner = read_only(getattr(value, f.name), f"{path}.{f.name}", hook)
-        object.__setattr__(view, f.name, inner)
+    for name in names:
+        inner = getattr(value, name)
+        if type(inner) not in _PLAIN:
+            inner = read_only(inner, f"{path}.{name}", hook)
+        object.__setattr__(view, name, inner)
     object.__setattr__(view, "_ro_path", path)
     object.__setattr__(view, "_ro_hook", hook)
     return view

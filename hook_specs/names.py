@@ -27,6 +27,7 @@ class HookName(StrEnum):
     REGISTER_REQUIREMENTS = "register_requirements"
     REGISTER_BACKENDS = "register_backends"
     REGISTER_STRATEGIES = "register_strategies"
+    REGISTER_SCORERS = "register_scorers"
 
     def __str__(self) -> str:
         return self.value
@@ -61,9 +62,14 @@ class HookName(StrEnum):
 
 
 PROVIDER_HOOKS = frozenset(
-    {HookName.REGISTER_REQUIREMENTS, HookName.REGISTER_BACKENDS, HookName.REGISTER_STRATEGIES}
+    {
+        HookName.REGISTER_REQUIREMENTS,
+        HookName.REGISTER_BACKENDS,
+        HookName.REGISTER_STRATEGIES,
+        HookName.REGISTER_SCORERS,
+    }
 )
-"""The provider hooks: they add kinds (requirements, backends, strategies) by name."""
+"""The provider hooks: they add kinds (requirements, backends, strategies, scorers) by name."""
 
 RUN_HOOKS = frozenset(
     {HookName.RUN_START, HookName.PROMPT_START, HookName.PROMPT_END, HookName.RUN_END}

@@ -22,6 +22,7 @@ from hook_specs.records import (
     CachedGeneration,
     Generation,
     Message,
+    TokenLogprob,
     Usage,
     ValidationResult,
 )
@@ -402,6 +403,11 @@ class GenerationChunkPayload(AttemptPayload, ObserveOnlyPayload):
     text: str = Field(description="All the text so far (every `delta` up to this one, joined).")
     index: int = Field(description="0-based number of this chunk within its backend call.")
     retry: int = Field(default=0, description=_RETRY_DOC)
+    logprobs: tuple[TokenLogprob, ...] = Field(
+        default=(),
+        description="The log-probabilities of this chunk's tokens, when the request asked "
+        "for them (options `logprobs: true`, `top_logprobs: N`) and the backend gave them.",
+    )
 
 
 class GenerationErrorPayload(AttemptPayload, ObserveOnlyPayload):
@@ -472,6 +478,34 @@ class GenerationCallPayload(AttemptPayload, ObserveOnlyPayload):
     )
     retry: int = Field(default=0, description=_RETRY_DOC)
     purpose: Purpose = Field(default="sample", description=_PURPOSE_DOC)
+    json_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="The JSON schema the answer must follow (`sample(..., format=...)`), which "
+        "backends that can constrain their decoding are sent; `None` without a format. With "
+        "`messages`, `options` and the attempt's identity, the request the backend is sent.",
+    )
+    backend: Any = Field(
+        default=None,
+        exclude=True,
+        description="The backend the call goes to (the call's, or a check's own for a judge "
+        "call): what a plugin that answers for it may need to know of the model (its "
+        "`cache_identity()`, the body its `build_body(request)` sends). Left out of dumps.",
+    )
+    prefix_checks: frozenset[Any] = Field(
+        default=frozenset(),
+        exclude=True,
+        description="The requirements whose prefix check judges this call as it streams "
+        "(early stop on, the call streamed; else none). One that fails the text so far cuts "
+        'the generation short (`finish_reason="stopped_early"`), and a whole generation a '
+        'plugin answers with `finish_reason="stopped_early"` is judged by them as if it had '
+        "streamed. Left out of dumps.",
+    )
+    ask_again: bool = Field(
+        default=False,
+        description="The caller asks the backend again (`--resume --retry-failed`, "
+        "`sample(..., ask_again=True)`): a plugin that replays earlier answers (a cache) "
+        "does not answer this call.",
+    )
 
 
 class GenerationCancelledPayload(AttemptPayload, ObserveOnlyPayload):

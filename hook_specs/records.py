@@ -95,6 +95,17 @@ STOPPED_EARLY = "stopped_early"
 failed a requirement's prefix check (early stop)."""
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token: its text, its log-probability, and the most likely tokens at
+    its place with theirs (``top``: ``(token, logprob)`` pairs, most likely first; empty
+    unless ``top_logprobs`` was asked for)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
 @dataclass(slots=True)
 class Generation:
     """What a backend returned for one request.
@@ -102,6 +113,9 @@ class Generation:
     ``cached`` is true for a :class:`CachedGeneration`: the response cache answered
     instead of the backend. ``answered_by`` names the plugin whose ``generation_call``
     implementation answered instead of the backend (``None``: the backend answered).
+    ``logprobs`` holds the generated tokens' log-probabilities when the request asked for
+    them (options ``logprobs: true``, ``top_logprobs: N``) and the backend gave them; else
+    ``None``.
     """
 
     text: str
@@ -111,6 +125,7 @@ class Generation:
     latency_s: float = 0.0
     raw: Any = field(default=None, repr=False)
     answered_by: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = field(default=None, repr=False)
     cached: ClassVar[bool] = False
 
 
@@ -211,6 +226,9 @@ class Attempt:
     validations: tuple[ValidationResult, ...]
     passed: bool
     messages: list[Message] = field(repr=False, default_factory=list)
+    scored: float | None = None
+    """The strategy's scorer's score (``BestOfN(scorer=...)``, ``MajorityVote(weight=...)``),
+    when it has one; then it is also :attr:`score`."""
 
     @property
     def stopped_early(self) -> bool:
@@ -241,11 +259,14 @@ class Attempt:
 
     @property
     def score(self) -> float:
-        """A rank for picking among attempts: the mean of the checks' scores.
+        """A rank for picking among attempts: the strategy's scorer's score when it has one
+        (:attr:`scored`), else the mean of the checks' scores.
 
         A check without a score counts 1.0 when it passed and 0.0 when it failed; with no
         requirement at all the score is 1.0.
         """
+        if self.scored is not None:
+            return self.scored
         if not self.validations:
             return 1.0
         total = 0.0

@@ -244,3 +244,14 @@ def register_strategies(register: Callable[..., None]) -> None:
     ``factory(**options)`` returns a ``Strategy``; YAML writes ``strategy: NAME`` or
     ``strategy: {name: NAME, ...options}``, the CLI ``--strategy NAME``.
     """
+
+
+@hookspec
+def register_scorers(register: Callable[..., None]) -> None:
+    """Add scorer kinds: ``register(kind, factory, options=None)``.
+
+    ``factory(**options)`` returns a scorer, ``scorer(text)`` or ``scorer(text, context)``
+    (sync or async) returning a number, higher is better; strategies that rank or weigh
+    answers use one (``strategy: {name: best_of_n, scorer: KIND}`` or ``scorer: {kind:
+    KIND, ...options}``).
+    """

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from hook_specs import specs
 from hook_specs.markers import PROJECT_NAME
 from sampling_core.errors import SamplehooksError, exception_text
+from sampling_core.hooks.accepting import async_wrapper_opts
 from sampling_core.hooks.entry_points import PluginSettings, installed_plugins, warn_skipped
 from sampling_core.hooks.options import (
     as_kwargs,
@@ -55,15 +56,17 @@ __all__ = [
     "collect_kinds",
     "default_kinds",
     "requirement",
+    "scorer",
     "strategy",
 ]
 
-Area = Literal["requirement", "backend", "strategy"]
-AREAS: tuple[Area, ...] = ("requirement", "backend", "strategy")
+Area = Literal["requirement", "backend", "strategy", "scorer"]
+AREAS: tuple[Area, ...] = ("requirement", "backend", "strategy", "scorer")
 _HOOKS: dict[Area, str] = {
     "requirement": "register_requirements",
     "backend": "register_backends",
     "strategy": "register_strategies",
+    "scorer": "register_scorers",
 }
 _NO_VALUE: Any = object()
 
@@ -170,6 +173,16 @@ def _value_adapter(factory: Callable[..., Any]) -> TypeAdapter[Any] | None:
     return TypeAdapter(annotation, config=ConfigDict(arbitrary_types_allowed=True))
 
 
+class _ProviderManager(pluggy.PluginManager):
+    """pluggy's manager reading a plugin as the sampler's registry reads it: an async
+    ``wrapper=True`` implementation (of a call hook) is no reason to refuse the plugin's
+    provider hooks."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        """pluggy's reading, an async wrapper handed over as the registry hands it."""
+        return async_wrapper_opts(plugin, name, super().parse_hookimpl_opts(plugin, name))
+
+
 @dataclass(slots=True)
 class KindRegistry:
     """The kinds of every area, and what each plugin registered (or why it could not)."""
@@ -223,7 +236,7 @@ class KindRegistry:
         A class is asked as it is (not instantiated), so its provider hooks are
         ``@staticmethod``s; it is built with options only when it is enabled.
         """
-        manager = pluggy.PluginManager(PROJECT_NAME)
+        manager = _ProviderManager(PROJECT_NAME)
         manager.add_hookspecs(specs)
         try:
             manager.register(plugin, name)
@@ -277,7 +290,7 @@ class KindRegistry:
         raise KindError(
             f"unknown {area} kind {name!r} ({hint}known: {', '.join(known) or 'none'}; "
             "an installed plugin can add more)",
-            {"requirement": name, "backend": "kind", "strategy": "name"}[area],
+            {"requirement": name, "backend": "kind", "strategy": "name", "scorer": "kind"}[area],
         )
 
     def requirement(self, kind: str, value: Any = _NO_VALUE, **options: Any) -> Requirement:
@@ -297,6 +310,23 @@ class KindRegistry:
         if not isinstance(built, Strategy):
             raise KindError(f"strategy {name!r}: the factory returned {built!r}, not a Strategy")
         return built
+
+    def scorer(self, kind: str, **options: Any) -> Any:
+        """Build the scorer ``kind`` with options (a callable of the text, or of the text
+        and a ``CheckContext``, returning a number)."""
+        built = self.get("scorer", kind).build(options=options)
+        if not callable(built):
+            raise KindError(f"scorer {kind!r}: the factory returned {built!r}, not a callable")
+        return built
+
+    def scorer_spec(self, spec: Any) -> Any:
+        """A scorer from a config: ``KIND`` or ``{"kind": KIND, ...options}``."""
+        if isinstance(spec, str):
+            return self.scorer(spec)
+        if isinstance(spec, Mapping) and isinstance(spec.get("kind"), str):
+            options = {k: v for k, v in spec.items() if k != "kind"}
+            return self.scorer(spec["kind"], **options)
+        raise KindError(f"a scorer is KIND or {{kind: KIND, ...options}}, not {spec!r}", "scorer")
 
 
 def collect_kinds(
@@ -357,3 +387,8 @@ def backend(kind: str, **options: Any) -> Any:
 def strategy(name: str, **options: Any) -> Any:
     """The strategy ``name`` of the installed plugins: ``strategy("repair")``."""
     return default_kinds().strategy(name, **options)
+
+
+def scorer(kind: str, **options: Any) -> Any:
+    """The scorer ``kind`` of the installed plugins: ``scorer("mean_confidence")``."""
+    return default_kinds().scorer(kind, **options)

@@ -15,13 +15,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from hook_specs.records import Attempt, Message
+from sampling_core.voting import leader_stays, settled, standing
 
 __all__ = [
     "BestOfN",
     "MajorityVote",
+    "NORMALIZERS",
     "MultiTurn",
     "RejectionSampling",
     "RepairTemplate",
@@ -34,6 +36,9 @@ class Strategy:
     """Base class: retries the prompt unchanged and picks the best-scoring attempt."""
 
     runs_whole_budget: ClassVar[bool] = False
+    scorer: Callable[..., Any] | None = None
+    """A scorer (``scorer(text)`` or ``scorer(text, context)`` returning a number): when
+    set, the engine scores every completed attempt (``Attempt.scored``)."""
 
     def __init__(self, *, keep_failures: int = 3) -> None:
         if (
@@ -51,6 +56,16 @@ class Strategy:
 
     def __repr__(self) -> str:
         return f"{self.name}(keep_failures={self.keep_failures})"
+
+    @property
+    def decides_early(self) -> bool:
+        """Whether :meth:`decided` may end a call that runs the whole budget early."""
+        return False
+
+    def decided(self, attempts: Sequence[Attempt], open_subsamples: Sequence[int]) -> bool:
+        """Whether the pick over ``attempts`` is settled although the subsamples
+        ``open_subsamples`` (running or not started) may still answer: the call then ends."""
+        return False
 
     def repair(self, prompt: list[Message], failures: Sequence[Attempt]) -> list[Message]:
         """The messages for a subsample's next attempt."""
@@ -148,9 +163,19 @@ class MultiTurn(Strategy):
 
 
 class BestOfN(Strategy):
-    """Run the whole budget and pick the best-scoring attempt (passing ones first)."""
+    """Run the whole budget and pick the best-scoring attempt (passing ones first).
+
+    The score is ``scorer``'s when given (see :mod:`sampling_core.requirements.scorers`:
+    mean token confidence, an LLM judge, a Python function), else the checks' mean.
+    """
 
     runs_whole_budget: ClassVar[bool] = True
+
+    def __init__(self, scorer: Callable[..., Any] | None = None, *, keep_failures: int = 3) -> None:
+        super().__init__(keep_failures=keep_failures)
+        if scorer is not None and not callable(scorer):
+            raise TypeError(f"BestOfN(scorer=...) must be callable, not {scorer!r}")
+        self.scorer = scorer
 
 
 def normalize_answer(text: str) -> str:
@@ -158,30 +183,127 @@ def normalize_answer(text: str) -> str:
     return re.sub(r"\s+", " ", text.strip().lower()).rstrip(".!? ")
 
 
-class MajorityVote(Strategy):
-    """Run the whole budget and pick the most common answer (self-consistency).
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
-    Answers are compared after ``normalize`` (default: :func:`normalize_answer`). The vote
+
+def last_number(text: str) -> str:
+    """The last number in the text (``"The answer is 12."`` -> ``"12"``), else the text as
+    :func:`normalize_answer` gives it."""
+    found = _NUMBER.findall(text.replace(",", ""))
+    return found[-1] if found else normalize_answer(text)
+
+
+NORMALIZERS: dict[str, Callable[[str], str]] = {
+    "text": normalize_answer,
+    "last_number": last_number,
+}
+"""How a vote compares answers, by the names configs use (``normalize: last_number``)."""
+
+
+class MajorityVote(Strategy):
+    """Pick the most common answer (self-consistency); with ``consensus``, stop once it is
+    settled.
+
+    ``weight`` (a scorer, e.g. mean token confidence) makes each answer count its score
+    instead of 1 (DeepConf's confidence-weighted vote); it cannot be combined with
+    ``consensus``.
+
+    Answers are compared after ``normalize`` (default: :func:`normalize_answer`; a name of
+    :data:`NORMALIZERS` is accepted, e.g. ``"last_number"``). The vote
     is over passing attempts when there are any, else over all completed attempts; a tie
     goes to the answer seen first in (subsample_index, attempt) order.
+
+    ``consensus=None`` (the default) runs the whole budget. ``consensus=1.0`` ends the call
+    as soon as no answer of the subsamples still running or not started can change the
+    pick; a value in (0, 1) ends it once the posterior probability that the leader stays
+    the pick reaches it (:mod:`sampling_core.voting` states the model). Running subsamples
+    are then cancelled and the others never start.
     """
 
     runs_whole_budget: ClassVar[bool] = True
 
     def __init__(
         self,
-        normalize: Callable[[str], str] = normalize_answer,
+        normalize: Callable[[str], str] | str = normalize_answer,
         *,
+        consensus: float | None = None,
+        weight: Callable[..., Any] | None = None,
         keep_failures: int = 3,
     ) -> None:
         super().__init__(keep_failures=keep_failures)
+        if weight is not None and not callable(weight):
+            raise TypeError(f"MajorityVote(weight=...) must be a scorer (callable), not {weight!r}")
+        if weight is not None and consensus is not None:
+            raise ValueError(
+                "MajorityVote: consensus counts votes, so it cannot be combined with weight "
+                "(a weighted vote runs the whole budget); choose one"
+            )
+        self.scorer = weight
+        if consensus is not None and (
+            isinstance(consensus, bool)
+            or not isinstance(consensus, int | float)
+            or not 0.0 < consensus <= 1.0
+        ):
+            raise ValueError(
+                f"MajorityVote(consensus=...) must be None or a number in (0, 1], not {consensus!r}"
+            )
+        if isinstance(normalize, str):
+            if normalize not in NORMALIZERS:
+                raise ValueError(
+                    f"MajorityVote(normalize=...): {normalize!r} is not one of "
+                    f"{', '.join(map(repr, NORMALIZERS))} (or give a function)"
+                )
+            normalize = NORMALIZERS[normalize]
         self.normalize = normalize
+        self.consensus = None if consensus is None else float(consensus)
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.name}(consensus={self.consensus}, weighted={self.scorer is not None}, "
+            f"keep_failures={self.keep_failures})"
+        )
+
+    @property
+    def decides_early(self) -> bool:
+        """Whether the vote may end the call before the whole budget is spent."""
+        return self.consensus is not None
+
+    def decided(self, attempts: Sequence[Attempt], open_subsamples: Sequence[int]) -> bool:
+        """Whether the vote over ``attempts`` is settled while the subsamples
+        ``open_subsamples`` may still vote once each (see :mod:`sampling_core.voting`)."""
+        if self.consensus is None:
+            return False
+        passing = [a for a in attempts if a.passed]
+        if not passing:
+            return False  # a first pass would replace the whole pool
+        votes = standing([(self.normalize(a.text), a.subsample_index) for a in passing])
+        if settled(votes, open_subsamples):
+            return True
+        if self.consensus >= 1.0:
+            return False
+        leader = votes.leader()
+        ranked = sorted(votes.order, key=lambda a: (-votes.counts[a], votes.first[a]))
+        lead = int(votes.counts[leader])
+        rival = ranked[1] if len(ranked) > 1 else None
+        runner_up = int(votes.counts[rival]) if rival is not None else 0
+        rival_first = votes.first[rival] if rival is not None else len(attempts) + 1
+        earliest = min(rival_first, *open_subsamples)
+        wins_tie = votes.first[leader] < earliest
+        chance = leader_stays(lead, runner_up, len(open_subsamples), wins_tie)
+        return chance >= self.consensus
 
     def pick(self, attempts: Sequence[Attempt]) -> Attempt:
-        """The first attempt whose normalised answer is the most common."""
+        """The first attempt whose normalised answer is the most common (with ``weight``:
+        whose answers' scores add up to the most)."""
         pool = [a for a in attempts if a.passed] or list(attempts)
         keys = [self.normalize(a.text) for a in pool]
-        counts = Counter(keys)
+        counts: Counter[str] | dict[str, float]
+        if self.scorer is None:
+            counts = Counter(keys)
+        else:
+            counts = {}
+            for attempt, key in zip(pool, keys, strict=True):
+                counts[key] = counts.get(key, 0.0) + (attempt.scored or 0.0)
         best = max(counts.values())
         return next(a for a, key in zip(pool, keys, strict=True) if counts[key] == best)
 

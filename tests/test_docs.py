@@ -38,6 +38,8 @@ EXECUTED_PAGES = [
     "writing-an-exporter.md",
     "spending-fewer-tokens.md",
     "comparing-runs.md",
+    "fewer-samples.md",
+    "plugins/cache.md",
 ]
 
 

@@ -61,16 +61,17 @@ EXPECTED: dict[str, list[str]] = {
         "RunEndPayload", "RunPayload", "RunStartPayload", "SamplingIterationPayload",
         "SamplingValidatePayload",
         "SamplingLoopEndPayload", "SamplingLoopStartPayload", "SamplingRepairPayload",
-        "StopReason", "StopSampling", "Usage", "ValidationResult", "background", "hookimpl",
-        "hookspec", "may_write", "specs",
+        "StopReason", "StopSampling", "TokenLogprob", "Usage", "ValidationResult", "background",
+        "hookimpl", "hookspec", "may_write", "specs",
         # the call hooks
         "CALL_HOOKS", "CancelReason", "GenerationCallPayload", "GenerationCancelledPayload",
         "SamplingCallPayload",
     ],
     "builtin_plugins": [
-        "budget_guard", "kinds", "llm_bridge", "mlflow_export", "ordering", "progress",
+        "budget_guard", "cache", "kinds", "llm_bridge", "mlflow_export", "ordering", "progress",
         "recorder", "tracing",
     ],
+    "builtin_plugins.cache": ["NO_NEW_TOKENS", "ResponseCachePlugin", "default_path"],
     "builtin_plugins.tracing": ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"],
     "builtin_plugins.ordering": [
         "AttemptSkip", "OrderingChecker", "OrderingReport", "OrderingViolation",
@@ -83,7 +84,9 @@ EXPECTED: dict[str, list[str]] = {
     "builtin_plugins.mlflow_export": [
         "RUN_DIR_TAG", "RUN_ID_TAG", "MlflowExporter", "metrics_of", "status_of",
     ],
-    "builtin_plugins.kinds": ["register_backends", "register_requirements", "register_strategies"],
+    "builtin_plugins.kinds": [
+        "register_backends", "register_requirements", "register_scorers", "register_strategies",
+    ],
     "builtin_plugins.llm_bridge": ["LLMBackend", "register_backends"],
 }  # fmt: skip
 

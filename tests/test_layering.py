@@ -334,6 +334,7 @@ LAYERS = (
         "sampling_core.redaction",
         "sampling_core.errors",
     ),
+    ("sampling_core.voting",),
     ("hook_specs",),
 )
 """The design, top to bottom: a part imports only parts drawn below it."""

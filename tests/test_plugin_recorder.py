@@ -80,7 +80,7 @@ def test_the_loop_end_line_holds_every_attempt_the_pick_and_why_it_failed(
     with recorder:
         s.sample_sync("q", requirements=[Requirement("no secrets", fails)], loop_budget=2)
     (end,) = [e["payload"] for e in lines(path) if e["hook"] == "sampling_loop_end"]
-    verdict = {"passed": False, "score": 0.5, "requirement": "no secrets"}
+    verdict = {"passed": False, "score": 0.5, "requirement": "no secrets", "answer": None}
     expected = [
         {
             "subsample_index": 0,
@@ -89,6 +89,7 @@ def test_the_loop_end_line_holds_every_attempt_the_pick_and_why_it_failed(
             "sequence": number,
             "passed": False,
             "validations": [verdict],
+            "scored": None,  # no scorer
         }
         for number in (1, 2)
     ]

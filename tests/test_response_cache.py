@@ -15,8 +15,7 @@ from hook_specs import hookimpl
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.backends import CacheError, ResponseCache, cache_identity
 from sampling_core.backends.base import can_stream
-from sampling_core.backends.cache import probe_problem
-from sampling_core.backends.cached import serving
+from sampling_core.backends.cache_store import probe_problem
 from sampling_core.cli.app import app
 from sampling_core.requirements import Requirement, max_words, not_contains
 from sampling_core.runs import ConfigError, load_config, run_batch
@@ -306,19 +305,23 @@ async def test_a_cut_on_a_check_that_raised_or_a_cancelled_stream_is_not_kept(
     await sampler.aclose()
 
 
-def test_only_a_backend_that_streams_streams_through_the_cache(tmp_path: Path) -> None:
+async def test_only_a_backend_that_streams_streams_through_the_cache(tmp_path: Path) -> None:
     class Plain:
         model = "plain"
+        calls = 0
 
         async def generate(self, request: Any) -> str:
+            self.calls += 1
             return "x"
 
-    cache = ResponseCache(tmp_path / "c.sqlite")
-    try:
-        assert can_stream(serving(cache, ScriptedBackend(["x"])))
-        assert not can_stream(serving(cache, Plain()))
-    finally:
-        cache.close()
+    plain, chunks = Plain(), SeesChunks()
+    async with Sampler(plain, cache=tmp_path / "c.sqlite", plugins=[chunks]) as sampler:
+        first = await sampler.sample("q", requirements=[max_words(3)], seed=1)
+        again = await sampler.sample("q", requirements=[max_words(3)], seed=1)
+        assert (first.text, plain.calls, again.cached_calls) == ("x", 1, 1)
+        assert chunks.deltas == [] and not can_stream(plain)  # asked whole, answered whole
+        streamed = await sampler.sample("q", backend=ScriptedBackend(["y z"]), seed=1)
+        assert chunks.deltas == ["y", " z"] and not streamed.attempts[0].cached
 
 
 async def test_a_free_backend_stays_free_through_the_cache(tmp_path: Path) -> None:

@@ -11,9 +11,16 @@ from _servers.scripted_http import Reply, ScriptedHTTPServer, completion
 
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.backends import GenerationRequest, LocalBackend, OpenAIBackend, cache_identity
-from sampling_core.backends.cache import APPLICATION_ID, ResponseCache
-from sampling_core.backends.cache_keys import canonical, request_key
+from sampling_core.backends.cache_keys import (
+    canonical,
+    check_identity,
+    cut_by,
+    cut_identity,
+    request_key,
+)
+from sampling_core.backends.cache_store import APPLICATION_ID, ResponseCache
 from sampling_core.backends.local import LlamaServer
+from sampling_core.requirements import Requirement, max_words, not_contains
 
 pytestmark = pytest.mark.anyio
 
@@ -169,3 +176,22 @@ def test_a_cache_of_the_earlier_format_is_emptied_and_used(tmp_path: Path) -> No
         again.close()
     finally:
         cache.close()
+
+
+def test_which_checks_cut_a_text_is_told_only_when_every_check_answers_for_it() -> None:
+    three, no_z = max_words(3), not_contains("z")
+    assert cut_by([three, no_z], "one two three four") == cut_identity([check_identity(three)])
+    assert cut_by([three, no_z], "one two three four z") == cut_identity(
+        [check_identity(three), check_identity(no_z)]
+    )
+    assert cut_by([three], "one two") is None  # nothing fails it: not a cut this check made
+
+    def raises(text: str) -> bool:
+        raise RuntimeError("no verdict")
+
+    unknown = Requirement("raises", bool, raises)
+    assert cut_by([three, unknown], "one two three four") is None
+    not_bool = Requirement("answers a string", bool, lambda text: "no")
+    assert cut_by([not_bool], "x") is None
+    by_other_means = Requirement("no plain prefix", bool)  # (a reader, say): not told by text
+    assert cut_by([three, by_other_means], "one two three four") is None

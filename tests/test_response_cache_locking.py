@@ -14,11 +14,11 @@ import pytest
 import sampling_core
 from hook_specs.records import Generation, Usage
 from sampling_core.backends import CacheError, ResponseCache
-from sampling_core.backends import cache as cache_module
+from sampling_core.backends import cache_store as cache_module
 
 WRITER = """
 import sys
-from sampling_core.backends.cache import ResponseCache
+from sampling_core.backends.cache_store import ResponseCache
 from hook_specs.records import Generation, Usage
 sys.stdin.readline()  # every process opens the new file at the same moment
 cache = ResponseCache(sys.argv[1])

@@ -15,7 +15,7 @@ from runs_helpers import records, write_config, write_dataset
 from structlog.testing import capture_logs
 
 from sampling_core import Sampler, ScriptedBackend
-from sampling_core.backends.cache import ResponseCache
+from sampling_core.backends.cache_store import ResponseCache
 from sampling_core.requirements import max_words
 from sampling_core.runs import run_batch
 

@@ -99,6 +99,8 @@ def test_the_result_settings_are_the_result_leaves_of_the_same_walk() -> None:
         "backend.replies",  # an option of the scripted kind, beside `kind`
         "options.temperature",
         "options.top_p",
+        "options.logprobs",
+        "options.top_logprobs",
         "options.max_tokens",
         "options.stop",
         "strategy.name",

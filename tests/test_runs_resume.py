@@ -272,3 +272,15 @@ async def test_prompt_seeds_are_distinct_per_prompt_and_stable_across_runs(
         seen.append({r.prompt: r.options["seed"] for r in backend.requests})
     assert seen[0] == seen[1]
     assert len(set(seen[0].values())) == 6
+
+
+async def test_a_changed_consensus_refuses_the_resume(tmp_path: Path, dataset: Path) -> None:
+    out = tmp_path / "vote"
+    vote = write_config(tmp_path / "a.yaml", dataset, strategy={"name": "majority"})
+    await run_batch(vote, out)
+    settled = write_config(
+        tmp_path / "b.yaml", dataset, strategy={"name": "majority", "consensus": 1.0}
+    )
+    with pytest.raises(ResumeRefused) as info:
+        await run_batch(settled, out, resume=True)
+    assert [d[0] for d in info.value.differences] == ["strategy.consensus"]

@@ -13,7 +13,7 @@ from runs_helpers import records
 from view_helpers import make_run
 
 from builtin_plugins.recorder import RecorderPlugin
-from sampling_core import Sampler, ScriptedBackend
+from sampling_core import Sampler, ScriptedBackend, view
 from sampling_core.events.attempts import read_calls
 from sampling_core.requirements.checks import max_words
 from sampling_core.view import build_page, run_data
@@ -155,6 +155,13 @@ def test_bad_input_is_one_line(tmp_path: Path, damage: str) -> None:
 def test_view_takes_at_most_two_runs(tmp_path: Path) -> None:
     result = invoke("view", tmp_path, tmp_path, tmp_path)
     assert result.exit_code == 2 and "one run directory, or two" in result.stderr
+
+
+def test_a_scored_attempt_shows_its_score() -> None:
+    record = {"attempts": {"each": [{"subsample": 0, "attempt": 1, "passed": True, "score": 0.75}]}}
+    (lane,) = lanes_from_record(record)
+    assert lane["steps"][0]["score"] == 0.75
+    assert "score ${fmt(st.score, 3)}" in (Path(view.__file__).parent / "template.html").read_text()
 
 
 def test_two_runs_compared_embed_the_paired_comparison_and_the_flipped_prompts(

@@ -5,8 +5,9 @@ extras) real models.
 both are imported on first access, and so is the response cache (``ResponseCache``,
 ``CacheError``, ``cache_identity``: SQLite is imported by those who use it). This
 package's ``__all__`` is its public surface; its modules (``base``, ``scripted``,
-``openai_compat``, ``openai_body``, ``local``, ``limits``, ``transport``, ``cache``,
-``cache_keys``, ``cached``) are internal.
+``openai_compat``, ``openai_body``, ``local``, ``limits``, ``transport``, ``sse``,
+``cache_store``, ``cache_keys``) are internal. The response cache answers for a backend as
+the built-in plugin ``cache``, on the ``generation_call`` hook.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ _LAZY = {
     "OpenAIBackend": "sampling_core.backends.openai_compat",
     "LocalBackend": "sampling_core.backends.local",
     "CacheError": "sampling_core.backends.cache_keys",
-    "ResponseCache": "sampling_core.backends.cache",
+    "ResponseCache": "sampling_core.backends.cache_store",
     "cache_identity": "sampling_core.backends.cache_keys",
 }
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
-from hook_specs.records import Generation, IterationInfo, Message, Usage
+from hook_specs.records import Generation, IterationInfo, Message, TokenLogprob, Usage
 from sampling_core.redaction import has_secrets, scrub, scrub_data
 
 
@@ -99,10 +99,12 @@ class Chunk:
     """A piece of a streamed answer: its new ``text`` and, when the server says, the
     ``usage`` of the whole call so far (else each chunk counts as one output token). A
     chunk with empty ``text`` only reports the usage so far (e.g. while the server reads
-    the prompt): no hook sees it."""
+    the prompt): no hook sees it. ``logprobs`` are its tokens' log-probabilities, when
+    the request asked for them (options ``logprobs``, ``top_logprobs``)."""
 
     text: str
     usage: Usage | None = None
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @runtime_checkable

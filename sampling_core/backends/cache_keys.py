@@ -12,8 +12,8 @@
 - Without a seed, the attempt's place (subsample, attempt) is in the key too, so that n
   samples of one prompt stay n samples.
 - A generation cut by early stop is kept under its request's key and the identities of the
-  prefix checks that cut it (:func:`check_identity`), and replayed only where all of those
-  checks are in force.
+  prefix checks that cut it (:func:`check_identity`, :func:`cut_by`), and replayed only
+  where all of those checks are in force.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
     "cache_identity",
     "canonical",
     "check_identity",
+    "cut_by",
     "cut_identity",
     "identity_digest",
     "request_key",
@@ -113,8 +114,9 @@ def request_key(identity: str, backend: object, request: GenerationRequest) -> s
 
 def check_identity(requirement: Any) -> str:
     """A prefix check as the cache names it: the requirement's description and the qualified
-    name of its prefix function (or of the prefix object's class)."""
-    prefix = requirement.prefix
+    name of its prefix function (or of the prefix object's class; a requirement with only a
+    ``reader``: the reader factory's)."""
+    prefix = requirement.prefix if requirement.prefix is not None else requirement.reader
     named = prefix if hasattr(prefix, "__qualname__") else type(prefix)
     where = f"{getattr(named, '__module__', '?')}.{named.__qualname__}"
     return f"{requirement.description} [{where}]"
@@ -125,6 +127,31 @@ def cut_identity(checks: Iterable[str]) -> str:
     whole generation)."""
     named = sorted(set(checks))
     return canonical(named) if named else ""
+
+
+def cut_by(checks: Iterable[Any], text: str) -> str | None:
+    """The :func:`cut_identity` of ``text``, a generation early stop cut: the identities of
+    the prefix checks of ``checks`` (requirements) that fail it, as the engine judged it when
+    it cut it (a prefix check answers for the text alone, so it answers alike again).
+
+    ``None`` when that cannot be told, and the text is not to be kept: a check raised or
+    answered anything but a bool (its verdict is unknown), or none fails it.
+    """
+    failing: list[str] = []
+    for requirement in checks:
+        if requirement.prefix is None:  # judged by other means than its text alone
+            return None
+        try:
+            verdict = requirement.prefix(text)
+        except Exception:
+            return None
+        if verdict is False:
+            failing.append(check_identity(requirement))
+        elif verdict is not True:
+            if hasattr(verdict, "close"):
+                verdict.close()  # a coroutine: never awaited
+            return None
+    return cut_identity(failing) if failing else None
 
 
 def _stable(value: Any) -> Any:

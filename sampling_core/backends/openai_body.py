@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from hook_specs.records import Message
 from sampling_core.backends.base import GenerationRequest, content_text
+from sampling_core.backends.logprobs import completions_options
 
 __all__ = ["Mode", "openai_body", "render_prompt"]
 
@@ -42,6 +43,8 @@ def openai_body(
     for key, value in {**default_options, **request.options}.items():
         if value is not None and key not in _NOT_SENT:
             body[key] = value
+    if mode == "completions":
+        completions_options(body)  # logprobs: true -> the number of top tokens
     schema = request.json_schema
     if schema is not None and "response_format" not in body:
         name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "answer"))[:64]

@@ -40,6 +40,7 @@ import httpx
 from hook_specs.records import Generation, Usage
 from sampling_core.backends.base import Chunk, GenerationRequest, content_text
 from sampling_core.backends.limits import TransportLimits, per_event_loop
+from sampling_core.backends.logprobs import logprobs_of
 from sampling_core.backends.openai_body import Mode, openai_body
 from sampling_core.backends.sse import (
     DONE,
@@ -331,7 +332,7 @@ class OpenAIBackend:
                         whole = self._generation(response, time.perf_counter() - began)
                         self.limits.on_success()
                         if whole.text:
-                            yield Chunk(whole.text, whole.usage)
+                            yield Chunk(whole.text, whole.usage, whole.logprobs or ())
                         yield whole
                         return
                     lines = event_lines(response.aiter_bytes(), self.max_event_chars)
@@ -343,14 +344,14 @@ class OpenAIBackend:
                                 break
                             if piece:
                                 pieces.append(piece)
-                                yield Chunk(piece, reply.usage_so_far())
+                                yield Chunk(piece, reply.usage_so_far(), reply.new_logprobs())
                             elif reply.timings != timings:  # the server's count moved
                                 yield Chunk("", reply.usage_so_far())
                         else:
                             piece = reply.end(self.mode)  # a stream cut short raises here
                             if piece:
                                 pieces.append(piece)
-                                yield Chunk(piece, reply.usage_so_far())
+                                yield Chunk(piece, reply.usage_so_far(), reply.new_logprobs())
             except httpx.TransportError as exc:  # timeouts included
                 raise self._transient(exc) from None
             except BrokenStream as exc:
@@ -365,6 +366,7 @@ class OpenAIBackend:
             finish_reason=reply.finish_reason,
             model=model,
             latency_s=latency,
+            logprobs=None if reply.logprobs is None else tuple(reply.logprobs),
         )
 
     def _raise_for(self, response: httpx.Response, epoch: int) -> None:
@@ -420,6 +422,7 @@ class OpenAIBackend:
             model=data.get("model") or self.model,
             latency_s=latency,
             raw=data,
+            logprobs=logprobs_of(choice),
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -10,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from hook_specs.records import Generation, Usage
+from hook_specs.records import Generation, TokenLogprob, Usage
 from sampling_core.backends.base import Chunk, GenerationRequest, request_fields
 
 Reply = str | Generation
@@ -33,7 +34,9 @@ class ScriptedBackend:
     ``calls`` counts them all.
 
     It streams too (:meth:`stream`): the reply word by word (each word with the
-    whitespace before it, and the words so far as its usage), after the same latency.
+    whitespace before it, and the words so far as its usage), after the same latency; a
+    scripted ``Generation`` with ``logprobs`` (see :func:`scripted_logprobs`) streams token
+    by token, each chunk with its token's log-probabilities.
     ``chunks_sent`` counts the chunks sent, ``streams_closed_early`` the streams their
     reader closed before the end.
     """
@@ -94,11 +97,11 @@ class ScriptedBackend:
         words = 0
         ended = False
         try:
-            for piece in word_pieces(generation.text):
+            for piece, logprobs in _pieces(generation):
                 await anyio.lowlevel.checkpoint()
                 self.chunks_sent += 1
                 words += not piece.isspace()
-                yield Chunk(piece, Usage(inputs, words))
+                yield Chunk(piece, Usage(inputs, words), logprobs)
             ended = True
             yield generation
         finally:
@@ -141,6 +144,27 @@ class ScriptedBackend:
         if callable(self._failures):
             return self._failures(request)
         return self._failures.get(call)
+
+
+def _pieces(generation: Generation) -> list[tuple[str, tuple[TokenLogprob, ...]]]:
+    tokens = generation.logprobs
+    if tokens and "".join(t.token for t in tokens) == generation.text:
+        return [(t.token, (t,)) for t in tokens]
+    return [(piece, ()) for piece in word_pieces(generation.text)]
+
+
+def scripted_logprobs(
+    tokens: Sequence[str], logprobs: Sequence[float], top_k: int = 2
+) -> tuple[TokenLogprob, ...]:
+    """Log-probabilities to script: each token with its ``logprob``, and as its top
+    tokens itself and ``top_k - 1`` others that share what is left of the probability."""
+    out = []
+    for token, logprob in zip(tokens, logprobs, strict=True):
+        rest = max(1e-12, 1.0 - math.exp(logprob)) / max(1, top_k - 1)
+        others = [(f"<alt{i}>", math.log(rest)) for i in range(1, top_k)]
+        top = ((token, logprob), *others)
+        out.append(TokenLogprob(token, logprob, top))
+    return tuple(out)
 
 
 _PIECE = re.compile(r"\s*\S+|\s+$")

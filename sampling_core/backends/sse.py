@@ -22,8 +22,9 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from hook_specs.records import UNKNOWN_USAGE, Usage
+from hook_specs.records import UNKNOWN_USAGE, TokenLogprob, Usage
 from sampling_core.backends.base import content_text
+from sampling_core.backends.logprobs import logprobs_of
 
 __all__ = [
     "DONE",
@@ -118,7 +119,17 @@ def _too_long(limit: int) -> str:
 class StreamedReply:
     """What the events of one streamed reply said so far: model, finish reason, usage."""
 
-    __slots__ = ("_event", "_held", "done", "finish_reason", "model", "timings", "usage")
+    __slots__ = (
+        "_event",
+        "_held",
+        "_logprobs_sent",
+        "done",
+        "finish_reason",
+        "logprobs",
+        "model",
+        "timings",
+        "usage",
+    )
 
     def __init__(self) -> None:
         self.model: str | None = None
@@ -128,6 +139,8 @@ class StreamedReply:
         self.done = False  # ``data: [DONE]`` arrived
         self._event: str | None = None  # the ``event:`` name of the event being read
         self._held: list[str] = []  # data lines of an event not yet whole JSON
+        self.logprobs: list[TokenLogprob] | None = None  # every token's, once one came
+        self._logprobs_sent = 0
 
     def read(self, line: str, mode: str) -> Any:
         """The text a line of the stream brings (``""`` for none), or :data:`DONE` at the end.
@@ -219,10 +232,26 @@ class StreamedReply:
         choice = choices[0]
         if choice.get("finish_reason"):
             self.finish_reason = str(choice["finish_reason"])
+        self._add_logprobs(logprobs_of(choice))
         if mode == "chat":
             delta = choice.get("delta")
             return content_text(delta.get("content")) if isinstance(delta, Mapping) else ""
         return content_text(choice.get("text"))
+
+    def _add_logprobs(self, found: tuple[TokenLogprob, ...] | None) -> None:
+        if found:
+            if self.logprobs is None:
+                self.logprobs = []
+            self.logprobs.extend(found)
+
+    def new_logprobs(self) -> tuple[TokenLogprob, ...]:
+        """The tokens' log-probabilities that arrived since the last call (a chunk's)."""
+        given = self.logprobs
+        if given is None or self._logprobs_sent == len(given):
+            return ()
+        new = tuple(given[self._logprobs_sent :])
+        self._logprobs_sent = len(given)
+        return new
 
     def usage_so_far(self) -> Usage | None:
         """The tokens of the call so far, when the server says (llama.cpp's timings)."""

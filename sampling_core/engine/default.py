@@ -47,6 +47,7 @@ async def sample(
     early_stop: bool = True,
     launch: Launch = "all",
     stagger_s: float = DEFAULT_STAGGER_S,
+    ask_again: bool = False,
 ) -> SamplingResult:
     """Sample with the default sampler: the arguments of :meth:`Sampler.sample`.
 
@@ -78,6 +79,7 @@ async def sample(
         early_stop=early_stop,
         launch=launch,
         stagger_s=stagger_s,
+        ask_again=ask_again,
     )
 
 
@@ -98,6 +100,7 @@ def sample_sync(
     early_stop: bool = True,
     launch: Launch = "all",
     stagger_s: float = DEFAULT_STAGGER_S,
+    ask_again: bool = False,
 ) -> SamplingResult:
     """The default sampler's :meth:`Sampler.sample_sync <sampling_core.Sampler.sample_sync>`:
     :func:`sample` run to completion from synchronous code (not inside an event loop).
@@ -126,4 +129,5 @@ def sample_sync(
         early_stop=early_stop,
         launch=launch,
         stagger_s=stagger_s,
+        ask_again=ask_again,
     )

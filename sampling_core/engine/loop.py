@@ -37,7 +37,14 @@ import structlog
 
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
-from hook_specs.records import UNKNOWN_USAGE, Attempt, Generation, IterationInfo, Message
+from hook_specs.records import (
+    STOPPED_EARLY,
+    UNKNOWN_USAGE,
+    Attempt,
+    Generation,
+    IterationInfo,
+    Message,
+)
 from sampling_core.backends.base import (
     Answered,
     Backend,
@@ -73,10 +80,14 @@ from sampling_core.hooks.call_hooks import CallHooks
 from sampling_core.hooks.faults import describe
 from sampling_core.requirements.checks import validate_all
 from sampling_core.requirements.context import CheckContext
+from sampling_core.requirements.scorers import score_of
 
 logger = structlog.get_logger("samplehooks")
 
 _description = attrgetter("description")
+
+
+_NO_CHECKS: frozenset[Any] = frozenset()
 
 
 def _is_result(outcome: object) -> bool:
@@ -95,8 +106,11 @@ class SamplingCall:
         "hooks",
         "json_schema",
         "launcher",
+        "prefix_checks",
+        "prefix_notes",
         "prefixes",
         "s",
+        "scorer",
         "stopped_by",
         "streams",
         "tally",
@@ -116,6 +130,12 @@ class SamplingCall:
         self.wants_context = any(r.wants_context for r in settings.requirements)
         prefixes = prefixes_in_force(settings.requirements, settings.tokens.early_stop)
         self.prefixes = prefixes
+        self.prefix_notes = [{} for _ in prefixes]  # what the checks' readers keep per call
+        self.scorer = settings.strategy.scorer  # scores every attempt (BestOfN, a weighted vote)
+        if self.scorer is not None:
+            self.wants_context = True
+        # for generation_call's payload: the same set for each backend call of the call
+        self.prefix_checks = frozenset(r for _, r in prefixes) if prefixes else _NO_CHECKS
         self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
         self.launcher: Launcher | None = None  # a launch policy other than "all"
         self.streams = bool(
@@ -208,6 +228,8 @@ class SamplingCall:
         :meth:`_work`, no other), several in tasks the call owns."""
         count = self.s.concurrency_budget
         self.tally.current_attempt = [0] * count
+        if self.tally.votes_early:
+            self.tally.ended = [False] * count
         if count == 1:
             # One subsample has no sibling to cancel or to be cancelled by: it runs in the
             # caller's task (and restores the caller's context variables when it ends).
@@ -279,6 +301,8 @@ class SamplingCall:
         except Exception as exc:  # a plugin failing closed, or a bug in a strategy
             self.tally.fail(exc)
         finally:
+            if tally.votes_early:  # a vote with a consensus may be settled now
+                tally.subsample_ended(index)
             if entered:  # run inline: the caller's values come back
                 leave_subsample(entered)
 
@@ -295,7 +319,12 @@ class SamplingCall:
         context = None
         if self.wants_context:  # what the model was asked, as plugins left it
             context = CheckContext(
-                sent.messages, self.s.row, info, sent.options, partial(self._judge_call, info)
+                sent.messages,
+                self.s.row,
+                info,
+                sent.options,
+                partial(self._judge_call, info),
+                generation,
             )
         try:
             validations = validate_all(
@@ -313,8 +342,12 @@ class SamplingCall:
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             judged = self.hooks.validate(info, sent.messages, generation, validations)
             validations = judged if isinstance(judged, tuple) else await judged
+        scored = None
+        if self.scorer is not None:
+            assert context is not None
+            scored = await score_of(self.scorer, generation.text, context)
         tally.in_flight -= 1
-        attempt = tally.record(info, messages, generation, validations)
+        attempt = tally.record(info, messages, generation, validations, scored)
         if self.hooks.firing.sampling_iteration:
             pending = self.hooks.iteration(info, attempt, self._shield)
             if pending is not None:
@@ -367,11 +400,13 @@ class SamplingCall:
                 request = GenerationRequest(call_messages, call_options, info, self.json_schema)
                 began = time.perf_counter()
                 if firing.generation_call:  # plugins around the call, or answering for it
+                    streamed = self.streams and not judging
                     generation = await hooks.around_generation(
                         info,
-                        call_messages,
-                        call_options,
-                        self.streams and not judging,
+                        request,
+                        backend,
+                        self.prefix_checks if streamed else _NO_CHECKS,
+                        streamed,
                         retry,
                         purpose,
                         partial(self._answer, info, request, backend, retry, judging, began),
@@ -451,7 +486,9 @@ class SamplingCall:
     ) -> Generation:
         """The innermost ``generation_call``: the backend's generation, or the answer of the
         plugin that answered for it (a ``Generation``, a string, or for a streamed call
-        chunks read as the backend's stream would be), named by ``answered_by``."""
+        chunks read as the backend's stream would be), named by ``answered_by``. A whole
+        one that arrives stopped early in a streamed call is read as a stream too (of no
+        chunks), so that the prefix checks judge it."""
         streamed = self.streams and not judging
         if answer is None:
             if streamed:
@@ -462,6 +499,12 @@ class SamplingCall:
                 reply = await generate_within(self.s.attempt_timeout, backend, request)
         elif isinstance(answer, Generation | str):
             reply = answer
+            if (
+                streamed
+                and isinstance(answer, Generation)
+                and answer.finish_reason == STOPPED_EARLY
+            ):
+                reply = await self._stream(info, request, Answered((answer,)), retry)
         elif streamed:
             reply = await self._stream(info, request, Answered(answer), retry)
         else:
@@ -507,8 +550,10 @@ class SamplingCall:
         on_chunk = None
         if self.hooks.firing.generation_chunk:
 
-            async def on_chunk(flight: Flight, delta: str) -> None:
-                pending = self.hooks.chunk(info, delta, flight.text, flight.chunks - 1, retry)
+            async def on_chunk(flight: Flight, delta: str, logprobs: tuple[Any, ...]) -> None:
+                pending = self.hooks.chunk(
+                    info, delta, flight.text, flight.chunks - 1, retry, logprobs
+                )
                 if pending is not None:
                     await pending
 
@@ -517,11 +562,18 @@ class SamplingCall:
         try:
             if timeout is None:
                 generation, failed = await read_stream(
-                    backend, request, flight, self.prefixes, on_chunk, free
+                    backend, request, flight, self.prefixes, self.prefix_notes, on_chunk, free
                 )
             else:
                 generation, failed = await read_stream_within(
-                    timeout, backend, request, flight, self.prefixes, on_chunk, free
+                    timeout,
+                    backend,
+                    request,
+                    flight,
+                    self.prefixes,
+                    self.prefix_notes,
+                    on_chunk,
+                    free,
                 )
         except StopSampling:
             raise  # the flight stays: the loop ends, and it counts what it streamed
@@ -531,9 +583,6 @@ class SamplingCall:
         del flights[info.iteration]
         if failed:
             self.stopped_by[info.iteration] = failed
-            keep = getattr(backend, "keep_stopped_early", None)  # the response cache
-            if keep is not None and not generation.cached and all(r is None for _, r in failed):
-                await keep(request, generation, [self.s.requirements[p] for p, _ in failed])
         return generation
 
     def _shield(self, index: int) -> AbstractContextManager[object]:

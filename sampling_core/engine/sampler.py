@@ -24,13 +24,17 @@ from sampling_core.engine.budgets import (
 from sampling_core.engine.launch import DEFAULT_STAGGER_S, Launch
 from sampling_core.engine.loop import SamplingCall
 from sampling_core.engine.results import SamplingResult
-from sampling_core.engine.settings import DEFAULT_TOKENS, CallSettings, token_settings
-from sampling_core.engine.streaming import prefixes_in_force
+from sampling_core.engine.settings import (
+    DEFAULT_TOKENS,
+    CallSettings,
+    asked_options,
+    token_settings,
+)
 from sampling_core.engine.subsample_tasks import running_event_loop
 from sampling_core.hooks.background import DEFAULT_MAXSIZE as DEFAULT_BACKGROUND_QUEUE
 from sampling_core.hooks.background import BackgroundDelivery
 from sampling_core.hooks.call_hooks import CallHooks
-from sampling_core.hooks.entry_points import PluginSettings, PluginSpec
+from sampling_core.hooks.entry_points import PluginSettings, PluginSpec, resolve_plugin
 from sampling_core.hooks.faults import PluginFault
 from sampling_core.hooks.registry import PluginRegistry
 from sampling_core.requirements.checks import (
@@ -43,8 +47,7 @@ from sampling_core.requirements.formats import format_requirement
 from sampling_core.strategies import RejectionSampling, Strategy
 
 if TYPE_CHECKING:
-    from sampling_core.backends.cache import ResponseCache
-    from sampling_core.backends.cached import CachedBackend
+    from sampling_core.backends.cache_store import ResponseCache
 
 __all__ = ["Sampler"]
 
@@ -79,10 +82,12 @@ class Sampler:
     ``check_timeout`` (default
     :data:`DEFAULT_CHECK_TIMEOUT_S`, ``None`` for none) bounds each requirement check: a
     check that runs longer fails, with the reason (an async one is cancelled then).
-    ``cache`` (a file path, or a :class:`~sampling_core.backends.cache.ResponseCache`) is
-    a response cache: a backend call asked again (the same body sent to the same model and
-    server, seed included) is answered from it, without a call, marked ``cached``; an
-    unusable file raises :class:`~sampling_core.backends.cache.CacheError` here.
+    ``cache`` (a file path, or a :class:`~sampling_core.backends.cache_store.ResponseCache`)
+    is a response cache: a backend call asked again (the same body sent to the same model
+    and server, seed included) is answered from it, without a call, marked ``cached``; an
+    unusable file raises :class:`~sampling_core.backends.cache_keys.CacheError` here. It is
+    kept by the built-in plugin ``cache`` (on ``generation_call``), registered on this
+    sampler under that name, which the sampler's :attr:`cache` is the file of.
     """
 
     def __init__(
@@ -137,16 +142,21 @@ class Sampler:
             self.plugins.add(plugin)
         self.cache: ResponseCache | None = None
         self._own_cache = False
-        self._serving: Any = None  # sampling_core.backends.cached.serving, with a cache
         if cache is not None:
             # SQLite is imported by samplers with a cache only: a larger heap would cost
             # every sampler's garbage collections (benchmarks.instructions sees it)
-            from sampling_core.backends.cache import ResponseCache
-            from sampling_core.backends.cached import serving
+            from sampling_core.backends.cache_store import ResponseCache
 
             self._own_cache = not isinstance(cache, ResponseCache)
             self.cache = ResponseCache(cache) if self._own_cache else cache  # type: ignore[arg-type]
-            self._serving = serving
+            try:  # given in code: registered whatever SAMPLEHOOKS_DISABLE_PLUGINS says
+                keeper = resolve_plugin((CACHE_PLUGIN, {"path": self.cache}))
+                assert keeper is not None
+                self.plugins.register(keeper.plugin, CACHE_PLUGIN)
+            except BaseException:
+                if self._own_cache:
+                    self.cache.close()
+                raise
 
     async def aclose(self) -> None:
         """Deliver every queued background event, then free the backend's resources (and
@@ -215,9 +225,10 @@ class Sampler:
         goes on). ``launch`` says when the subsamples start: ``"all"`` at once,
         ``"staggered"`` (subsample i ``i * stagger_s`` seconds after the first, unless the
         call is decided by then) or ``"on_failure"`` (the next one each time a running one
-        fails an attempt or ends). With ``ask_again``, the sampler's response cache answers
-        none of the call's backend calls (they are asked again, and their answers replace
-        the stored ones): what ``--retry-failed`` does for a prompt it samples again.
+        fails an attempt or ends). With ``ask_again``, the call's backend calls are asked
+        again (``generation_call``'s ``payload.ask_again``): the sampler's response cache
+        answers none of them, and their answers replace the stored ones; what
+        ``--retry-failed`` does for a prompt it samples again.
 
         A failed answer is not an error: it is a result with ``success=False``. Attempts
         whose backend call failed are in ``result.errors`` when other attempts completed,
@@ -235,8 +246,9 @@ class Sampler:
                 installed under: the message suggests the closest one), or a plugin failed
                 in a hook whose changes it may make (such hooks fail closed), or in any hook
                 when the sampler has ``strict_plugins=True``.
-            CacheError: with a response cache, a backend that says nothing of its model
-                (see :func:`~sampling_core.backends.cache.cache_identity`).
+            CacheError: with a response cache, when no attempt completed because the
+                backend says nothing of its model (see
+                :func:`~sampling_core.backends.cache_keys.cache_identity`).
             Exception: when no attempt completed, the first backend exception, with its
                 own type (e.g. ``httpx.ConnectError``, ``ModelNotFoundError``).
         """
@@ -269,8 +281,6 @@ class Sampler:
         if format is not None:
             checks = (*checks, format_requirement(format))
         table = self.plugins.with_call_plugins(plugins) if plugins else self.plugins.hooks()
-        if self.cache is not None:
-            chosen = self._cached(chosen, checks, tokens.early_stop, ask_again)
         sampling_id = new_sampling_id()
         call = SamplingCall(
             CallSettings(
@@ -283,7 +293,7 @@ class Sampler:
                 concurrency_budget=concurrency_budget,
                 selection=selection,
                 seed=seed,
-                options=dict(options or {}),
+                options=asked_options(checks, options or {}),
                 format=format,
                 retry=self.retry,
                 attempt_timeout=self.attempt_timeout,
@@ -293,18 +303,9 @@ class Sampler:
                 row=row,
                 tokens=tokens,
             ),
-            CallHooks(table, sampling_id, strategy.name, prompt_key),
+            CallHooks(table, sampling_id, strategy.name, prompt_key, bool(ask_again)),
         )
         return await call.run()
-
-    def _cached(
-        self, backend: Backend, checks: Sequence[Requirement], early_stop: bool, ask_again: bool
-    ) -> CachedBackend:
-        """``backend`` seen through the response cache for one call (cut answers replayed
-        only where the prefix checks that cut them are in force)."""
-        assert self.cache is not None
-        in_force = [r for _, r in prefixes_in_force(checks, early_stop)]
-        return self._serving(self.cache, backend, in_force, ask_again=ask_again)
 
     def sample_sync(self, prompt: Prompt, **kwargs: Any) -> SamplingResult:
         """Run :meth:`sample` to completion from synchronous code.
@@ -345,6 +346,9 @@ def _positive_or_none(name: str, value: float | None) -> float | None:
         raise ValueError(f"{name} must be a finite number of seconds > 0 or None, got {value!r}")
     return float(value)
 
+
+CACHE_PLUGIN = "cache"
+"""The built-in plugin that keeps a sampler's response cache (``Sampler(cache=...)``)."""
 
 _DEFAULT_STRATEGY = RejectionSampling()  # strategies hold no per-call state
 

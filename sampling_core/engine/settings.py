@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,18 @@ def token_settings(early_stop: Any, launch: Any, stagger_s: Any, format: Any) ->
         check_launch(launch, stagger_s),
         None if format is None else format_schema(format),
     )
+
+
+def asked_options(
+    requirements: Sequence[Requirement], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The call's backend options with what its requirements ask for (``asks``) added
+    where the call does not set the option itself."""
+    asked: dict[str, Any] | None = None
+    for requirement in requirements:
+        if requirement.asks:
+            asked = {**(asked or {}), **requirement.asks}
+    return {**asked, **options} if asked else dict(options)
 
 
 @dataclass(slots=True)

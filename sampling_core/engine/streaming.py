@@ -4,9 +4,12 @@ The loop streams an attempt's generation when someone needs the pieces (a plugin
 implementing ``generation_chunk``, or a requirement with a prefix check while early stop is
 on) and the backend can (:func:`~sampling_core.backends.base.can_stream`). Then
 :func:`read_stream` reads the backend's ``stream(request)`` into a :class:`Flight`: each
-chunk's text is added, handed to ``on_chunk`` (the ``generation_chunk`` hook) and judged by
-the prefix checks; at the first one that fails, the stream is closed (so the server stops
-decoding) and the text so far is the generation, ``finish_reason="stopped_early"``.
+chunk's text is added, handed to ``on_chunk`` (the ``generation_chunk`` hook) and to the
+prefix checks' readers (:mod:`sampling_core.requirements.prefix`: one per requirement and
+generation, fed the new text only; a plain ``prefix`` function is given the whole text);
+at the first one that fails, the stream is closed (so the server stops decoding) and the
+text so far is the generation, ``finish_reason="stopped_early"``. A generation that runs
+to its end is shown to each reader (``finished``).
 
 A flight still open when the call ends was cancelled: :meth:`Flight.spent` is what it
 spent, counted from what arrived.
@@ -21,12 +24,28 @@ from typing import Any
 import anyio
 
 from hook_specs.errors import StopSampling
-from hook_specs.records import STOPPED_EARLY, Generation, IterationInfo, Usage, ValidationResult
+from hook_specs.records import (
+    STOPPED_EARLY,
+    Generation,
+    IterationInfo,
+    TokenLogprob,
+    Usage,
+    ValidationResult,
+)
 from sampling_core.backends.base import AttemptTimeout, BadReply, Chunk, GenerationRequest
 from sampling_core.errors import exception_text
 from sampling_core.requirements.checks import Requirement
+from sampling_core.requirements.prefix import PrefixReader, WholeText
 
-__all__ = ["Flight", "Prefixes", "prefixes_in_force", "read_stream", "unmet_early"]
+__all__ = [
+    "Flight",
+    "Notes",
+    "Prefixes",
+    "prefixes_in_force",
+    "read_stream",
+    "readers_of",
+    "unmet_early",
+]
 
 Prefixes = tuple[tuple[int, Requirement], ...]
 """The requirements with a prefix check, with their position in the call's requirements."""
@@ -34,19 +53,37 @@ Prefixes = tuple[tuple[int, Requirement], ...]
 Failed = tuple[tuple[int, str | None], ...]
 """Requirements whose prefix failed: position, and a reason when the prefix raised."""
 
+Notes = Sequence[dict[str, Any]]
+"""Per prefix check (in the order of :data:`Prefixes`), the dict a call keeps for it: what
+its readers learn from the call's other generations (see ``PrefixReader``)."""
+
 
 def prefixes_in_force(requirements: Sequence[Requirement], early_stop: bool) -> Prefixes:
-    """The requirements whose prefix check may stop a generation in a call: those with one,
-    while early stop is on."""
+    """The requirements whose prefix check may stop a generation in a call: those with one
+    (a ``prefix`` function or a ``reader``), while early stop is on."""
     if not early_stop:
         return ()
-    return tuple((i, r) for i, r in enumerate(requirements) if r.prefix is not None)
+    return tuple(
+        (i, r) for i, r in enumerate(requirements) if r.prefix is not None or r.reader is not None
+    )
+
+
+def readers_of(prefixes: Prefixes, notes: Notes) -> list[tuple[int, PrefixReader]]:
+    """One reader per prefix check for one generation (a plain ``prefix`` function is
+    given the whole text so far: :class:`~sampling_core.requirements.prefix.WholeText`)."""
+    readers: list[tuple[int, PrefixReader]] = []
+    for (position, requirement), kept in zip(prefixes, notes, strict=True):
+        if requirement.reader is not None:
+            readers.append((position, requirement.reader(kept)))
+        else:
+            readers.append((position, WholeText(requirement.prefix)))  # type: ignore[arg-type]
+    return readers
 
 
 class Flight:
     """A streamed backend call while it runs: the text and the tokens that arrived."""
 
-    __slots__ = ("chunks", "info", "parts", "text", "usage")
+    __slots__ = ("chunks", "info", "logprobs", "parts", "text", "usage")
 
     def __init__(self, info: IterationInfo) -> None:
         self.info = info
@@ -54,6 +91,7 @@ class Flight:
         self.text = ""
         self.chunks = 0
         self.usage: Usage | None = None  # the server's count so far, when it gives one
+        self.logprobs: list[TokenLogprob] | None = None  # once a chunk brought some
 
     def add(self, chunk: Chunk) -> str:
         """Take one chunk in; its text (``""``: a chunk that only reports the usage)."""
@@ -62,6 +100,10 @@ class Flight:
             raise BadReply(f"backend streamed a chunk whose text is {type(delta).__name__}")
         if chunk.usage is not None:
             self.usage = chunk.usage
+        if chunk.logprobs:
+            if self.logprobs is None:
+                self.logprobs = []
+            self.logprobs.extend(chunk.logprobs)
         if delta:
             self.parts.append(delta)
             self.text += delta
@@ -82,7 +124,8 @@ async def read_stream(
     request: GenerationRequest,
     flight: Flight,
     prefixes: Prefixes,
-    on_chunk: Callable[[Flight, str], Awaitable[None]] | None,
+    notes: Notes,
+    on_chunk: Callable[[Flight, str, tuple[TokenLogprob, ...]], Awaitable[None]] | None,
     free: bool,
 ) -> tuple[Generation, Failed]:
     """Read ``backend.stream(request)`` into ``flight``; the generation and the prefix
@@ -90,13 +133,16 @@ async def read_stream(
 
     Closing the stream early (a failed prefix) or on a cancellation closes the request. A
     generation that arrives already stopped early (the response cache replaying one) is
-    judged by the prefix checks as if it had streamed.
+    judged by the prefix checks as if it had streamed, in one piece.
     """
+    readers = readers_of(prefixes, notes) if prefixes else []
     async with aclosing(backend.stream(request)) as pieces:
         async for item in pieces:
             if isinstance(item, Generation):
-                if item.finish_reason == STOPPED_EARLY and prefixes:
-                    return item, failing_prefixes(prefixes, item.text)
+                if item.finish_reason == STOPPED_EARLY and readers:
+                    return item, failing_readers(readers, item.text, tuple(item.logprobs or ()))
+                for _, reader in readers:
+                    reader.finished(item)
                 return item, ()
             if not isinstance(item, Chunk):
                 raise BadReply(
@@ -107,12 +153,16 @@ async def read_stream(
             if not delta:
                 continue
             if on_chunk is not None:
-                await on_chunk(flight, delta)
-            if prefixes:
-                failed = failing_prefixes(prefixes, flight.text)
+                await on_chunk(flight, delta, item.logprobs)
+            if readers:
+                failed = failing_readers(readers, delta, item.logprobs)
                 if failed:
+                    logprobs = flight.logprobs
                     generation = Generation(
-                        flight.text, flight.spent(free), finish_reason=STOPPED_EARLY
+                        flight.text,
+                        flight.spent(free),
+                        finish_reason=STOPPED_EARLY,
+                        logprobs=None if logprobs is None else tuple(logprobs),
                     )
                     return generation, failed
     raise BadReply("backend's stream() ended without a Generation (it must yield one last)")
@@ -127,13 +177,16 @@ async def read_stream_within(timeout: float, *args: Any) -> tuple[Generation, Fa
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def failing_prefixes(prefixes: Prefixes, text: str) -> Failed:
-    """The prefix checks that fail ``text``. One that raises (or answers anything but a
-    bool) fails, with the reason, as a check that raises does; ``StopSampling`` propagates."""
+def failing_readers(
+    readers: Sequence[tuple[int, PrefixReader]], delta: str, logprobs: tuple[TokenLogprob, ...]
+) -> Failed:
+    """The prefix checks that fail once ``delta`` is read. One that raises (or answers
+    anything but a bool) fails, with the reason, as a check that raises does;
+    ``StopSampling`` propagates."""
     failed: list[tuple[int, str | None]] = []
-    for position, requirement in prefixes:
+    for position, reader in readers:
         try:
-            verdict = requirement.prefix(text)  # type: ignore[misc]
+            verdict = reader.feed(delta, logprobs)
         except StopSampling:
             raise
         except Exception as exc:

@@ -56,6 +56,7 @@ class Tally:
         "current_attempt",
         "cut_short",
         "early_exit",
+        "ended",
         "errors",
         "fatal",
         "flights",
@@ -73,6 +74,7 @@ class Tally:
         "stopped_by",
         "strategy",
         "tasks",
+        "votes_early",
         "winner",
     )
 
@@ -85,6 +87,9 @@ class Tally:
         # A strategy that runs the whole budget judges no pass before its pick at the end.
         self.judges_passes = not strategy.runs_whole_budget
         self.early_exit = early_exit and self.judges_passes
+        # A vote with a consensus ends the call once settled (see subsample_ended).
+        self.votes_early = strategy.decides_early and early_exit
+        self.ended: list[bool] = []  # per subsample, kept while votes_early
         self.attempts: list[Attempt] = []
         self.errors: list[AttemptError] = []
         self.input_tokens: int | None = 0  # None once a call did not report its tokens
@@ -141,8 +146,9 @@ class Tally:
         messages: list[Message],
         generation: Generation,
         validations: tuple[ValidationResult, ...],
+        scored: float | None = None,
     ) -> Attempt:
-        """Number, keep and judge a validated attempt."""
+        """Number, keep and judge a validated attempt (``scored``: the strategy's scorer's)."""
         self.sequence += 1
         attempt = Attempt(
             info.subsample_index,
@@ -154,6 +160,7 @@ class Tally:
             validations,
             count_passed(validations) == len(validations),
             messages,
+            scored,
         )
         self.attempts.append(attempt)
         if attempt.passed and self.judges_passes:
@@ -188,6 +195,31 @@ class Tally:
         self.cancelled_for = self.cancelled_for or "error"
         if self.tasks is not None:
             self.tasks.cancel_all()
+
+    def subsample_ended(self, index: int) -> None:
+        """Subsample ``index`` answers no more (``votes_early`` only): when the strategy's
+        vote is settled while the others may still answer, no attempt starts any more and
+        those in flight are cancelled."""
+        ended = self.ended
+        if ended[index]:
+            return
+        ended[index] = True
+        if self.over:
+            return
+        still_open = [i for i, done in enumerate(ended) if not done]
+        try:
+            decided = bool(still_open) and self.strategy.decided(self._in_order(), still_open)
+        except Exception as exc:  # a bug in a strategy ends the call, as in its pick
+            self.fail(exc)
+            return
+        if decided:
+            self.over = True
+            self.cancelled_for = self.cancelled_for or "budget"  # the vote needs no more
+            if self.tasks is not None:
+                self.tasks.cancel_all()
+
+    def _in_order(self) -> list[Attempt]:
+        return sorted(self.attempts, key=_by_position)
 
     def cancel_reason(self, exc: BaseException) -> str:
         """Why a backend call that began ended by ``exc`` without an answer

@@ -23,6 +23,7 @@ from hook_specs.records import (
     Generation,
     IterationInfo,
     Message,
+    TokenLogprob,
     Usage,
     ValidationResult,
     count_passed,
@@ -43,7 +44,7 @@ class CallHooks(HookChannel):
     """One ``sample()`` call's hook channel: :meth:`fire` with the call's identity, and a
     method for each hook whose delivery or reading-back the engine needs done its way."""
 
-    __slots__ = ("_delivery_lock", "_id", "_prompt_key", "_strategy")
+    __slots__ = ("_ask_again", "_delivery_lock", "_id", "_prompt_key", "_strategy")
 
     def __init__(
         self,
@@ -51,11 +52,15 @@ class CallHooks(HookChannel):
         sampling_id: str,
         strategy_name: str,
         prompt_key: str | None = None,
+        ask_again: bool = False,
     ) -> None:
+        """``ask_again``: the caller asks every backend call again (``generation_call``'s
+        ``ask_again``: what replays earlier answers does not answer)."""
         super().__init__(table)
         self._id = sampling_id
         self._strategy = strategy_name
         self._prompt_key = prompt_key
+        self._ask_again = ask_again
         self._delivery_lock: anyio.Lock | None = None
 
     async def fire(self, hook: HookName, fields: dict[str, Any]) -> Any:
@@ -135,7 +140,13 @@ class CallHooks(HookChannel):
         return self._fire(route, fields)
 
     def chunk(
-        self, info: IterationInfo, delta: str, text: str, index: int, retry: int
+        self,
+        info: IterationInfo,
+        delta: str,
+        text: str,
+        index: int,
+        retry: int,
+        logprobs: tuple[TokenLogprob, ...] = (),
     ) -> Awaitable[object] | None:
         """Fire ``generation_chunk`` for one piece of a streamed generation."""
         fields = {
@@ -150,6 +161,7 @@ class CallHooks(HookChannel):
             "text": text,
             "index": index,
             "retry": retry,
+            "logprobs": logprobs,
         }
         route = self._routes.generation_chunk
         if route.direct:
@@ -197,15 +209,19 @@ class CallHooks(HookChannel):
     def around_generation(
         self,
         info: IterationInfo,
-        messages: list[Message],
-        options: dict[str, Any],
+        request: Any,
+        backend: Any,
+        prefix_checks: frozenset[Any],
         streamed: bool,
         retry: int,
         purpose: str,
         inner: Inner[Generation],
     ) -> Awaitable[Generation]:
         """Fire ``generation_call`` around ``inner`` (the backend call, or the answer of the
-        plain implementation that answered); the generation, as the wrappers left it."""
+        plain implementation that answered); the generation, as the wrappers left it.
+        ``request`` is the ``GenerationRequest`` sent to ``backend`` (its fields are the
+        payload's); ``prefix_checks`` the requirements whose prefix checks judge the call as
+        it streams."""
         fields = {
             "sampling_id": self._id,
             "strategy_name": self._strategy,
@@ -214,11 +230,15 @@ class CallHooks(HookChannel):
             "attempt": info.attempt,
             "iteration": info.iteration,
             "sequence": None,
-            "messages": messages,
-            "options": options,
+            "messages": request.messages,
+            "options": request.options,
             "streamed": streamed,
             "retry": retry,
             "purpose": purpose,
+            "json_schema": request.json_schema,
+            "backend": backend,
+            "prefix_checks": prefix_checks,
+            "ask_again": self._ask_again,
         }
         return self.around(self._routes.generation_call, fields, inner, _is_generation)
 

@@ -7,7 +7,8 @@ requirement is; its docstring's first line (or its name) becomes the description
 A requirement may also judge a prefix: ``prefix(text_so_far) -> bool`` is ``False`` when
 the text so far already fails the requirement whatever may follow. While an answer streams
 in, the engine asks it after each piece and stops the generation at the first ``False``
-(early stop). ``max_words``, ``max_chars`` and ``not_contains`` have one.
+(early stop). ``max_words``, ``max_chars`` and ``not_contains`` have one, and a
+``reader`` doing it with constant work per piece (:mod:`sampling_core.requirements.prefix`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import inspect
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ from hook_specs.records import ValidationResult
 from sampling_core.errors import CheckCallFailed, exception_text
 from sampling_core.requirements.context import CheckContext, takes_context
 from sampling_core.requirements.linear_regex import compile_linear
+from sampling_core.requirements.prefix import CharCount, NeedleWatch, ReaderFactory, WordCount
 
 M = TypeVar("M", bound=BaseModel)
 CheckResult = bool | ValidationResult
@@ -69,7 +71,16 @@ class Requirement:
     attempt fails with this requirement unmet (see ``docs/spending-fewer-tokens.md``).
     """
 
-    __slots__ = ("_verdicts", "check", "description", "prefix", "row_fields", "wants_context")
+    __slots__ = (
+        "_verdicts",
+        "asks",
+        "check",
+        "description",
+        "prefix",
+        "reader",
+        "row_fields",
+        "wants_context",
+    )
 
     def __init__(
         self,
@@ -78,18 +89,25 @@ class Requirement:
         prefix: Prefix | None = None,
         *,
         row_fields: Iterable[str] = (),
+        reader: ReaderFactory | None = None,
+        asks: Mapping[str, Any] | None = None,
     ) -> None:
-        """``row_fields`` names the dataset fields the check reads (``CheckContext.row``): a
-        batch run refuses, before any generation, a dataset whose first line lacks one."""
+        """``row_fields``: the dataset fields the check reads (``CheckContext.row``; a run
+        refuses a dataset lacking one). ``reader``: a prefix check fed each piece
+        (:mod:`sampling_core.requirements.prefix`), used instead of ``prefix``. ``asks``:
+        backend options the check needs (``{"logprobs": True}``) unless the call sets them."""
         if not callable(check):
             raise TypeError(f"Requirement {description!r}: check must be callable, got {check!r}")
-        if prefix is not None and not callable(prefix):
-            raise TypeError(
-                f"Requirement {description!r}: prefix must be callable or None, got {prefix!r}"
-            )
+        for name, given in (("prefix", prefix), ("reader", reader)):
+            if given is not None and not callable(given):
+                raise TypeError(
+                    f"Requirement {description!r}: {name} must be callable or None, got {given!r}"
+                )
         self.description = description
         self.check = check
         self.prefix = prefix
+        self.reader = reader
+        self.asks = dict(asks or {})
         self.row_fields = tuple(row_fields)
         # decided once: a check taking (text, context) is given a CheckContext
         self.wants_context = takes_context(check)
@@ -301,7 +319,12 @@ def not_contains(needle: str, *, case_sensitive: bool = False) -> Requirement:
     def prefix(text: str) -> bool:
         return not found(text)
 
-    return Requirement(f"does not contain {needle!r}", check, prefix)
+    return Requirement(
+        f"does not contain {needle!r}",
+        check,
+        prefix,
+        reader=lambda notes: NeedleWatch(needle, case_sensitive),
+    )
 
 
 def max_words(limit: int) -> Requirement:
@@ -319,7 +342,9 @@ def max_words(limit: int) -> Requirement:
     def prefix(text: str) -> bool:
         return _words(text) <= limit
 
-    return Requirement(f"at most {limit} words", check, prefix)
+    return Requirement(
+        f"at most {limit} words", check, prefix, reader=lambda notes: WordCount(limit)
+    )
 
 
 def min_words(limit: int) -> Requirement:
@@ -352,7 +377,9 @@ def max_chars(limit: int) -> Requirement:
     def prefix(text: str) -> bool:
         return len(text) <= limit
 
-    return Requirement(f"at most {limit} characters", check, prefix)
+    return Requirement(
+        f"at most {limit} characters", check, prefix, reader=lambda notes: CharCount(limit)
+    )
 
 
 def _strip_fence(text: str) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hook_specs.records import IterationInfo, Message
+from hook_specs.records import Generation, IterationInfo, Message
 
 __all__ = ["CheckContext", "takes_context"]
 
@@ -29,7 +29,8 @@ class CheckContext:
     makes a model call through the engine's backend path for this attempt (the generation
     hooks fire with ``payload.purpose == "judge"``, transient failures are retried, the
     tokens count in the call's ``usage``; ``backend`` defaults to the sampler's). ``None``
-    outside a call (a check run on its own).
+    outside a call (a check run on its own). ``generation``: what the backend returned
+    for the attempt (its usage, finish reason, token log-probabilities), when known.
     """
 
     messages: Sequence[Message] = ()
@@ -37,6 +38,7 @@ class CheckContext:
     iteration: IterationInfo | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     generate: Callable[..., Awaitable[Any]] | None = None
+    generation: Generation | None = None
 
 
 def takes_context(check: Callable[..., Any]) -> bool:

@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sampling_core.backends.cache import ResponseCache
+from sampling_core.backends.cache_store import ResponseCache
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.sampler import Sampler
 from sampling_core.errors import PluginError, exception_text

@@ -146,6 +146,14 @@ class GenerationOptions(_Strict):
     top_p: float | None = _field("result", None, gt=0, le=1, description="Nucleus sampling mass.")
     max_tokens: int | None = _field("result", None, ge=1, description="Most tokens per answer.")
     stop: list[str] | None = _field("result", None, description="Stop sequences.")
+    logprobs: bool | None = _field(
+        "result",
+        None,
+        description="Ask for each token's log-probability (kept in the records when asked).",
+    )
+    top_logprobs: int | None = _field(
+        "result", None, ge=0, le=20, description="How many most likely tokens to return per place."
+    )
 
     def as_options(self) -> dict[str, Any]:
         """The options that are set, as the engine's ``options`` mapping."""

@@ -6,9 +6,10 @@ whole text, and the messages it sent when they were not the prompt's (a repaired
 attempt's). The record writer moves the whole texts and the messages to ``texts.jsonl``
 and leaves a preview in the record (:mod:`sampling_core.runs.kept_texts`). An attempt
 answered from the response cache says ``"cached": true``, one a prefix check cut short
-``"stopped_early": true``. Attempts whose backend call failed are entries with
-``"error"``. A token count is ``null`` when unknown (an attempt cancelled in flight that
-did not stream).
+``"stopped_early": true``; one a strategy's scorer scored keeps its ``"score"``, one whose
+request asked for token log-probabilities (options ``logprobs``) keeps them in
+``"logprobs"``. Attempts whose backend call failed are entries with ``"error"``. A token
+count is ``null`` when unknown (an attempt cancelled in flight that did not stream).
 An attempt whose answer is known says ``"answer": {"value": ..., "right": ...}``: what
 maj@k counts (:mod:`sampling_core.runs.votes`).
 Records written before these fields existed (no ``sampling_id``, no tokens per attempt)
@@ -53,6 +54,13 @@ def attempt_entries(
             entry["cached"] = True
         if a.stopped_early:
             entry["stopped_early"] = True
+        if a.scored is not None:  # the strategy's scorer's
+            entry["score"] = a.scored
+        if a.generation.logprobs is not None:  # asked for (options logprobs)
+            entry["logprobs"] = [
+                {"token": t.token, "logprob": t.logprob, "top": [list(p) for p in t.top]}
+                for t in a.generation.logprobs
+            ]
         if a.attempt > 1 and a.messages != prompt:
             entry["messages"] = a.messages
         if not a.passed:

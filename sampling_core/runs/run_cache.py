@@ -5,7 +5,7 @@ foreign file refuses the run with one :class:`~sampling_core.runs.errors.ConfigE
 nothing is written. On the Ray executor each worker opens the file by its path: it works
 when every worker sees the driver's file (a filesystem they share). The driver writes a
 random token into the file and each worker looks for it there
-(:func:`~sampling_core.backends.cache.probe_problem`) before it builds anything: a worker
+(:func:`~sampling_core.backends.cache_store.probe_problem`) before it builds anything: a worker
 that does not see that very file refuses the run at start, naming the node.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from sampling_core.backends.cache import CacheError, ResponseCache, probe_problem
+from sampling_core.backends.cache_store import CacheError, ResponseCache, probe_problem
 from sampling_core.errors import exception_text
 from sampling_core.runs.config import RunConfig
 from sampling_core.runs.errors import ConfigError

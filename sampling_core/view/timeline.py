@@ -2,7 +2,8 @@
 
 A step is one attempt with its outcome: ``passed``, ``failed``, ``error`` (the backend call
 raised for good) or ``cancelled`` (in flight when another subsample's pass ended the call);
-``stopped_early`` marks a failed one whose generation a prefix check cut short, and a
+``stopped_early`` marks a failed one whose generation a prefix check cut short (``score``:
+the strategy's scorer's, from the record), and a
 cancelled one that streamed shows the tokens it received. The hook events say all of it, as
 :mod:`sampling_core.events.attempts` reads them (the same reading ``samplehooks trace show``
 prints): an attempt that no ``sampling_iteration`` or final ``generation_error`` ended was
@@ -134,6 +135,7 @@ def lanes_from_record(record: dict[str, Any]) -> list[dict[str, Any]]:
             tokens=tokens if "input_tokens" in e else None,
             cost_usd=e.get("cost_usd"),
             text=e.get("text"),
+            score=e.get("score"),
         )
     loop_budget = _int(attempts.get("loop_budget"))
     if (attempts.get("cancelled") or 0) > 0 and loop_budget is not None:
@@ -160,7 +162,7 @@ def add_record_details(lanes: list[dict[str, Any]], record: dict[str, Any]) -> N
             known = from_record.get((lane["subsample"], step["attempt"]))
             if known is None or known["outcome"] != step["outcome"]:
                 continue
-            for name in ("text", "reasons", "cost_usd"):
+            for name in ("text", "reasons", "cost_usd", "score"):
                 if not step.get(name) and known.get(name):
                     step[name] = known[name]
 

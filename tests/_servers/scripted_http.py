@@ -30,13 +30,15 @@ REASONS = {
 
 @dataclass
 class Reply:
-    """An answer: ``status``, a JSON ``body`` (a chat completion by default), extra headers,
-    and a ``delay`` slept by the server before it answers."""
+    """An answer: ``status``, a JSON ``body`` (a chat completion by default; a ``str`` is
+    sent as it is, e.g. a recorded event stream), extra headers, its ``content_type``, and
+    a ``delay`` slept by the server before it answers."""
 
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -226,10 +228,14 @@ class ScriptedHTTPServer:
             return False
         if reply.delay:
             await asyncio.sleep(reply.delay)
-        payload = json.dumps(reply.body if reply.body is not None else completion("ok")).encode()
+        if isinstance(reply.body, str):
+            payload = reply.body.encode()
+        else:
+            body = reply.body if reply.body is not None else completion("ok")
+            payload = json.dumps(body).encode()
         head = [
             f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'Status')}",
-            "Content-Type: application/json",
+            f"Content-Type: {reply.content_type}",
             f"Content-Length: {len(payload)}",
         ]
         head += [f"{k}: {v}" for k, v in reply.headers.items()]

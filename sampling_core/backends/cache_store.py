@@ -1,16 +1,17 @@
-"""The response cache: generations kept in an SQLite file, reused for the same request.
+"""The response cache's store: generations kept in an SQLite file, reused for the same request.
 
 ``Sampler(backend, cache="responses.sqlite")`` (``run.cache`` in a run's YAML, ``--cache``
-on the command line) sends each backend call of a call through the cache
-(:mod:`sampling_core.backends.cached`):
+on the command line) opens a :class:`ResponseCache` and enables the built-in plugin
+``cache`` with it, on the ``generation_call`` hook:
 
 - the **key** of a call is the request as the backend sends it, the model and the server
   (:mod:`sampling_core.backends.cache_keys`);
-- a **hit** returns the stored generation with no backend call, a ``CachedGeneration``
-  naming its ``entry``, with no new tokens in its ``usage`` (what it took when it was
-  generated is its ``cached_usage``, counted apart in ``SamplingResult.cached_usage``);
-- a **miss** calls the backend and stores its answer: a whole one under the request's key,
-  one cut by early stop under the key and the prefix checks that cut it (replayed only
+- a **hit** answers with the stored generation instead of the backend, a
+  ``CachedGeneration`` naming its ``entry``, with no new tokens in its ``usage`` (what it
+  took when it was generated is its ``cached_usage``, counted apart in
+  ``SamplingResult.cached_usage``);
+- a **miss** is asked of the backend and its answer stored: a whole one under the request's
+  key, one cut by early stop under the key and the prefix checks that cut it (replayed only
   where they are in force).
 
 The file is an SQLite database in WAL mode: safe for concurrent calls (a connection per
