@@ -213,6 +213,9 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
     ):
         for entry in table or []:
             metrics[f"{prefix}_{entry['k']}"] = float(entry["value"])
+            for bound in ("if_failed", "if_passed"):  # some samples not known: the bounds too
+                if isinstance(entry.get(bound), int | float):
+                    metrics[f"{prefix}_{entry['k']}_{bound}"] = float(entry[bound])
     return metrics
 
 

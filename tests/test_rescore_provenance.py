@@ -11,6 +11,8 @@ import pytest
 import yaml
 from runs_helpers import records, write_config
 
+from builtin_plugins.mlflow_export import metrics_of
+from hook_specs import RunEndPayload
 from sampling_core import ScriptedBackend
 from sampling_core.backends.base import GenerationRequest
 from sampling_core.runs import rescore, run_batch
@@ -86,3 +88,43 @@ async def test_a_cut_attempt_the_new_checks_cannot_decide_is_not_known_never_pas
     (row,) = [p for p in view["prompts"] if p["key"] == "p3"]
     assert row["not_known"] == 1
     assert [s["outcome"] for lane in row["lanes"] for s in lane["steps"]] == ["not_known"]
+
+
+async def test_no_surface_shows_a_bare_pass_at_k_when_samples_are_not_known(
+    tmp_path: Path,
+) -> None:
+    """The issue's example: 3 known samples pass, 1 is not known; pass@1 over the known ones
+    is 1.0, and every surface gives it with its bounds [0.75, 1.0] and the count not known."""
+    src = await source(tmp_path)
+    new_config = yaml.safe_load((tmp_path / "run.yaml").read_text())
+    new_config["requirements"] = [{"max_words": 3}]
+    (tmp_path / "new.yaml").write_text(yaml.safe_dump(new_config))
+    await rescore(src, tmp_path / "new", config=tmp_path / "new.yaml")
+
+    report = build_report(tmp_path / "new")
+    (at_1,) = report.pass_at_k
+    assert (at_1.value, at_1.not_known, at_1.if_failed, at_1.if_passed) == (1.0, 1, 0.75, 1.0)
+    for line in report.render().splitlines():
+        if "100.0%" in line:
+            assert "(1 not known: 75.0% to 100.0%)" in line, line
+    expected = {"not_known": 1, "if_failed": 0.75, "if_passed": 1.0}
+    (entry,) = report.as_dict()["pass_at_k"]
+    assert expected.items() <= entry.items()
+    (hat,) = report.as_dict()["pass_hat_k"]
+    assert expected.items() <= hat.items()
+    (viewed,) = run_data(tmp_path / "new")["pass_at_k"]
+    assert expected.items() <= viewed.items()
+    payload = RunEndPayload(
+        run_dir="/r",
+        session=1,
+        totals={},
+        pass_at_k=[entry],
+        pass_hat_k=None,
+        interrupted=False,
+        elapsed_s=1.0,
+    )
+    assert metrics_of(payload) == {
+        "pass_at_1": 1.0,
+        "pass_at_1_if_failed": 0.75,
+        "pass_at_1_if_passed": 1.0,
+    }

@@ -16,6 +16,12 @@ prompts; its 95% interval is the 2.5th and 97.5th percentile of that mean over 1
 bootstrap resamples of all the prompts (drawn with a fixed seed, so a report is the same
 every time). A prompt's value depends only on its ``(n, c)``, so the run is kept as the
 number of prompts with each ``(n, c)``: a few numbers, whatever the number of prompts.
+
+A rescored run may hold samples nobody can judge (cut before their end: "not known", ``u``
+of them). A prompt is then ``(n, c, u)``: the estimate is over the ``n`` known samples, and
+each k also carries the bounds it would have with every one of the ``u`` counted failed
+(``(n + u, c)``) and counted passed (``(n + u, c + u)``): this is the one place that rule is
+written, so every surface shows the same number with the same note.
 """
 
 from __future__ import annotations
@@ -81,21 +87,46 @@ class PassAtK:
     low: float
     high: float
     prompts: int
+    not_known: int = 0
+    """Samples nobody could judge (a rescore's cut attempts): left out of ``value``."""
+    if_failed: float | None = None
+    """The value with those samples counted as failed (only when some are not known)."""
+    if_passed: float | None = None
+    """The value with those samples counted as passed (only when some are not known)."""
 
     def as_dict(self) -> dict[str, float | int]:
-        """As JSON-ready data."""
-        return {
+        """As JSON-ready data (``not_known``, ``if_failed`` and ``if_passed`` only when some
+        samples are not known)."""
+        data: dict[str, float | int] = {
             "k": self.k,
             "value": round(self.value, 6),
             "low": round(self.low, 6),
             "high": round(self.high, 6),
             "prompts": self.prompts,
         }
+        if self.not_known and self.if_failed is not None and self.if_passed is not None:
+            data["not_known"] = self.not_known
+            data["if_failed"] = round(self.if_failed, 6)
+            data["if_passed"] = round(self.if_passed, 6)
+        return data
+
+    def note(self, scale: float = 100.0, unit: str = "%") -> str:
+        """The text that goes right beside the value when some samples are not known
+        (empty otherwise): how many, and the value's bounds."""
+        if not self.not_known or self.if_failed is None or self.if_passed is None:
+            return ""
+        low, high = scale * self.if_failed, scale * self.if_passed
+        return f" ({self.not_known} not known: {low:.1f}{unit} to {high:.1f}{unit})"
 
 
-Counts = Mapping[tuple[int, int], int] | Iterable[tuple[int, int]]
-"""Each prompt's ``(n, c)``: a mapping from ``(n, c)`` to the number of prompts that have it,
-or the pairs themselves."""
+Counts = (
+    Mapping[tuple[int, int], int]
+    | Iterable[tuple[int, int]]
+    | Mapping[tuple[int, int, int], int]
+    | Iterable[tuple[int, int, int]]
+)
+"""Each prompt's ``(n, c)`` or ``(n, c, u)`` (``u`` samples not known): a mapping from those
+to the number of prompts that have them, or the tuples themselves."""
 
 
 def pass_at_k_table(
@@ -122,14 +153,41 @@ def pass_hat_k_table(
 def _table(
     estimate: Callable[[int, int, int], float], counts: Counts, samples: int, seed: int
 ) -> list[PassAtK]:
-    tally = Counter(dict(counts)) if isinstance(counts, Mapping) else Counter(counts)
+    given = Counter(dict(counts)) if isinstance(counts, Mapping) else Counter(counts)
+    tally: Counter[tuple[int, int, int]] = Counter()
+    for (n, c, *u), prompts in given.items():
+        tally[(n, c, u[0] if u else 0)] += prompts
+    not_known = sum(u * prompts for (_, _, u), prompts in tally.items())
     table = []
-    for k in ks_for(max((n for n, _ in tally), default=0)):
+    for k in ks_for(max((n for n, _, _ in tally), default=0)):
         weights: Counter[float] = Counter()
-        for (n, c), prompts in tally.items():
+        for (n, c, _), prompts in tally.items():
             if n >= k:
                 weights[estimate(n, c, k)] += prompts
         # the same resamples for every k and every report
         value, low, high = mean_interval(weights, samples, seed)
-        table.append(PassAtK(k, value, low, high, sum(weights.values())))
+        entry = PassAtK(k, value, low, high, sum(weights.values()))
+        if not_known:
+            entry = PassAtK(
+                *(k, value, low, high, entry.prompts, not_known),
+                _mean(estimate, tally, k, passed=False),
+                _mean(estimate, tally, k, passed=True),
+            )
+        table.append(entry)
     return table
+
+
+def _mean(
+    estimate: Callable[[int, int, int], float],
+    tally: Mapping[tuple[int, int, int], int],
+    k: int,
+    *,
+    passed: bool,
+) -> float:
+    """The mean over prompts with the samples not known counted as passed or as failed."""
+    total = size = 0.0
+    for (n, c, u), prompts in tally.items():
+        if n + u >= k:
+            total += estimate(n + u, c + u if passed else c, k) * prompts
+            size += prompts
+    return total / size if size else float("nan")

@@ -211,8 +211,8 @@ class RunReport:
 def _passk_lines(table: list[PassAtK], mark: str = "@") -> list[str]:
     name = "maj@" if mark == "maj" else f"pass{mark}"
     return [
-        f"  {name}{p.k:<3} {100 * p.value:5.1f}%  [{100 * p.low:5.1f}, {100 * p.high:5.1f}]"
-        f"  over {p.prompts} prompts"
+        f"  {name}{p.k:<3} {100 * p.value:5.1f}%{p.note()}  "
+        f"[{100 * p.low:5.1f}, {100 * p.high:5.1f}]  over {p.prompts} prompts"
         for p in table
     ]
 
@@ -302,10 +302,13 @@ def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunRepor
         )
         samples, prompts = next(index.query(_NOT_KNOWN))
         report.not_known = (int(samples), int(prompts))
-        if samples:
-            counted = {}
-            for n, c, m in index.query(_IF_FAILED):
-                counted[(n, c)] = counted.get((n, c), 0) + m
+        if samples:  # the same prompts, each with its samples not known: bounds beside each k
+            known = {(n, c, u or 0): m for n, c, u, m in index.query(_WITH_NOT_KNOWN)}
+            report.pass_at_k = pass_at_k_table(known)
+            report.pass_hat_k = pass_hat_k_table(known)
+            counted: dict[tuple[int, int], int] = {}
+            for (n, c, u), m in known.items():
+                counted[(n + u, c)] = counted.get((n + u, c), 0) + m
             report.pass_at_k_if_failed = pass_at_k_table(counted)
     report.retries = _retries(index, report.summary.retried, measure=not report.early_exit)
     return report
@@ -318,12 +321,12 @@ _NOT_KNOWN = (
 )
 """A rescore's undecided samples and their prompts: in each prompt's first record with
 samples (or, for a prompt none of whose samples could be decided, its first record)."""
-_IF_FAILED = (
-    "SELECT n + u, c, COUNT(*) FROM rec WHERE n + u > 0 AND (line IN (SELECT line FROM first) "
-    "OR line IN (SELECT MIN(line) FROM rec WHERE own = 1 AND u > 0 AND key NOT IN "
-    "(SELECT key FROM first) GROUP BY key)) GROUP BY n + u, c"
+_WITH_NOT_KNOWN = (
+    "SELECT n, c, u, COUNT(*) FROM rec WHERE n + IFNULL(u, 0) > 0 AND (line IN "
+    "(SELECT line FROM first) OR line IN (SELECT MIN(line) FROM rec WHERE own = 1 AND u > 0 "
+    "AND key NOT IN (SELECT key FROM first) GROUP BY key)) GROUP BY n, c, u"
 )
-"""Each prompt's samples with the undecided ones counted as failed."""
+"""Each prompt's ``(n, c, u)``: its known samples, those passed, and those not known."""
 _FIRST_SAMPLES = "SELECT n, c, COUNT(*) FROM first JOIN rec USING (line) GROUP BY n, c"
 
 
