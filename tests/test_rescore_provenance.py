@@ -16,6 +16,7 @@ from hook_specs import RunEndPayload
 from sampling_core import ScriptedBackend
 from sampling_core.backends.base import GenerationRequest
 from sampling_core.runs import rescore, run_batch
+from sampling_core.runs.compare import compare_runs
 from sampling_core.runs.report import build_report
 from sampling_core.view.data import run_data
 
@@ -128,3 +129,7 @@ async def test_no_surface_shows_a_bare_pass_at_k_when_samples_are_not_known(
         "pass_at_1_if_failed": 0.75,
         "pass_at_1_if_passed": 1.0,
     }
+    compared = compare_runs(src, tmp_path / "new")
+    (note,) = [n for n in compared.notes if "not known" in n]
+    assert "B has 1 samples not known" in note and "(1 not known: 75.0% to 100.0%)" in note
+    assert "(1 not known: 75.0% to 100.0%)" in compared.render()
