@@ -16,6 +16,7 @@ from sampling_core import Generation, GenerationRequest, Sampler, ScriptedBacken
 from sampling_core.backends.scripted import scripted_logprobs
 from sampling_core.kinds import KindError, collect_kinds, default_kinds
 from sampling_core.runs import ResumeRefused, run_batch
+from sampling_core.runs.report import build_report
 from sampling_core.strategies import BestOfN, MajorityVote
 
 pytestmark = pytest.mark.anyio
@@ -152,3 +153,29 @@ async def test_scores_are_kept_in_records_and_a_changed_scorer_refuses_the_resum
     with pytest.raises(ResumeRefused) as info:
         await run_batch(second, out, resume=True)
     assert [d[0] for d in info.value.differences] == ["strategy.scorer"]
+
+
+async def test_scores_appear_in_the_report_text_and_json(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 2)
+    config = write_config(
+        tmp_path / "a.yaml",
+        dataset,
+        strategy={
+            "name": "best_of_n",
+            "scorer": {"kind": "python", "function": "test_scorers:length"},
+        },
+        budgets={"concurrency_budget": 3, "loop_budget": 1, "early_exit": False},
+    )
+    await run_batch(config, tmp_path / "run", backend=by_subsample(["a", "abc", "ab"]))
+    report = build_report(tmp_path / "run", rows=True)
+    rows = report.as_dict()["prompts"]
+    assert [row["score"] for row in rows] == [{"best": 3.0, "mean": 2.0}] * 2
+    assert report.as_dict()["scores"] == {"prompts": 2, "mean_best": 3.0, "mean_mean": 2.0}
+    assert "2 prompts scored; each one's best, mean 3.000; each one's mean, mean 2.000" in (
+        report.render()
+    )
+    unscored = tmp_path / "b.yaml"
+    write_config(unscored, dataset, strategy={"name": "best_of_n"})
+    await run_batch(unscored, tmp_path / "plain", backend=by_subsample(["a"]))
+    plain = build_report(tmp_path / "plain", rows=True)
+    assert plain.scores is None and "score" not in plain.as_dict()["prompts"][0]

@@ -25,7 +25,8 @@ The tables (read them with :meth:`RunIndex.query`)::
                                not_known, u: a rescore's attempts, and samples, it could
                                not decide (their text was cut: u is not in n); votes: its
                                samples' vote profile for maj@k (JSON ``[[size, right],
-                               ...]``, NULL when answers are not known)
+                               ...]``, NULL when answers are not known); best_score,
+                               mean_score: its attempts' scores (NULL when none scored)
     reason(line, text)         what a record that is not ok missed, one row a reason
     latest(line, key)          the latest own record of each prompt: the one counted
     first(line, key)           each prompt's first own record that holds samples (n > 0):
@@ -62,7 +63,7 @@ CREATE TABLE rec(
     unmet TEXT, input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL,
     elapsed_s REAL, n INTEGER, c INTEGER, partial INTEGER, cached_calls INTEGER,
     cached_tokens INTEGER, not_run INTEGER, not_started INTEGER, stopped_early INTEGER,
-    not_known INTEGER, u INTEGER, votes TEXT);
+    not_known INTEGER, u INTEGER, votes TEXT, best_score REAL, mean_score REAL);
 CREATE TABLE reason(line INTEGER NOT NULL, text TEXT NOT NULL);
 """
 _LINKS = """
@@ -267,9 +268,10 @@ class _Batches:
 _REC_COLUMNS = (
     "line, offset, key, hash, seq, session, status, sampling_id, attempts, passes, cancelled, "
     "reason, unmet, input_tokens, output_tokens, cost_usd, latency_s, elapsed_s, n, c, partial, "
-    "cached_calls, cached_tokens, not_run, not_started, stopped_early, not_known, u, votes"
+    "cached_calls, cached_tokens, not_run, not_started, stopped_early, not_known, u, votes, "
+    "best_score, mean_score"
 )
-_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 29)})"
+_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 31)})"
 
 
 def _rec_values(line: int, offset: int, record: RunRecord) -> tuple[Any, ...]:
@@ -305,6 +307,7 @@ def _rec_values(line: int, offset: int, record: RunRecord) -> tuple[Any, ...]:
         row.not_known,
         unknown,
         None if votes is None else json.dumps(votes, separators=(",", ":")),
+        *(row.score or (None, None)),
     )
 
 

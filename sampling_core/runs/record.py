@@ -78,9 +78,14 @@ class PromptRow:
     """Attempts whose generation a prefix check stopped early."""
     not_known: int = 0
     """Attempts a rescore could not decide (their text was cut before the end)."""
+    score: tuple[float, float] | None = None
+    """``(best, mean)`` of its attempts' scores (a strategy's scorer), ``None`` when none
+    was scored."""
 
     def as_dict(self) -> dict[str, Any]:
-        """As JSON-ready data."""
+        """As JSON-ready data (``score``: ``{"best", "mean"}``, only when an attempt was
+        scored)."""
+        scored = {} if self.score is None else {"best": self.score[0], "mean": self.score[1]}
         return {
             "key": self.key,
             "sampling_id": self.sampling_id,
@@ -98,6 +103,7 @@ class PromptRow:
             "cost_usd": self.cost_usd,
             "latency_s": self.latency_s,
             "elapsed_s": self.elapsed_s,
+            **({"score": scored} if scored else {}),
         }
 
 
@@ -221,6 +227,9 @@ class RunRecord:
             not_started=self.count("not_started"),
             stopped_early=early,
             not_known=self.count("not_known"),
+            score=_score_of([e.score for e in entries() if e.score is not None])
+            if any("score" in e for e in self.attempts.get("each") or [] if isinstance(e, dict))
+            else None,  # most runs have no scorer: their entries are not read for this
         )
 
     # -- writing ----------------------------------------------------------------------------
@@ -318,3 +327,8 @@ def read_record(data: Any) -> RunRecord | None:
         capped=[c for c in capped if isinstance(c, str)] if isinstance(capped, list) else [],
         extra={k: v for k, v in data.items() if k not in _KNOWN},
     )
+
+
+def _score_of(scores: list[float]) -> tuple[float, float] | None:
+    """``(best, mean)`` of a prompt's attempts' scores, ``None`` without any."""
+    return (max(scores), sum(scores) / len(scores)) if scores else None

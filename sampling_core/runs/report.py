@@ -105,6 +105,9 @@ class RunReport:
     pass_at_k_if_failed: list[PassAtK] = field(default_factory=list)
     """pass@k with those samples counted as failed (the lowest it can be), beside the
     estimate over the samples that are known (only when some are not known)."""
+    scores: tuple[int, float, float] | None = None
+    """``(prompts, mean best, mean mean)``: the prompts whose attempts a scorer scored, the
+    mean of each one's best score and of each one's mean score (``None`` when none was)."""
 
     @property
     def early_exit(self) -> bool:
@@ -147,8 +150,15 @@ class RunReport:
                 "pass_at_k_if_failed": [p.as_dict() for p in self.pass_at_k_if_failed] or None,
             },
             "retries": self.retries.as_dict() if self.retries is not None else None,
+            **({"scores": self._scores_dict()} if self.scores is not None else {}),
             "prompts": [r.as_dict() for r in self.rows],
         }
+
+    def _scores_dict(self) -> dict[str, float | int] | None:
+        if self.scores is None:
+            return None
+        prompts, best, mean = self.scores
+        return {"prompts": prompts, "mean_best": best, "mean_mean": mean}
 
     def render(self, *, top: int = 10) -> str:
         """The summary, the cost, pass@k, the retries and the first ``top`` prompts not ok,
@@ -189,6 +199,12 @@ class RunReport:
                     "first 1,000 attempts their record kept (written by an older version): "
                     "their n is too low"
                 )
+        if self.scores is not None:
+            prompts, best, mean = self.scores
+            lines.append(
+                f"Scores (the strategy's scorer): {prompts} prompts scored; each one's best, "
+                f"mean {best:.3f}; each one's mean, mean {mean:.3f}"
+            )
         if self.retries is not None:
             r = self.retries
             lines.append(
@@ -204,8 +220,13 @@ class RunReport:
             for row in shown:
                 why = ", ".join(row.unmet) if row.status == "failed" and row.unmet else row.reason
                 key, why = printable(str(row.key)), printable(str(why or ""))[:120]
-                lines.append(f"  {row.status:<7}{key}: {why}")
+                score = "" if row.score is None else _score_text(row.score)
+                lines.append(f"  {row.status:<7}{key}: {why}{score}")
         return "\n".join(lines)
+
+
+def _score_text(score: tuple[float, float]) -> str:
+    return f"  (score best {score[0]:.3f}, mean {score[1]:.3f})"
 
 
 def _passk_lines(table: list[PassAtK], mark: str = "@") -> list[str]:
@@ -290,6 +311,10 @@ def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunRepor
             (max(top, 0),),
         )
     ]
+    scored, best, mean = next(
+        index.query(f"SELECT COUNT(best_score), AVG(best_score), AVG(mean_score) {latest}")
+    )
+    report.scores = (int(scored), best, mean) if scored else None
     if rows:
         report.rows = list(iter_rows(index))
     if not report.early_exit:
@@ -364,7 +389,8 @@ def _retries(index: RunIndex, prompts: int, *, measure: bool) -> Retries | None:
 
 _ROW_FIELDS = (
     "key, sampling_id, status, attempts, passes, cancelled, unmet, reason, input_tokens, "
-    "output_tokens, cost_usd, latency_s, elapsed_s, not_started, stopped_early, not_known"
+    "output_tokens, cost_usd, latency_s, elapsed_s, not_started, stopped_early, not_known, "
+    "best_score, mean_score"
 )
 
 
@@ -376,7 +402,7 @@ def row_columns(table: str) -> str:
 def row_from(values: Iterable[Any]) -> PromptRow:
     """A :class:`PromptRow` from the columns :func:`row_columns` names, in that order."""
     (key, sampling_id, status, attempts, passes, cancelled, unmet, reason, *rest) = values
-    *numbers, not_started, stopped_early, not_known = rest
+    *numbers, not_started, stopped_early, not_known, best, mean = rest
     return PromptRow(
         key,
         sampling_id,
@@ -390,6 +416,7 @@ def row_from(values: Iterable[Any]) -> PromptRow:
         not_started=not_started or 0,
         stopped_early=stopped_early or 0,
         not_known=not_known or 0,
+        score=None if best is None else (best, mean),
     )
 
 
