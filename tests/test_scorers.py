@@ -178,4 +178,5 @@ async def test_scores_appear_in_the_report_text_and_json(tmp_path: Path) -> None
     write_config(unscored, dataset, strategy={"name": "best_of_n"})
     await run_batch(unscored, tmp_path / "plain", backend=by_subsample(["a"]))
     plain = build_report(tmp_path / "plain", rows=True)
-    assert plain.scores is None and "score" not in plain.as_dict()["prompts"][0]
+    assert plain.scores is None and plain.as_dict()["scores"] is None
+    assert plain.as_dict()["prompts"][0]["score"] is None

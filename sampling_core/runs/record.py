@@ -83,9 +83,9 @@ class PromptRow:
     was scored."""
 
     def as_dict(self) -> dict[str, Any]:
-        """As JSON-ready data (``score``: ``{"best", "mean"}``, only when an attempt was
+        """As JSON-ready data (``score``: ``{"best", "mean"}``, ``None`` when no attempt was
         scored)."""
-        scored = {} if self.score is None else {"best": self.score[0], "mean": self.score[1]}
+        scored = None if self.score is None else {"best": self.score[0], "mean": self.score[1]}
         return {
             "key": self.key,
             "sampling_id": self.sampling_id,
@@ -103,7 +103,7 @@ class PromptRow:
             "cost_usd": self.cost_usd,
             "latency_s": self.latency_s,
             "elapsed_s": self.elapsed_s,
-            **({"score": scored} if scored else {}),
+            "score": scored,
         }
 
 

@@ -150,7 +150,7 @@ class RunReport:
                 "pass_at_k_if_failed": [p.as_dict() for p in self.pass_at_k_if_failed] or None,
             },
             "retries": self.retries.as_dict() if self.retries is not None else None,
-            **({"scores": self._scores_dict()} if self.scores is not None else {}),
+            "scores": self._scores_dict(),
             "prompts": [r.as_dict() for r in self.rows],
         }
 
