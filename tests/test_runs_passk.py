@@ -215,3 +215,20 @@ def test_binomial_edges() -> None:
     assert binomial(0, 0.5, rng) == 0 and binomial(9, 0.0, rng) == 0 and binomial(9, 1.0, rng) == 9
     assert bootstrap_means({}, 10, rng) == []
     assert bootstrap_means({0.25: 7}, 3, rng) == [0.25, 0.25, 0.25]
+
+
+def test_samples_not_known_give_each_k_its_bounds_counted_failed_and_counted_passed() -> None:
+    """(n, c, u): the estimate over the n known samples, and the bounds with the u not known
+    counted failed, (n + u, c), and counted passed, (n + u, c + u); plain pairs have none."""
+    (at_1,) = pass_at_k_table({(1, 1, 0): 3, (0, 0, 1): 1})
+    assert (at_1.value, at_1.prompts, at_1.not_known) == (1.0, 3, 1)
+    assert (at_1.if_failed, at_1.if_passed) == (0.75, 1.0)
+    assert at_1.note().strip() == "(1 not known: 75.0% to 100.0%)"
+    assert at_1.as_dict()["if_failed"] == 0.75
+    hat = pass_hat_k_table({(2, 2, 1): 1})
+    assert [(p.k, p.value, p.if_failed, p.if_passed) for p in hat] == [
+        (1, 1.0, 2 / 3, 1.0),
+        (2, 1.0, pass_hat_k(3, 2, 2), 1.0),
+    ]
+    (plain,) = pass_at_k_table({(1, 1): 3})
+    assert plain.not_known == 0 and "if_failed" not in plain.as_dict() and plain.note() == ""
