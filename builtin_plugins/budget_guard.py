@@ -38,8 +38,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from builtin_plugins.budget_inputs import RequestInputs, model_named
+from builtin_plugins.budget_inputs import CallPrice, RequestInputs, model_named
 from hook_specs import (
+    GenerationCallPayload,
     GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
@@ -49,7 +50,7 @@ from hook_specs import (
     StopSampling,
     hookimpl,
 )
-from hook_specs.records import STOPPED_EARLY
+from hook_specs.records import STOPPED_EARLY, Usage
 
 __all__ = ["ENV_VAR", "PROCESS_TOTALS", "BudgetGuard", "Totals"]
 
@@ -160,6 +161,7 @@ class BudgetGuard:
         self.totals = totals if totals is not None else PROCESS_TOTALS
         self._calls: dict[str, Totals] = {}
         self._inputs: dict[str, RequestInputs] = {}
+        self._prices: dict[str, CallPrice] = {}
 
     @property
     def max_tokens(self) -> int | None:
@@ -197,6 +199,7 @@ class BudgetGuard:
             self._check_total_before_call()
         self._calls[payload.sampling_id] = Totals()
         self._inputs[payload.sampling_id] = RequestInputs()
+        self._prices[payload.sampling_id] = CallPrice()
 
     @hookimpl(trylast=True)
     def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
@@ -227,6 +230,13 @@ class BudgetGuard:
                 payload.iteration, payload.messages, payload.options
             )
 
+    @hookimpl(tryfirst=True)
+    def generation_call(self, payload: GenerationCallPayload) -> None:
+        """Learn how the call's attempts are priced (the backend's model and URL); never
+        answers for the backend."""
+        if payload.purpose == "sample":
+            self._price(payload.sampling_id).learn(payload.backend)
+
     @hookimpl
     def generation_chunk(self, payload: GenerationChunkPayload) -> None:
         """Count a streamed call's output as it arrives; stop when a token ceiling is crossed."""
@@ -251,10 +261,20 @@ class BudgetGuard:
         """Count the call and its tokens; stop when a token ceiling is crossed."""
         self._call(payload.sampling_id).streaming.pop(payload.iteration, None)
         generation = payload.generation
-        tokens = generation.usage.total_tokens
+        usage = generation.usage
+        tokens, cost, unpriced = usage.total_tokens, usage.cost_usd, None
         if payload.purpose == "sample":
             tokens = self._requests(payload.sampling_id).returned(payload.iteration, generation)
-        self._spent(payload.sampling_id, tokens, generation.usage.cost_usd, generation)
+            output = usage.output_tokens
+            if (
+                cost is None
+                and generation.finish_reason == STOPPED_EARLY
+                and tokens is not None
+                and output is not None
+            ):  # its output (and its input, if the call learned it already) priced now
+                known = Usage(tokens - output, output)
+                cost, unpriced = self._price(payload.sampling_id).cost(known, generation.model)
+        self._spent(payload.sampling_id, tokens, cost, generation, unpriced)
 
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
@@ -270,16 +290,19 @@ class BudgetGuard:
         ``generation_post_call`` saw it), then forget the call's counts."""
         self._calls.pop(payload.sampling_id, None)
         requests = self._inputs.pop(payload.sampling_id, None) or RequestInputs()
-        spent = payload.cancelled_usage
-        tokens, unknown = requests.at_end(spent)
+        price = self._prices.pop(payload.sampling_id, None) or CallPrice()
+        spent, unknown = requests.at_end(payload.cancelled_usage)
+        cost, unpriced = price.cost(spent)
+        if unknown is not None and not price.free:
+            cost, unpriced = None, f"{unknown}, so its cost is unknown"
         total = self.totals
         with total.lock:
-            total.tokens += tokens
-            total.cost_usd += spent.cost_usd or 0.0
+            total.tokens += spent.total_tokens or 0
+            total.cost_usd += cost or 0.0
             if unknown is not None and total.unknown_tokens is None:
                 total.unknown_tokens = unknown
-            if spent.cost_usd is None and spent.total_tokens != 0 and total.unknown_cost is None:
-                total.unknown_cost = "the cost of an attempt cancelled in flight is unknown"
+            if cost is None and total.unknown_cost is None:
+                total.unknown_cost = unpriced
 
     # -- counting -----------------------------------------------------------------------
 
@@ -288,6 +311,12 @@ class BudgetGuard:
         if requests is None:
             requests = self._inputs[sampling_id] = RequestInputs()
         return requests
+
+    def _price(self, sampling_id: str) -> CallPrice:
+        price = self._prices.get(sampling_id)
+        if price is None:
+            price = self._prices[sampling_id] = CallPrice()
+        return price
 
     def _call(self, sampling_id: str) -> Totals:
         call = self._calls.get(sampling_id)
@@ -328,7 +357,12 @@ class BudgetGuard:
                     )
 
     def _spent(
-        self, sampling_id: str, tokens: int | None, cost: float | None, generation: Any = None
+        self,
+        sampling_id: str,
+        tokens: int | None,
+        cost: float | None,
+        generation: Any = None,
+        unpriced: str | None = None,
     ) -> None:
         call = self._call(sampling_id)
         total = self.totals
@@ -346,9 +380,8 @@ class BudgetGuard:
                 total.unknown_cost = (
                     f"a reply{of_model} did not report its tokens, so its cost is unknown"
                     if tokens is None
-                    else "the cost of an attempt stopped early is unknown"
-                    if getattr(generation, "finish_reason", None) == STOPPED_EARLY
-                    else f"the price of {of_model[4:] or 'the model (not named)'} is unknown"
+                    else unpriced
+                    or f"the price of {of_model[4:] or 'the model (not named)'} is unknown"
                 )
             process_tokens, call_tokens = total.tokens, call.tokens
             process_usd, call_usd = total.cost_usd, call.cost_usd
