@@ -39,6 +39,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from builtin_plugins.budget_inputs import CallPrice, RequestInputs, model_named
+from builtin_plugins.budget_settings import (
+    ENV_VAR,
+    SETTINGS,
+    alias,
+    dollars,
+    is_int,
+    read_env,
+    setting,
+)
 from hook_specs import (
     GenerationCallPayload,
     GenerationChunkPayload,
@@ -53,32 +62,6 @@ from hook_specs import (
 from hook_specs.records import STOPPED_EARLY, Usage
 
 __all__ = ["ENV_VAR", "PROCESS_TOTALS", "BudgetGuard", "Totals"]
-
-ENV_VAR = "SAMPLEHOOKS_BUDGET_GUARD"
-_SETTINGS = (
-    "max_loop_budget",
-    "max_concurrency_budget",
-    "max_generations_per_call",
-    "max_tokens_per_call",
-    "max_generations_total",
-    "max_tokens_total",
-    "max_usd_per_call",
-    "max_usd_total",
-)
-_DOLLARS = ("max_usd_per_call", "max_usd_total")
-_ALIASES = {"max_tokens": "max_tokens_per_call", "max_usd": "max_usd_per_call"}
-
-
-def _alias(short: str, given: Any, full: Any) -> Any:
-    """The value of the setting ``_ALIASES[short]``, given under either name (not two)."""
-    if given is None:
-        return full
-    if full is not None and full != given:
-        raise ValueError(
-            f"BudgetGuard: {short} is another name for {_ALIASES[short]}; "
-            f"give one, not both ({given} and {full})"
-        )
-    return given
 
 
 @dataclass(slots=True)
@@ -143,21 +126,19 @@ class BudgetGuard:
         totals: Totals | None = None,
         environ: dict[str, str] | None = None,
     ) -> None:
-        env = _read_env(os.environ if environ is None else environ)
-        max_tokens_per_call = _alias("max_tokens", max_tokens, max_tokens_per_call)
-        max_usd_per_call = _alias("max_usd", max_usd, max_usd_per_call)
-        self.max_loop_budget = _setting("max_loop_budget", max_loop_budget, env)
-        self.max_concurrency_budget = _setting(
-            "max_concurrency_budget", max_concurrency_budget, env
-        )
-        self.max_generations_per_call = _setting(
+        env = read_env(os.environ if environ is None else environ)
+        max_tokens_per_call = alias("max_tokens", max_tokens, max_tokens_per_call)
+        max_usd_per_call = alias("max_usd", max_usd, max_usd_per_call)
+        self.max_loop_budget = setting("max_loop_budget", max_loop_budget, env)
+        self.max_concurrency_budget = setting("max_concurrency_budget", max_concurrency_budget, env)
+        self.max_generations_per_call = setting(
             "max_generations_per_call", max_generations_per_call, env
         )
-        self.max_tokens_per_call = _setting("max_tokens_per_call", max_tokens_per_call, env)
-        self.max_generations_total = _setting("max_generations_total", max_generations_total, env)
-        self.max_tokens_total = _setting("max_tokens_total", max_tokens_total, env)
-        self.max_usd_per_call = _dollars("max_usd_per_call", max_usd_per_call, env)
-        self.max_usd_total = _dollars("max_usd_total", max_usd_total, env)
+        self.max_tokens_per_call = setting("max_tokens_per_call", max_tokens_per_call, env)
+        self.max_generations_total = setting("max_generations_total", max_generations_total, env)
+        self.max_tokens_total = setting("max_tokens_total", max_tokens_total, env)
+        self.max_usd_per_call = dollars("max_usd_per_call", max_usd_per_call, env)
+        self.max_usd_total = dollars("max_usd_total", max_usd_total, env)
         self.totals = totals if totals is not None else PROCESS_TOTALS
         self._calls: dict[str, Totals] = {}
         self._inputs: dict[str, RequestInputs] = {}
@@ -175,7 +156,7 @@ class BudgetGuard:
 
     def __repr__(self) -> str:
         settings = ", ".join(
-            f"{name}={getattr(self, name)}" for name in _SETTINGS if getattr(self, name)
+            f"{name}={getattr(self, name)}" for name in SETTINGS if getattr(self, name)
         )
         return f"BudgetGuard({settings})"
 
@@ -193,7 +174,7 @@ class BudgetGuard:
             ("concurrency_budget", self.max_concurrency_budget),
         ):
             value = getattr(payload, field_name)
-            if cap is not None and _is_int(value) and value > cap:
+            if cap is not None and is_int(value) and value > cap:
                 setattr(payload, field_name, cap)
         with self.totals.lock:
             self._check_total_before_call()
@@ -400,50 +381,3 @@ class BudgetGuard:
         for name, ceiling, spent, shown in ceilings:
             if ceiling is not None and spent > ceiling:
                 raise StopSampling(f"budget_guard: {shown.format(spent)}, over {name}={ceiling}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _setting(name: str, value: int | None, env: dict[str, int]) -> int | None:
-    if value is None:
-        value = env.get(name)
-    if value is None:
-        return None
-    if not _is_int(value):
-        raise TypeError(f"BudgetGuard({name}=...) must be an int, not {value!r}")
-    if value < 1:
-        raise ValueError(f"BudgetGuard({name}={value}) must be >= 1")
-    return value
-
-
-def _dollars(name: str, value: float | None, env: dict[str, float]) -> float | None:
-    if value is None:
-        value = env.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"BudgetGuard({name}=...) must be a number of dollars, not {value!r}")
-    if not value > 0:
-        raise ValueError(f"BudgetGuard({name}={value}) must be > 0")
-    return float(value)
-
-
-def _read_env(environ: Any) -> dict[str, Any]:
-    raw = environ.get(ENV_VAR, "")
-    settings: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in raw.split(","))):
-        name, sep, value = part.partition("=")
-        name = _ALIASES.get(name.strip(), name.strip())
-        if not sep or name not in _SETTINGS:
-            raise ValueError(
-                f"{ENV_VAR}: cannot read {part!r}; write name=value pairs separated by "
-                f"commas, with names among: {', '.join((*_SETTINGS, *_ALIASES))}"
-            )
-        try:
-            settings[name] = float(value) if name in _DOLLARS else int(value)
-        except ValueError:
-            kind = "a number" if name in _DOLLARS else "an integer"
-            raise ValueError(f"{ENV_VAR}: {name} must be {kind}, not {value!r}") from None
-    return settings
