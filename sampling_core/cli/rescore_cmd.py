@@ -90,6 +90,13 @@ def rescore_command(
             )
     except RunError as exc:
         fail(exception_text(exc))
+    except OSError as exc:  # a full disk, a file too large: the new folder was removed
+        where = f" ({exc.filename})" if exc.filename else ""
+        fail(
+            f"the rescore stopped: {exc.strerror or exception_text(exc)}{where}; nothing was "
+            f"written to {out} (the run in {run_dir} is unchanged): make room, then run the "
+            "same command again"
+        )
     if problem:
         fail(f"the rescored run is in {out}, but its page could not be written: {problem[0]}", 1)
     typer.echo("\n".join(shown))
