@@ -5,12 +5,14 @@ stays valid JSON; ``sample``'s answer on stdout is :func:`printable`."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from sampling_core.cli.app import app
 from sampling_core.redaction import json_text, one_json_line, printable
+from sampling_core.runs import run_batch_sync
 
 runner = CliRunner()
 
@@ -54,3 +56,29 @@ def test_samples_json_is_valid_and_printable(control: str) -> None:
     assert result.exit_code == 0, result.output
     assert printable(result.stdout, lines=True) == result.stdout
     assert json.loads(result.stdout)["text"] == f"blue{control}"
+
+
+def _run(tmp_path: Path, name: str, reply: str) -> Path:
+    ids = [f"q{i}{c}" for i, c in enumerate(["\x9b2J", "\u202e", "\x1b[31m", "\x85"])]
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "".join(json.dumps({"id": k, "prompt": "q", "answer": "7"}) + "\n" for k in ids)
+    )
+    config = {
+        "dataset": {"path": str(data), "id_field": "id"},
+        "backend": {"kind": "scripted", "replies": [reply]},
+        "requirements": [{"equals_field": "answer", "extract": "last_number"}],
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    run_batch_sync(path, tmp_path / name)
+    return tmp_path / name
+
+
+def test_every_commands_json_is_valid_and_printable(tmp_path: Path) -> None:
+    a, b = _run(tmp_path, "a", "5\x9b"), _run(tmp_path, "b", "7\u202e")
+    for args in (["compare", str(a), str(b), "--json"], ["report", str(b), "--json"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert printable(result.stdout, lines=True) == result.stdout, args
+        assert json.loads(result.stdout), args
