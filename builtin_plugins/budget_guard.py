@@ -38,8 +38,18 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from builtin_plugins.budget_inputs import RequestInputs, model_named
+from builtin_plugins.budget_inputs import CallPrice, RequestInputs, model_named
+from builtin_plugins.budget_settings import (
+    ENV_VAR,
+    SETTINGS,
+    alias,
+    dollars,
+    is_int,
+    read_env,
+    setting,
+)
 from hook_specs import (
+    GenerationCallPayload,
     GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
@@ -49,35 +59,9 @@ from hook_specs import (
     StopSampling,
     hookimpl,
 )
-from hook_specs.records import STOPPED_EARLY
+from hook_specs.records import STOPPED_EARLY, Usage
 
 __all__ = ["ENV_VAR", "PROCESS_TOTALS", "BudgetGuard", "Totals"]
-
-ENV_VAR = "SAMPLEHOOKS_BUDGET_GUARD"
-_SETTINGS = (
-    "max_loop_budget",
-    "max_concurrency_budget",
-    "max_generations_per_call",
-    "max_tokens_per_call",
-    "max_generations_total",
-    "max_tokens_total",
-    "max_usd_per_call",
-    "max_usd_total",
-)
-_DOLLARS = ("max_usd_per_call", "max_usd_total")
-_ALIASES = {"max_tokens": "max_tokens_per_call", "max_usd": "max_usd_per_call"}
-
-
-def _alias(short: str, given: Any, full: Any) -> Any:
-    """The value of the setting ``_ALIASES[short]``, given under either name (not two)."""
-    if given is None:
-        return full
-    if full is not None and full != given:
-        raise ValueError(
-            f"BudgetGuard: {short} is another name for {_ALIASES[short]}; "
-            f"give one, not both ({given} and {full})"
-        )
-    return given
 
 
 @dataclass(slots=True)
@@ -142,24 +126,23 @@ class BudgetGuard:
         totals: Totals | None = None,
         environ: dict[str, str] | None = None,
     ) -> None:
-        env = _read_env(os.environ if environ is None else environ)
-        max_tokens_per_call = _alias("max_tokens", max_tokens, max_tokens_per_call)
-        max_usd_per_call = _alias("max_usd", max_usd, max_usd_per_call)
-        self.max_loop_budget = _setting("max_loop_budget", max_loop_budget, env)
-        self.max_concurrency_budget = _setting(
-            "max_concurrency_budget", max_concurrency_budget, env
-        )
-        self.max_generations_per_call = _setting(
+        env = read_env(os.environ if environ is None else environ)
+        max_tokens_per_call = alias("max_tokens", max_tokens, max_tokens_per_call)
+        max_usd_per_call = alias("max_usd", max_usd, max_usd_per_call)
+        self.max_loop_budget = setting("max_loop_budget", max_loop_budget, env)
+        self.max_concurrency_budget = setting("max_concurrency_budget", max_concurrency_budget, env)
+        self.max_generations_per_call = setting(
             "max_generations_per_call", max_generations_per_call, env
         )
-        self.max_tokens_per_call = _setting("max_tokens_per_call", max_tokens_per_call, env)
-        self.max_generations_total = _setting("max_generations_total", max_generations_total, env)
-        self.max_tokens_total = _setting("max_tokens_total", max_tokens_total, env)
-        self.max_usd_per_call = _dollars("max_usd_per_call", max_usd_per_call, env)
-        self.max_usd_total = _dollars("max_usd_total", max_usd_total, env)
+        self.max_tokens_per_call = setting("max_tokens_per_call", max_tokens_per_call, env)
+        self.max_generations_total = setting("max_generations_total", max_generations_total, env)
+        self.max_tokens_total = setting("max_tokens_total", max_tokens_total, env)
+        self.max_usd_per_call = dollars("max_usd_per_call", max_usd_per_call, env)
+        self.max_usd_total = dollars("max_usd_total", max_usd_total, env)
         self.totals = totals if totals is not None else PROCESS_TOTALS
         self._calls: dict[str, Totals] = {}
         self._inputs: dict[str, RequestInputs] = {}
+        self._prices: dict[str, CallPrice] = {}
 
     @property
     def max_tokens(self) -> int | None:
@@ -173,7 +156,7 @@ class BudgetGuard:
 
     def __repr__(self) -> str:
         settings = ", ".join(
-            f"{name}={getattr(self, name)}" for name in _SETTINGS if getattr(self, name)
+            f"{name}={getattr(self, name)}" for name in SETTINGS if getattr(self, name)
         )
         return f"BudgetGuard({settings})"
 
@@ -191,12 +174,13 @@ class BudgetGuard:
             ("concurrency_budget", self.max_concurrency_budget),
         ):
             value = getattr(payload, field_name)
-            if cap is not None and _is_int(value) and value > cap:
+            if cap is not None and is_int(value) and value > cap:
                 setattr(payload, field_name, cap)
         with self.totals.lock:
             self._check_total_before_call()
         self._calls[payload.sampling_id] = Totals()
         self._inputs[payload.sampling_id] = RequestInputs()
+        self._prices[payload.sampling_id] = CallPrice()
 
     @hookimpl(trylast=True)
     def generation_pre_call(self, payload: GenerationPreCallPayload) -> None:
@@ -227,6 +211,13 @@ class BudgetGuard:
                 payload.iteration, payload.messages, payload.options
             )
 
+    @hookimpl(tryfirst=True)
+    def generation_call(self, payload: GenerationCallPayload) -> None:
+        """Learn how the call's attempts are priced (the backend's model and URL); never
+        answers for the backend."""
+        if payload.purpose == "sample":
+            self._price(payload.sampling_id).learn(payload.backend)
+
     @hookimpl
     def generation_chunk(self, payload: GenerationChunkPayload) -> None:
         """Count a streamed call's output as it arrives; stop when a token ceiling is crossed."""
@@ -251,10 +242,20 @@ class BudgetGuard:
         """Count the call and its tokens; stop when a token ceiling is crossed."""
         self._call(payload.sampling_id).streaming.pop(payload.iteration, None)
         generation = payload.generation
-        tokens = generation.usage.total_tokens
+        usage = generation.usage
+        tokens, cost, unpriced = usage.total_tokens, usage.cost_usd, None
         if payload.purpose == "sample":
             tokens = self._requests(payload.sampling_id).returned(payload.iteration, generation)
-        self._spent(payload.sampling_id, tokens, generation.usage.cost_usd, generation)
+            output = usage.output_tokens
+            if (
+                cost is None
+                and generation.finish_reason == STOPPED_EARLY
+                and tokens is not None
+                and output is not None
+            ):  # its output (and its input, if the call learned it already) priced now
+                known = Usage(tokens - output, output)
+                cost, unpriced = self._price(payload.sampling_id).cost(known, generation.model)
+        self._spent(payload.sampling_id, tokens, cost, generation, unpriced)
 
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
@@ -270,16 +271,19 @@ class BudgetGuard:
         ``generation_post_call`` saw it), then forget the call's counts."""
         self._calls.pop(payload.sampling_id, None)
         requests = self._inputs.pop(payload.sampling_id, None) or RequestInputs()
-        spent = payload.cancelled_usage
-        tokens, unknown = requests.at_end(spent)
+        price = self._prices.pop(payload.sampling_id, None) or CallPrice()
+        spent, unknown = requests.at_end(payload.cancelled_usage)
+        cost, unpriced = price.cost(spent)
+        if unknown is not None and not price.free:
+            cost, unpriced = None, f"{unknown}, so its cost is unknown"
         total = self.totals
         with total.lock:
-            total.tokens += tokens
-            total.cost_usd += spent.cost_usd or 0.0
+            total.tokens += spent.total_tokens or 0
+            total.cost_usd += cost or 0.0
             if unknown is not None and total.unknown_tokens is None:
                 total.unknown_tokens = unknown
-            if spent.cost_usd is None and spent.total_tokens != 0 and total.unknown_cost is None:
-                total.unknown_cost = "the cost of an attempt cancelled in flight is unknown"
+            if cost is None and total.unknown_cost is None:
+                total.unknown_cost = unpriced
 
     # -- counting -----------------------------------------------------------------------
 
@@ -288,6 +292,12 @@ class BudgetGuard:
         if requests is None:
             requests = self._inputs[sampling_id] = RequestInputs()
         return requests
+
+    def _price(self, sampling_id: str) -> CallPrice:
+        price = self._prices.get(sampling_id)
+        if price is None:
+            price = self._prices[sampling_id] = CallPrice()
+        return price
 
     def _call(self, sampling_id: str) -> Totals:
         call = self._calls.get(sampling_id)
@@ -328,7 +338,12 @@ class BudgetGuard:
                     )
 
     def _spent(
-        self, sampling_id: str, tokens: int | None, cost: float | None, generation: Any = None
+        self,
+        sampling_id: str,
+        tokens: int | None,
+        cost: float | None,
+        generation: Any = None,
+        unpriced: str | None = None,
     ) -> None:
         call = self._call(sampling_id)
         total = self.totals
@@ -346,9 +361,8 @@ class BudgetGuard:
                 total.unknown_cost = (
                     f"a reply{of_model} did not report its tokens, so its cost is unknown"
                     if tokens is None
-                    else "the cost of an attempt stopped early is unknown"
-                    if getattr(generation, "finish_reason", None) == STOPPED_EARLY
-                    else f"the price of {of_model[4:] or 'the model (not named)'} is unknown"
+                    else unpriced
+                    or f"the price of {of_model[4:] or 'the model (not named)'} is unknown"
                 )
             process_tokens, call_tokens = total.tokens, call.tokens
             process_usd, call_usd = total.cost_usd, call.cost_usd
@@ -367,50 +381,3 @@ class BudgetGuard:
         for name, ceiling, spent, shown in ceilings:
             if ceiling is not None and spent > ceiling:
                 raise StopSampling(f"budget_guard: {shown.format(spent)}, over {name}={ceiling}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _setting(name: str, value: int | None, env: dict[str, int]) -> int | None:
-    if value is None:
-        value = env.get(name)
-    if value is None:
-        return None
-    if not _is_int(value):
-        raise TypeError(f"BudgetGuard({name}=...) must be an int, not {value!r}")
-    if value < 1:
-        raise ValueError(f"BudgetGuard({name}={value}) must be >= 1")
-    return value
-
-
-def _dollars(name: str, value: float | None, env: dict[str, float]) -> float | None:
-    if value is None:
-        value = env.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"BudgetGuard({name}=...) must be a number of dollars, not {value!r}")
-    if not value > 0:
-        raise ValueError(f"BudgetGuard({name}={value}) must be > 0")
-    return float(value)
-
-
-def _read_env(environ: Any) -> dict[str, Any]:
-    raw = environ.get(ENV_VAR, "")
-    settings: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in raw.split(","))):
-        name, sep, value = part.partition("=")
-        name = _ALIASES.get(name.strip(), name.strip())
-        if not sep or name not in _SETTINGS:
-            raise ValueError(
-                f"{ENV_VAR}: cannot read {part!r}; write name=value pairs separated by "
-                f"commas, with names among: {', '.join((*_SETTINGS, *_ALIASES))}"
-            )
-        try:
-            settings[name] = float(value) if name in _DOLLARS else int(value)
-        except ValueError:
-            kind = "a number" if name in _DOLLARS else "an integer"
-            raise ValueError(f"{ENV_VAR}: {name} must be {kind}, not {value!r}") from None
-    return settings

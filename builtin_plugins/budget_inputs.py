@@ -8,6 +8,11 @@ options (seed aside) and ran to its end. :class:`RequestInputs` keeps, for one c
 request each attempt in flight sent, the input each request is known to take, and the
 attempts stopped early still waiting for theirs; at the call's end what is still unknown
 is said, with the reason.
+
+:class:`CallPrice` prices what such attempts spent with :func:`sampling_core.pricing.price_usd`
+(the function the backends price their replies with), at the model and URL of the backend
+the call's attempts went to: what is known is priced (the output streamed now, the input
+once learned), and a price that really is unknown is said, with the reason.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import json
 from typing import Any
 
 from hook_specs.records import STOPPED_EARLY, Generation, Usage
+from sampling_core.pricing import price_usd
 
-__all__ = ["RequestInputs", "model_named"]
+__all__ = ["CallPrice", "RequestInputs", "model_named"]
 
 _NO_INPUT = (
     "the server reports a stream's tokens only at its end, and no attempt of the call "
@@ -80,27 +86,69 @@ class RequestInputs:
             return usage.output_tokens
         return usage.total_tokens
 
-    def at_end(self, cancelled: Usage) -> tuple[int, str | None]:
-        """At the call's end: the tokens not yet counted (the input of attempts stopped
-        early, learned since; what attempts cancelled in flight spent) and why some are
-        unknown (``None``: every token is known)."""
-        tokens, unknown = 0, None
+    def at_end(self, cancelled: Usage) -> tuple[Usage, str | None]:
+        """At the call's end: the input and output tokens not yet counted (the input of
+        attempts stopped early, learned since; what attempts cancelled in flight spent) and
+        why some are unknown (``None``: every token is known)."""
+        inputs, unknown = 0, None
         for request in self.waiting:
             if request in self.known:
-                tokens += self.known[request]
+                inputs += self.known[request]
             else:
                 unknown = f"the input tokens of an attempt stopped early are unknown ({_NO_INPUT})"
         if cancelled.total_tokens is not None:
-            return tokens + cancelled.total_tokens, unknown
+            return Usage(inputs + (cancelled.input_tokens or 0), cancelled.output_tokens), unknown
         if cancelled.output_tokens is None:
             reason = (
                 "an attempt cancelled in flight did not report its tokens (a backend that "
                 "streams reports them)"
             )
-            return tokens, unknown or reason
-        inputs = [self.known.get(request) for request in self.in_flight.values()]
-        if None in inputs:
-            return tokens + cancelled.output_tokens, unknown or (
+            return Usage(inputs, 0), unknown or reason
+        known = [self.known.get(request) for request in self.in_flight.values()]
+        if None in known:
+            return Usage(inputs, cancelled.output_tokens), unknown or (
                 f"the input tokens of an attempt cancelled in flight are unknown ({_NO_INPUT})"
             )
-        return tokens + cancelled.output_tokens + sum(i for i in inputs if i), unknown
+        return Usage(inputs + sum(i for i in known if i), cancelled.output_tokens), unknown
+
+
+class CallPrice:
+    """How one call's backend calls are priced: the model and URL of its backend.
+
+    Pricing is per token, so what an attempt cut short spent is priced in parts as they
+    become known (its output when it stops, its input once the call learns it)."""
+
+    __slots__ = ("api_url", "free", "model", "seen")
+
+    def __init__(self) -> None:
+        self.seen = False  # whether a backend call of the call was seen
+        self.free = False
+        self.model: str | None = None
+        self.api_url: str | None = None
+
+    def learn(self, backend: Any) -> None:
+        """The backend the call's attempts go to (its ``model``, ``base_url`` and
+        ``free_of_charge``)."""
+        if not self.seen:
+            self.seen = True
+            self.free = getattr(backend, "free_of_charge", False) is True
+            model, api_url = getattr(backend, "model", None), getattr(backend, "base_url", None)
+            self.model = model if isinstance(model, str) and model else None
+            self.api_url = api_url if isinstance(api_url, str) and api_url else None
+
+    def cost(self, usage: Usage, model: str | None = None) -> tuple[float | None, str | None]:
+        """The price of ``usage``'s tokens in US dollars, or ``None`` and why it is unknown."""
+        model = model or self.model
+        if self.free:
+            return 0.0, None
+        if usage.input_tokens is None or usage.output_tokens is None:
+            return None, "the cost of an attempt cut short is unknown (its tokens are)"
+        if usage.input_tokens == usage.output_tokens == 0:
+            return 0.0, None
+        if not self.seen or not model:
+            return None, "the cost of an attempt cut short is unknown (its model is not named)"
+        cost = price_usd(model, usage.input_tokens, usage.output_tokens, api_url=self.api_url)
+        if cost is None:
+            where = f" at {self.api_url}" if self.api_url else ""
+            return None, f"the price of model {model!r}{where} is unknown"
+        return cost, None

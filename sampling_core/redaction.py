@@ -43,6 +43,7 @@ __all__ = [
     "environment_secrets",
     "mask_url_credentials",
     "has_secrets",
+    "json_text",
     "one_json_line",
     "printable",
     "refresh_environment",
@@ -275,8 +276,6 @@ def _scrub(text: str, secrets: tuple[str, ...]) -> str:
     return "".join(out)
 
 
-_LINE_ENDS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
-
 # What a terminal acts on instead of showing: C0 controls (ESC starts every escape
 # sequence; \r and \b overwrite), DEL, C1 controls (0x9b is a one-byte CSI), the bidi
 # overrides and isolates that reorder what is shown, and line and paragraph separators.
@@ -302,15 +301,31 @@ def _escaped(found: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+def json_text(data: Any, *, indent: int | None = None, default: Any = None) -> str:
+    """``data`` as JSON for a terminal or a file: readable text (not ASCII-escaped), but
+    every character :func:`printable` escapes (DEL, C1 controls such as a one-byte CSI,
+    bidi overrides, line and paragraph separators) written as its ``\\uXXXX`` escape, so
+    the JSON stays valid, one value per line where asked, and cannot drive a terminal.
+    ``json.dumps(..., ensure_ascii=False)`` escapes C0 controls but not these."""
+    separators = None if indent is not None else (",", ":")
+    text = json.dumps(
+        data, ensure_ascii=False, indent=indent, separators=separators, default=default
+    )
+    if text.isprintable() or not _UNPRINTABLE.search(text):
+        return text
+    # Outside strings JSON has only ASCII and the newlines of ``indent``, which are kept.
+    return _UNPRINTABLE.sub(_json_escaped, text)
+
+
+def _json_escaped(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group(0)):04x}"
+
+
 def one_json_line(data: Any, default: Any = None) -> str:
-    """``data`` as one JSON line (newline included), readable text (not ASCII-escaped) but
-    with the characters some readers take for line ends (U+2028, U+2029, U+0085) escaped,
-    so the line is one line for every reader."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=default)
-    if any(end in text for end in _LINE_ENDS):
-        for end, escaped in _LINE_ENDS.items():
-            text = text.replace(end, escaped)  # they only ever appear inside JSON strings
-    return text + "\n"
+    """``data`` as one JSON line (newline included), written by :func:`json_text`, so the
+    characters some readers take for line ends (U+2028, U+2029, U+0085) are escaped and the
+    line is one line for every reader."""
+    return json_text(data, default=default) + "\n"
 
 
 class ScrubbedLogger:

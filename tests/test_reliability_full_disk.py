@@ -90,3 +90,24 @@ def test_a_config_string_no_file_can_hold_is_refused_before_anything_is_written(
         "requirements[0].contains: holds \\udcff",
     )
     assert not rescored.exists()
+
+
+@pytest.mark.parametrize("limit", [5_000, 40_000], ids=["meta", "records"])
+def test_a_full_disk_stops_a_rescore_in_one_line_and_leaves_no_folder(
+    tmp_path: Path, limit: int
+) -> None:
+    config, run = write_run(tmp_path, 200), tmp_path / "run"
+    assert samplehooks("run", str(config), "--out", str(run)).returncode == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+    new = tmp_path / "rescored"
+    rescore = ("rescore", str(run), "--out", str(new), "--require", "contains:word")
+    stopped = samplehooks(*rescore, limit=limit)
+    assert stopped.returncode == 2, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    (error,) = [line for line in stopped.stderr.splitlines() if "error" in line]
+    assert error.startswith("samplehooks: error: the rescore stopped: File too large")
+    assert error.endswith("make room, then run the same command again")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no half-written folder
+    again = samplehooks(*rescore)
+    assert again.returncode == 0, again.stderr
+    assert (new / "report.json").is_file() and (new / "view.html").is_file()

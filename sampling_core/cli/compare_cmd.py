@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from sampling_core.cli.readable import fail
 from sampling_core.errors import exception_text
+from sampling_core.redaction import json_text
 from sampling_core.runs import RunError, compare_runs
 
 __all__ = ["compare_command"]
@@ -33,6 +33,6 @@ def compare_command(
     except RunError as exc:
         fail(exception_text(exc))
     if as_json:
-        typer.echo(json.dumps(comparison.as_dict(), indent=2, ensure_ascii=False))
+        typer.echo(json_text(comparison.as_dict(), indent=2))
     else:
         typer.echo(comparison.render())

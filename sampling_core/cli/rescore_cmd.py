@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
@@ -89,8 +90,22 @@ def rescore_command(
                 with_index=show,
             )
     except RunError as exc:
-        fail(exception_text(exc))
+        if not isinstance(exc.__cause__, OSError):
+            fail(exception_text(exc))
+        _stopped(exc.__cause__, run_dir, out)
+    except OSError as exc:
+        _stopped(exc, run_dir, out)
     if problem:
         fail(f"the rescored run is in {out}, but its page could not be written: {problem[0]}", 1)
     typer.echo("\n".join(shown))
     typer.echo(f"wrote {out} (view: {page})")
+
+
+def _stopped(exc: OSError, run_dir: Path, out: Path) -> NoReturn:
+    """A write failed (a full disk, a file too large): the new folder was removed."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    fail(
+        f"the rescore stopped: {exc.strerror or exception_text(exc)}{where}; nothing was "
+        f"written to {out} (the run in {run_dir} is unchanged): make room, then run the "
+        "same command again"
+    )

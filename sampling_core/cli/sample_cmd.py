@@ -34,6 +34,7 @@ from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.sampler import Sampler
 from sampling_core.errors import SamplehooksError, exception_text
 from sampling_core.kinds import collect_kinds
+from sampling_core.redaction import json_text, printable
 from sampling_core.requirements.formats import MAX_SCHEMA_DEPTH, schema_validator
 
 __all__ = ["sample_command"]
@@ -241,11 +242,11 @@ def sample_command(
     except Exception as exc:
         fail(f"{type(exc).__name__}: {exception_text(exc)}", 1)
     if as_json:
-        sys.stdout.write(json.dumps(result_as_dict(result), indent=2) + "\n")
+        sys.stdout.write(json_text(result_as_dict(result), indent=2) + "\n")
     else:
         print_report(err, result)
         if result.text is not None:
-            sys.stdout.write(result.text.strip() + "\n")
+            sys.stdout.write(printable(result.text.strip(), lines=True) + "\n")
     raise typer.Exit(0 if result.success else 1)
 
 

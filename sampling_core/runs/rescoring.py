@@ -48,7 +48,7 @@ from sampling_core.runs.kept_texts import TextsJoin
 from sampling_core.runs.loading import load_config, refuse_unwritable
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.outputs import output_file
-from sampling_core.runs.report import iter_rows, report_of, write_report
+from sampling_core.runs.report import RunReport, iter_rows, report_of, write_report
 from sampling_core.runs.rescore_record import Rescoring, rescore_record
 from sampling_core.runs.resume import (
     compare_configs,
@@ -124,13 +124,10 @@ async def rescore(
                 )
             how = _rescoring(new, kinds)  # the new requirements are built here, or refused
             argv = [shown(a) for a in argv] if argv is not None else ["(Python API)", "rescore"]
-            built = await _build(source, out, new, meta, dataset, kinds, how, argv, index)
+            built, report = await _build(source, out, new, meta, dataset, kinds, how, argv, index)
     finally:
         source.unlock()
     with built:  # the new run's one reading: its report, its summary and the caller's
-        report = report_of(built, top=0)
-        with output_file(out / REPORT_FILE, suffixes=(".json",), what="report") as handle:
-            write_report(report.as_dict(), (row.as_dict() for row in iter_rows(built)), handle)
         if with_index is not None:
             with_index(built)
     say(f"rescored {source.path} into {out}")
@@ -237,10 +234,11 @@ async def _build(
     how: Rescoring,
     argv: list[str],
     index: RunIndex,
-) -> RunIndex:
+) -> tuple[RunIndex, RunReport]:
     """Write the rescored run under a temporary name (held by its lock: a rescore killed
     meanwhile leaves it to the next one to remove), then rename it to ``out``; its index
-    (read once, pointed at ``out``), which the caller closes."""
+    (read once, pointed at ``out``), which the caller closes, and its report (written in
+    it as ``report.json`` before the rename: NEW_DIR is whole or absent)."""
     made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(out.parent, out.name, "rescore")
@@ -255,11 +253,11 @@ async def _build(
         for path, value in meta.get(SETTINGS_KEY, {}).get("values", {}).items()
         if path.startswith("backend (resolved).")
     }
-    built.create(
-        render_effective_config(config, header), _meta(source, config, dataset, resolved, kinds)
-    )
     new_index: RunIndex | None = None
     try:
+        built.create(
+            render_effective_config(config, header), _meta(source, config, dataset, resolved, kinds)
+        )
         started = utc_now()
         records = await _write_records(source, built, config, dataset, kinds, how, index)
         new_index = RunIndex.build(built)
@@ -286,6 +284,9 @@ async def _build(
                 ],
             }
         )
+        report = report_of(new_index, top=0)  # in the folder before it is NEW_DIR: all or none
+        with output_file(staging / REPORT_FILE, suffixes=(".json",), what="report") as handle:
+            write_report(report.as_dict(), (row.as_dict() for row in iter_rows(new_index)), handle)
         if out.exists():
             out.rmdir()  # empty: checked before
         os.rename(staging, out)
@@ -300,7 +301,7 @@ async def _build(
         raise
     _unlock(building, staging)
     new_index.run_dir = RunDirectory(out)  # its tables are the same wherever the files are
-    return new_index
+    return new_index, report
 
 
 def _unlock(building: FileLock, staging: Path) -> None:
