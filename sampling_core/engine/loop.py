@@ -486,9 +486,10 @@ class SamplingCall:
     ) -> Generation:
         """The innermost ``generation_call``: the backend's generation, or the answer of the
         plugin that answered for it (a ``Generation``, a string, or for a streamed call
-        chunks read as the backend's stream would be), named by ``answered_by``. A whole
-        one that arrives stopped early in a streamed call is read as a stream too (of no
-        chunks), so that the prefix checks judge it."""
+        chunks read as the backend's stream would be), named by ``answered_by``. A
+        ``Generation`` answered in a streamed call with prefix checks in force (or one
+        stopped early) is read as a stream too (of no chunks), so that the prefix checks
+        judge it as they judge the backend's."""
         streamed = self.streams and not judging
         if answer is None:
             if streamed:
@@ -502,7 +503,7 @@ class SamplingCall:
             if (
                 streamed
                 and isinstance(answer, Generation)
-                and answer.finish_reason == STOPPED_EARLY
+                and (answer.finish_reason == STOPPED_EARLY or self.prefixes)
             ):
                 reply = await self._stream(info, request, Answered((answer,)), retry)
         elif streamed:

@@ -132,15 +132,20 @@ async def read_stream(
     checks that failed (none when it ran to its end).
 
     Closing the stream early (a failed prefix) or on a cancellation closes the request. A
-    generation that arrives already stopped early (the response cache replaying one) is
-    judged by the prefix checks as if it had streamed, in one piece.
+    generation that arrives in one piece, with no chunk before it (a plugin answering for
+    the backend: the response cache replaying one, whole or stopped early), is judged by
+    the prefix checks as if it had streamed, in one piece, and a whole one they pass counts
+    as finished (a calibrating reader learns from it).
     """
     readers = readers_of(prefixes, notes) if prefixes else []
     async with aclosing(backend.stream(request)) as pieces:
         async for item in pieces:
             if isinstance(item, Generation):
-                if item.finish_reason == STOPPED_EARLY and readers:
-                    return item, failing_readers(readers, item.text, tuple(item.logprobs or ()))
+                if readers and (item.finish_reason == STOPPED_EARLY or not flight.chunks):
+                    # arrived in one piece (a plugin's answer, the cache's): read as one
+                    failed = failing_readers(readers, item.text, tuple(item.logprobs or ()))
+                    if failed or item.finish_reason == STOPPED_EARLY:
+                        return item, failed
                 for _, reader in readers:
                     reader.finished(item)
                 return item, ()

@@ -1,0 +1,77 @@
+"""The response cache with ``min_confidence`` and confidence scorers: a cached answer keeps
+the facts its checks read (its token log-probabilities), and a call's prefix readers judge a
+whole answer a plugin gave as they judge one the backend streamed."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hook_specs import hookimpl
+from sampling_core import Generation, Sampler, ScriptedBackend
+from sampling_core.backends.scripted import scripted_logprobs
+from sampling_core.requirements.confidence import min_confidence
+from sampling_core.strategies import MajorityVote
+
+pytestmark = pytest.mark.anyio
+
+
+def answer(*probabilities: float) -> Generation:
+    """A scripted answer of one token per probability, with its log-probabilities."""
+    tokens = [f"t{i} " for i in range(len(probabilities))]
+    return Generation(
+        "".join(tokens), logprobs=scripted_logprobs(tokens, [math.log(p) for p in probabilities])
+    )
+
+
+async def test_a_cached_answer_keeps_its_logprobs_for_a_fixed_threshold(tmp_path: Path) -> None:
+    backend = ScriptedBackend(lambda r: answer(*[0.99] * 6))
+    async with Sampler(backend, cache=tmp_path / "c.sqlite", load_entrypoints=False) as sampler:
+        runs = [
+            await sampler.sample("q", requirements=[min_confidence(1.0, window=2)], seed=1)
+            for _ in range(2)
+        ]
+    first, again = runs
+    assert backend.calls == 1 and again.attempts[0].cached
+    assert first.success and again.success, again.attempts[0].failure_reasons
+    assert again.attempts[0].generation.logprobs == first.attempts[0].generation.logprobs
+
+
+class FreshFirstTwo:
+    """Asks the first two subsamples' requests anew (another temperature: another key)."""
+
+    @hookimpl
+    def generation_pre_call(self, payload: Any) -> None:
+        if payload.subsample_index < 2:
+            payload.options = {**payload.options, "temperature": 0.5}
+
+
+async def test_a_cached_whole_answer_is_held_to_the_calls_calibrated_threshold(
+    tmp_path: Path,
+) -> None:
+    # The first call's answers are all as doubtful: two calibrate, the third is as
+    # confident as they are, so none is cut and all three are kept whole. The second call
+    # calibrates on two confident answers (asked anew), then gets the third from the cache:
+    # held to this call's threshold, as if the backend had streamed it, it fails.
+    doubtful = answer(0.99, 0.5, 0.5, 0.5)
+    sure = answer(0.99, 0.99, 0.99, 0.99)
+    requirement = min_confidence(window=2, warmup=2, keep=0.5)
+    path = tmp_path / "c.sqlite"
+    vote = {"strategy": MajorityVote(), "concurrency_budget": 3, "launch": "on_failure"}
+    async with Sampler(
+        ScriptedBackend(lambda r: doubtful), cache=path, load_entrypoints=False
+    ) as s:
+        first = await s.sample("q", requirements=[requirement], seed=7, **vote)
+    assert [a.passed for a in first.attempts] == [True, True, True]
+    backend = ScriptedBackend(lambda r: sure)
+    async with Sampler(
+        backend, cache=path, plugins=[FreshFirstTwo()], load_entrypoints=False
+    ) as sampler:
+        result = await sampler.sample("q", requirements=[requirement], seed=7, **vote)
+    assert [a.cached for a in result.attempts] == [False, False, True]
+    assert [a.passed for a in result.attempts] == [True, True, False]
+    (reason,) = result.attempts[2].failure_reasons
+    assert "token confidence" in reason
