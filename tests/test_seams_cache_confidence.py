@@ -13,8 +13,9 @@ import pytest
 from hook_specs import hookimpl
 from sampling_core import Generation, Sampler, ScriptedBackend
 from sampling_core.backends.scripted import scripted_logprobs
+from sampling_core.kinds import default_kinds
 from sampling_core.requirements.confidence import min_confidence
-from sampling_core.strategies import MajorityVote
+from sampling_core.strategies import BestOfN, MajorityVote
 
 pytestmark = pytest.mark.anyio
 
@@ -75,3 +76,23 @@ async def test_a_cached_whole_answer_is_held_to_the_calls_calibrated_threshold(
     assert [a.passed for a in result.attempts] == [True, True, False]
     (reason,) = result.attempts[2].failure_reasons
     assert "token confidence" in reason
+
+
+async def test_a_confidence_scorer_ranks_cached_answers_as_it_ranked_them(
+    tmp_path: Path,
+) -> None:
+    probabilities = [0.6, 0.95, 0.8]
+    replies = [answer(p, p) for p in probabilities]
+    backend = ScriptedBackend(lambda r: replies[r.iteration.subsample_index])
+    strategy = BestOfN(scorer=default_kinds().scorer("mean_confidence"))
+    async with Sampler(backend, cache=tmp_path / "c.sqlite", load_entrypoints=False) as sampler:
+        runs = [
+            await sampler.sample(
+                "q", strategy=strategy, concurrency_budget=3, seed=2, options={"logprobs": True}
+            )
+            for _ in range(2)
+        ]
+    first, again = runs
+    assert backend.calls == 3 and again.cached_calls == 3
+    assert again.picked is not None and again.picked.subsample_index == 1
+    assert [a.scored for a in again.attempts] == [a.scored for a in first.attempts]
