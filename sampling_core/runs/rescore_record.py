@@ -17,6 +17,7 @@ budget), and the report adds them up.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,7 +112,9 @@ async def rescore_record(
         validations = validate_all(requirements, kept["text"], context, how.check_timeout)
         if not isinstance(validations, tuple):
             validations = await validations
-        tally.record(info, messages, _generation(entry, kept["text"]), validations)
+        # the strategy is the run's: its scorer's scores are the ones the run kept
+        scored = _score(entry.get("score"))
+        tally.record(info, messages, _generation(entry, kept["text"]), validations, scored)
     result = tally.result(_settings(sampling_id, how, loop_budget, concurrency), [])
     answer_of = voted_answer(how.strategy)
     fields = outcome_fields(result, answer_of)
@@ -129,6 +132,13 @@ async def rescore_record(
         "session": 1,
         "rescored": {"from_seq": record.get("seq"), "not_run": not_run},
     }
+
+
+def _score(value: Any) -> float | None:
+    """A kept score (``None`` when the entry has none, or not a finite number)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def _messages(prompt: str | list[dict[str, Any]]) -> list[Message]:
