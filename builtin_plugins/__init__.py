@@ -24,8 +24,9 @@ only when named (``plugins=["tracing"]``, ``SAMPLEHOOKS_PLUGINS=tracing``), and 
 The modules are not imported here, so enabling one plugin imports only that one. This
 package's ``__all__`` names the plugin modules; each module's ``__all__`` is its public
 surface. ``otel`` (the OpenTelemetry part of ``tracing``) needs the ``otel`` extra and is
-left out of ``__all__`` for that reason; ``otel_metrics`` is internal (the OTel plugin's
-metrics), and so is ``budget_inputs`` (the guard's count of streams cut short).
+left out of ``__all__`` for that reason; ``otel_metrics`` and ``otel_attributes`` are
+internal (the OTel plugin's metrics, and its spans' attributes), and so is
+``budget_inputs`` (the guard's count of streams cut short).
 """
 
 __all__ = [

@@ -38,9 +38,7 @@ of a call cut short, ``generation_cancelled``'s ``latency_s``.
 
 from __future__ import annotations
 
-import json
 import threading
-import traceback
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -50,6 +48,13 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from builtin_plugins.otel_attributes import (
+    evaluation_attributes,
+    messages_json,
+    record_exception,
+    request_attributes,
+    usage_attributes,
+)
 from builtin_plugins.otel_metrics import GenAIMetrics
 from hook_specs import (
     CallPayload,
@@ -58,13 +63,11 @@ from hook_specs import (
     GenerationCancelledPayload,
     GenerationErrorPayload,
     GenerationPreCallPayload,
-    Message,
     SamplingCallPayload,
     SamplingIterationPayload,
     SamplingLoopEndPayload,
     SamplingLoopStartPayload,
     SamplingRepairPayload,
-    ValidationResult,
     hookimpl,
 )
 from sampling_core.errors import exception_text
@@ -81,17 +84,6 @@ the attempt's span (attributes ``gen_ai.evaluation.name``, ``gen_ai.evaluation.s
 ``gen_ai.evaluation.explanation`` with ``capture_content``)."""
 
 _SCOPE = "samplehooks"
-
-# Request options that map onto gen_ai.request.* attributes.
-_REQUEST_OPTIONS = {
-    "temperature": "gen_ai.request.temperature",
-    "max_tokens": "gen_ai.request.max_tokens",
-    "top_p": "gen_ai.request.top_p",
-    "top_k": "gen_ai.request.top_k",
-    "seed": "gen_ai.request.seed",
-    "frequency_penalty": "gen_ai.request.frequency_penalty",
-    "presence_penalty": "gen_ai.request.presence_penalty",
-}
 
 
 @dataclass(eq=False, slots=True)
@@ -218,31 +210,11 @@ class OtelPlugin:
             self._current_attempt.set(None)
 
     def _call_attributes(self, payload: GenerationCallPayload) -> dict[str, Any]:
-        options = payload.options
-        model = options.get("model")
         loop = self._current_loop.get()
         backend_says = loop.provider_name if loop is not None else None
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": str(
-                options.get("provider") or self.provider_name or backend_says or "unknown"
-            ),
-            "samplehooks.retry": payload.retry,
-        }
-        if model:
-            attributes["gen_ai.request.model"] = str(model)
-        for option, attribute in _REQUEST_OPTIONS.items():
-            value = options.get(option)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                attributes[attribute] = value
-        stop = options.get("stop")
-        if isinstance(stop, str):
-            attributes["gen_ai.request.stop_sequences"] = [stop]
-        elif isinstance(stop, list | tuple) and all(isinstance(s, str) for s in stop):
-            attributes["gen_ai.request.stop_sequences"] = list(stop)
-        if self.capture_content:
-            attributes["gen_ai.input.messages"] = _messages_json(payload.messages)
-        return attributes
+        messages = payload.messages if self.capture_content else None
+        provider = self.provider_name or backend_says or "unknown"
+        return request_attributes(payload.options, payload.retry, provider, messages)
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -258,7 +230,7 @@ class OtelPlugin:
             if payload.seed is not None:  # the base seed: each attempt's request has its own
                 span.set_attribute("samplehooks.seed", payload.seed)
             if self.capture_content:
-                span.set_attribute("gen_ai.input.messages", _messages_json(payload.messages))
+                span.set_attribute("gen_ai.input.messages", messages_json(payload.messages))
 
     @hookimpl(wrapper=True)
     def sampling_call(self, payload: SamplingCallPayload) -> Any:
@@ -326,11 +298,11 @@ class OtelPlugin:
                 span.set_attribute("gen_ai.response.model", generation.model)
             if generation.finish_reason:
                 span.set_attribute("gen_ai.response.finish_reasons", [generation.finish_reason])
-            span.set_attributes(_usage_attributes(generation.usage))
+            span.set_attributes(usage_attributes(generation.usage))
             if self.capture_content:
                 span.set_attribute(
                     "gen_ai.output.messages",
-                    _messages_json(
+                    messages_json(
                         [{"role": "assistant", "content": generation.text}],
                         finish_reason=generation.finish_reason,
                     ),
@@ -351,7 +323,7 @@ class OtelPlugin:
             )
             span.set_attribute("error.type", payload.error_type)
             span.set_attribute("samplehooks.will_retry", payload.will_retry)
-            _record_exception(span, payload.exception)
+            record_exception(span, payload.exception)
             span.set_status(Status(StatusCode.ERROR, description))
             span.end()
         if not payload.will_retry:
@@ -392,13 +364,15 @@ class OtelPlugin:
         span = state.span
         if span.is_recording():
             for index, verdict in enumerate(payload.validations):
-                span.add_event(EVALUATION_EVENT, self._evaluation(index, verdict))
+                span.add_event(
+                    EVALUATION_EVENT, evaluation_attributes(index, verdict, self.capture_content)
+                )
             span.set_attribute("samplehooks.sequence", payload.sequence or 0)
             span.set_attribute("samplehooks.passed", payload.passed)
             span.set_attribute("samplehooks.valid_count", payload.valid_count)
             span.set_attribute("samplehooks.total_count", payload.total_count)
             span.set_attribute("samplehooks.latency_s", payload.latency_s)
-            span.set_attributes(_usage_attributes(payload.usage))
+            span.set_attributes(usage_attributes(payload.usage))
         span.end()
 
     @hookimpl
@@ -442,7 +416,7 @@ class OtelPlugin:
                     "samplehooks.error_count": payload.error_count,
                     "samplehooks.loop_budget": payload.loop_budget,
                     "samplehooks.concurrency_budget": payload.concurrency_budget,
-                    **_usage_attributes(payload.usage),
+                    **usage_attributes(payload.usage),
                 }
             )
             if payload.picked is not None:
@@ -452,69 +426,14 @@ class OtelPlugin:
             if self.capture_content and payload.text is not None:
                 span.set_attribute(
                     "gen_ai.output.messages",
-                    _messages_json([{"role": "assistant", "content": payload.text}]),
+                    messages_json([{"role": "assistant", "content": payload.text}]),
                 )
         if payload.exception is not None:
             span.set_attribute("error.type", type(payload.exception).__name__)
-            _record_exception(span, payload.exception)
+            record_exception(span, payload.exception)
             span.set_status(Status(StatusCode.ERROR, exception_text(payload.exception)))
         span.end()
-
-    def _evaluation(self, index: int, verdict: ValidationResult) -> dict[str, Any]:
-        """A requirement's verdict as the attributes of a ``gen_ai.evaluation.result`` event
-        (the explanation, the check's reason, only with ``capture_content``)."""
-        attributes: dict[str, Any] = {
-            "gen_ai.evaluation.name": verdict.requirement or f"requirement {index + 1}",
-            "gen_ai.evaluation.score.label": "pass" if verdict.passed else "fail",
-        }
-        score = verdict.score
-        if isinstance(score, int | float) and not isinstance(score, bool):
-            attributes["gen_ai.evaluation.score.value"] = float(score)
-        if self.capture_content and verdict.reason:
-            attributes["gen_ai.evaluation.explanation"] = verdict.reason
-        return attributes
 
     def open_spans(self) -> int:
         """How many call spans are open now (calls started and not yet ended)."""
         return len(self._open)
-
-
-def _record_exception(span: Any, exc: BaseException) -> None:
-    """``span.record_exception(exc)``, with the message made by ``exception_text`` (the SDK's
-    own calls ``str(exc)``, which may raise for a backend's or a plugin's exception)."""
-    kind = type(exc)
-    module = kind.__module__
-    span.add_event(
-        "exception",
-        {
-            "exception.type": f"{module}.{kind.__qualname__}"
-            if module and module != "builtins"
-            else kind.__qualname__,
-            "exception.message": exception_text(exc),
-            "exception.stacktrace": "".join(traceback.format_exception(exc)),
-            "exception.escaped": "False",
-        },
-    )
-
-
-def _messages_json(messages: list[Message], finish_reason: str | None = None) -> str:
-    """Chat messages in the GenAI conventions' shape (role + parts), as a JSON string."""
-    out = []
-    for message in messages:
-        item: dict[str, Any] = {
-            "role": message.get("role", "user"),
-            "parts": [{"type": "text", "content": str(message.get("content", ""))}],
-        }
-        if finish_reason is not None:
-            item["finish_reason"] = finish_reason
-        out.append(item)
-    return json.dumps(out, ensure_ascii=False)
-
-
-def _usage_attributes(usage: Any) -> dict[str, int]:
-    """The token counts as span attributes; an unknown count (``None``) is left out."""
-    counts = {
-        "gen_ai.usage.input_tokens": usage.input_tokens,
-        "gen_ai.usage.output_tokens": usage.output_tokens,
-    }
-    return {name: count for name, count in counts.items() if count is not None}
