@@ -96,3 +96,41 @@ async def test_a_confidence_scorer_ranks_cached_answers_as_it_ranked_them(
     assert backend.calls == 3 and again.cached_calls == 3
     assert again.picked is not None and again.picked.subsample_index == 1
     assert [a.scored for a in again.attempts] == [a.scored for a in first.attempts]
+
+
+class WholeOnly:
+    """A backend that cannot stream: it answers whole, as the scripted one would."""
+
+    def __init__(self, inner: ScriptedBackend) -> None:
+        self.inner = inner
+
+    async def generate(self, request: Any) -> Generation:
+        return await self.inner.generate(request)
+
+
+@pytest.mark.parametrize("how", ["early_stop_off", "backend_cannot_stream"])
+async def test_a_calibrated_threshold_judges_answers_no_reader_read_as_they_came(
+    how: str,
+) -> None:
+    # two answers calibrate (threshold: the median of their lowest confidences); the third
+    # falls below it, the fourth does not. Early stop off, or a backend that cannot stream,
+    # cuts nothing, but the third still fails the requirement (it is not passed unjudged).
+    replies = [
+        answer(0.99, 0.99, 0.99, 0.99),
+        answer(0.99, 0.6, 0.6, 0.99),
+        answer(0.99, 0.5, 0.5, 0.5),
+        answer(0.99, 0.99, 0.9, 0.99),
+    ]
+    scripted = ScriptedBackend(lambda r: replies[r.iteration.subsample_index])
+    backend: Any = WholeOnly(scripted) if how == "backend_cannot_stream" else scripted
+    result = await Sampler(backend, load_entrypoints=False).sample(
+        "q",
+        requirements=[min_confidence(window=2, warmup=2, keep=0.5)],
+        strategy=MajorityVote(),
+        concurrency_budget=4,
+        launch="on_failure",
+        early_stop=how != "early_stop_off",
+    )
+    assert [a.passed for a in result.attempts] == [True, True, False, True]
+    assert not any(a.stopped_early for a in result.attempts)
+    assert scripted.streams_closed_early == 0

@@ -67,9 +67,12 @@ from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import (
     Failed,
     Flight,
+    call_notes,
+    judge_whole,
     prefixes_in_force,
     read_stream,
     read_stream_within,
+    readers_of,
     unmet_early,
 )
 from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
@@ -103,8 +106,10 @@ class SamplingCall:
     the subsample tasks, ``None`` while none runs)."""
 
     __slots__ = (
+        "after_notes",
         "hooks",
         "json_schema",
+        "judged_after",
         "launcher",
         "prefix_checks",
         "prefix_notes",
@@ -130,7 +135,10 @@ class SamplingCall:
         self.wants_context = any(r.wants_context for r in settings.requirements)
         prefixes = prefixes_in_force(settings.requirements, settings.tokens.early_stop)
         self.prefixes = prefixes
-        self.prefix_notes = [{} for _ in prefixes]  # what the checks' readers keep per call
+        # what the checks' readers keep per call; the readers that judge what no reader read
+        self.prefix_notes, judged_after, self.after_notes = call_notes(
+            settings.requirements, prefixes
+        )
         self.scorer = settings.strategy.scorer  # scores every attempt (BestOfN, a weighted vote)
         if self.scorer is not None:
             self.wants_context = True
@@ -141,6 +149,8 @@ class SamplingCall:
         self.streams = bool(
             (prefixes or hooks.firing.generation_chunk) and can_stream(settings.backend)
         )
+        # every generation of a streamed call with prefix checks is read as it arrives
+        self.judged_after = () if self.streams and prefixes else judged_after
         if self.streams:
             self.tally.flights = {}
             self.stopped_by: dict[int, Failed] = {}  # iteration -> prefixes that stopped it
@@ -339,6 +349,11 @@ class SamplingCall:
             stopped = self.stopped_by.pop(info.iteration, None)
             if stopped is not None:  # a prefix check stopped it: that requirement is unmet
                 validations = unmet_early(validations, stopped, self.s.requirements)
+        if self.judged_after:  # no reader read it as it arrived: they read it whole now
+            readers = readers_of(self.judged_after, self.after_notes)
+            failed = judge_whole(readers, generation)
+            if failed:
+                validations = unmet_early(validations, failed, self.s.requirements)
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             judged = self.hooks.validate(info, sent.messages, generation, validations)
             validations = judged if isinstance(judged, tuple) else await judged
