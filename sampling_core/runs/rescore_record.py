@@ -22,12 +22,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hook_specs.records import CachedGeneration, Generation, IterationInfo, Message, Usage
+from hook_specs.records import (
+    CachedGeneration,
+    Generation,
+    IterationInfo,
+    Message,
+    TokenLogprob,
+    Usage,
+)
 from sampling_core.backends.base import GenerationRequest
 from sampling_core.backends.transport import RetryPolicy
 from sampling_core.engine.budgets import BudgetCaps
 from sampling_core.engine.seeds import derive_seed
 from sampling_core.engine.settings import CallSettings
+from sampling_core.engine.streaming import call_notes, judge_whole, readers_of, unmet_early
 from sampling_core.engine.tally import Tally
 from sampling_core.requirements.checks import Requirement, validate_all
 from sampling_core.requirements.context import CheckContext
@@ -100,6 +108,9 @@ async def rescore_record(
     requirements = [*how.requirements, *own]
     tally = Tally(sampling_id, how.strategy, how.selection, how.early_exit)
     tally.stopped = attempts.get("stop_reason") == "stopped_by_plugin"
+    # the readers judge whole attempts as the engine does, in the order they completed
+    # (a threshold calibrated per call from the first ones: min_confidence)
+    _, judging, notes = call_notes(requirements, ())
     for entry in completed_entries(record):
         index, number = entry["subsample"], entry["attempt"]
         kept = texts[(index, number)]
@@ -108,13 +119,18 @@ async def rescore_record(
         options = dict(how.options)
         if seed is not None:
             options["seed"] = derive_seed(seed, index, number)
-        context = CheckContext(messages, item.row, info, options, _no_model)
+        generation = _generation(entry, kept["text"])  # a check may read it (its logprobs)
+        context = CheckContext(messages, item.row, info, options, _no_model, generation)
         validations = validate_all(requirements, kept["text"], context, how.check_timeout)
         if not isinstance(validations, tuple):
             validations = await validations
+        if judging and entry.get("stopped_early") is not True:
+            failed = judge_whole(readers_of(judging, notes), generation)
+            if failed:
+                validations = unmet_early(validations, failed, requirements)
         # the strategy is the run's: its scorer's scores are the ones the run kept
         scored = _score(entry.get("score"))
-        tally.record(info, messages, _generation(entry, kept["text"]), validations, scored)
+        tally.record(info, messages, generation, validations, scored)
     result = tally.result(_settings(sampling_id, how, loop_budget, concurrency), [])
     answer_of = voted_answer(how.strategy)
     fields = outcome_fields(result, answer_of)
@@ -157,7 +173,23 @@ def _generation(entry: Mapping[str, Any], text: str) -> Generation:
             entry.get("cost_usd") if isinstance(entry.get("cost_usd"), int | float) else None,
         ),
         latency_s=float(latency) if isinstance(latency, int | float) else 0.0,
+        logprobs=kept_logprobs(entry.get("logprobs")),
     )  # (a cached attempt's first cost is in the record's usage.cached, kept as it is)
+
+
+def kept_logprobs(kept: Any) -> tuple[TokenLogprob, ...] | None:
+    """The token log-probabilities a record's entry kept (``"logprobs"``: ``{"token",
+    "logprob", "top"}`` each), or ``None`` when it kept none (the run did not ask for them)."""
+    if not isinstance(kept, list):
+        return None
+    out = []
+    for token in kept:
+        if not isinstance(token, dict) or not isinstance(token.get("logprob"), int | float):
+            return None  # not as a run writes them: not known
+        top = token.get("top") if isinstance(token.get("top"), list) else []
+        pairs = tuple((str(p[0]), float(p[1])) for p in top if isinstance(p, list) and len(p) == 2)
+        out.append(TokenLogprob(str(token.get("token", "")), float(token["logprob"]), pairs))
+    return tuple(out)
 
 
 def _settings(sampling_id: str, how: Rescoring, loop: int, concurrency: int) -> CallSettings:
