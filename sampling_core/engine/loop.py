@@ -107,6 +107,7 @@ class SamplingCall:
 
     __slots__ = (
         "after_notes",
+        "answered",
         "hooks",
         "json_schema",
         "judged_after",
@@ -149,6 +150,8 @@ class SamplingCall:
         self.streams = bool(
             (prefixes or hooks.firing.generation_chunk) and can_stream(settings.backend)
         )
+        # iteration -> the backend's answer while generation_call wrappers are still at work
+        self.answered: dict[int, Generation] = {}
         # every generation of a streamed call with prefix checks is read as it arrives
         self.judged_after = () if self.streams and prefixes else judged_after
         if self.streams:
@@ -426,6 +429,7 @@ class SamplingCall:
                         purpose,
                         partial(self._answer, info, request, backend, retry, judging, began),
                     )
+                    self.answered.pop(info.iteration, None)
                 elif self.streams and not judging:
                     generation = await self._stream(info, request, backend, retry)
                     ended = time.perf_counter()
@@ -451,10 +455,15 @@ class SamplingCall:
                 # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
                 self.tally.count_usage(generation.usage)
             except StopSampling as stop:
+                answered = self._answered_before(info, firing.generation_call)
                 if firing.generation_cancelled:
-                    await self._cancelled(info, stop, began, retry, purpose)
+                    await self._cancelled(info, stop, began, retry, purpose, answered)
                 raise
             except Exception as exc:
+                if firing.generation_call and self.answered:  # answered, then a wrapper raised
+                    spent = self.answered.pop(info.iteration, None)
+                    if spent is not None:
+                        self.tally.count_usage(spent.usage)
                 if not began:  # generation_pre_call failed closed: no backend call began
                     if firing.generation_cancelled:
                         await self._cancelled(info, exc, began, retry, purpose)
@@ -477,10 +486,11 @@ class SamplingCall:
                 await anyio.sleep(delay or 0.0)
                 continue
             except BaseException as exc:  # cancelled (or interrupted) while the backend worked
-                if began and not judging and not self.streams:
+                answered = self._answered_before(info, firing.generation_call)
+                if answered is None and began and not judging and not self.streams:
                     self.tally.cut_short += 1  # what it spent is unknown
                 if firing.generation_cancelled:
-                    await self._cancelled(info, exc, began, retry, purpose)
+                    await self._cancelled(info, exc, began, retry, purpose, answered)
                 raise
             if firing.generation_post_call:
                 pending = hooks.post_call(info, generation, retry, purpose)
@@ -533,16 +543,36 @@ class SamplingCall:
         generation = as_generation(reply, ended - began)
         if answered_by is not None:
             generation.answered_by = answered_by
+        if not judging:  # until the wrappers around it return (see _answered_before)
+            self.answered[info.iteration] = generation
         return generation
 
+    def _answered_before(self, info: IterationInfo, wrapped: bool) -> Generation | None:
+        """The backend's answer to an attempt's call that ended without returning (a
+        wrapper still at work after the answer was cancelled, or raised): what it spent
+        is known, and counted as a cancelled attempt's spend (once)."""
+        answered = self.answered.pop(info.iteration, None) if wrapped else None
+        if answered is not None:
+            self.tally.count_answered(answered.usage)
+        return answered
+
     async def _cancelled(
-        self, info: IterationInfo, exc: BaseException, began: float, retry: int, purpose: str
+        self,
+        info: IterationInfo,
+        exc: BaseException,
+        began: float,
+        retry: int,
+        purpose: str,
+        answered: Generation | None = None,
     ) -> None:
         """Fire ``generation_cancelled`` for a backend call that began (its
-        ``generation_pre_call`` fired) and ends by ``exc`` without an answer or an error."""
+        ``generation_pre_call`` fired) and ends by ``exc`` without returning an answer
+        (``answered``: the one the backend gave, when wrappers were still at work)."""
         flight = self.tally.flights.get(info.iteration) if self.streams else None
         text, usage = None, UNKNOWN_USAGE
-        if flight is not None and flight.info is info:
+        if answered is not None:
+            text, usage = answered.text, answered.usage
+        elif flight is not None and flight.info is info:
             free = bool(getattr(self.s.backend, "free_of_charge", False))
             text, usage = flight.text, flight.spent(free)
         latency = time.perf_counter() - began if began else 0.0
