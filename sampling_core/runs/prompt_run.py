@@ -128,7 +128,7 @@ def outcome_fields(result: SamplingResult, answer_of: AnswerOf | None = None) ->
         if result.stop_reason == "stopped_by_plugin":
             reason = f"stopped by a plugin; {reason}"
     each = attempt_entries(result, answer_of)
-    ran, passed = count_samples(each)
+    ran, passed = count_samples(each, result.loop_budget)
     samples: dict[str, Any] = {"ran": ran, "passed": passed}
     votes = count_votes(each)
     if votes is not None:

@@ -70,16 +70,20 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def count_samples(each: Iterable[Any]) -> tuple[int, int]:
+def count_samples(each: Iterable[Any], loop_budget: int | None = None) -> tuple[int, int]:
     """``(n, c)`` of a prompt's attempt entries: its subsamples that ended by passing or by
     spending their budget (not by a backend error), and how many of them passed.
 
-    A record keeps this as ``attempts.samples`` (``{"ran": n, "passed": c}``), counted
-    before a long attempt list is cut (:mod:`sampling_core.runs.caps`).
+    With ``loop_budget`` (the attempts a subsample had), a subsample that neither passed nor
+    reached it was cut before it finished (a plugin's stop, a cancellation): it is no
+    sample, as one that never started is not, never a failed one. A record keeps this as
+    ``attempts.samples`` (``{"ran": n, "passed": c}``), counted before a long attempt list
+    is cut (:mod:`sampling_core.runs.caps`).
     """
     passed: set[int] = set()
     errored: set[int] = set()
     seen: set[int] = set()
+    last: dict[int, int] = {}
     for entry in each:
         if not isinstance(entry, dict):
             continue
@@ -87,11 +91,16 @@ def count_samples(each: Iterable[Any]) -> tuple[int, int]:
         if not isinstance(index, int):
             continue
         seen.add(index)
+        number = _count(entry.get("attempt"))
+        if number is not None and number > last.get(index, 0):
+            last[index] = number
         if entry.get("error"):
             errored.add(index)
         elif entry.get("passed"):
             passed.add(index)
     ran = seen - (errored - passed)
+    if loop_budget is not None:
+        ran = {i for i in ran if i in passed or last.get(i, 0) >= loop_budget}
     return len(ran), len(passed & ran)
 
 
@@ -105,7 +114,7 @@ def sample_counts(record: dict[str, Any]) -> tuple[int, int, bool]:
         n, c = _count(samples.get("ran")), _count(samples.get("passed"))
         if n is not None and c is not None and c <= n:
             return n, c, False
-    n, c = count_samples(attempts.get("each") or [])
+    n, c = count_samples(attempts.get("each") or [], _count(attempts.get("loop_budget")) or None)
     capped = record.get("capped") if isinstance(record.get("capped"), list) else []
     partial = any(isinstance(note, str) and note.startswith("attempts.each:") for note in capped)
     return n, c, partial

@@ -1,0 +1,57 @@
+"""pass@k's samples are subsamples that finished: a subsample a plugin's stop (or any
+cancellation) cut before it passed or spent its loop budget is no sample, never a failed
+one (its n is reduced, as for a subsample that never started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runs_helpers import records, write_config, write_dataset
+
+from hook_specs import StopSampling, hookimpl
+from sampling_core.runs import run_batch
+from sampling_core.runs.report import build_report
+
+pytestmark = pytest.mark.anyio
+
+
+class StopAtTheFourthAttempt:
+    """Ends each call at its fourth attempt (a ceiling, say)."""
+
+    affects_results = False
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    @hookimpl
+    def sampling_iteration(self, payload: Any) -> None:
+        self.seen[payload.sampling_id] = self.seen.get(payload.sampling_id, 0) + 1
+        if self.seen[payload.sampling_id] == 4:
+            raise StopSampling("enough")
+
+
+async def test_subsamples_cut_before_they_finished_are_no_samples(tmp_path: Path) -> None:
+    # one subsample at a time (on_failure), three attempts each, every attempt fails: the
+    # first subsample spends its budget (a failed sample), the second is cut at its first
+    # attempt by the stop (no sample), the third never starts
+    dataset = write_dataset(tmp_path / "d.jsonl", 2)
+    config = write_config(
+        tmp_path / "c.yaml",
+        dataset,
+        requirements=[{"contains": "zebra"}],
+        budgets={
+            "loop_budget": 3,
+            "concurrency_budget": 3,
+            "launch": "on_failure",
+            "early_exit": False,
+        },
+    )
+    await run_batch(config, tmp_path / "run", plugins=[StopAtTheFourthAttempt()])
+    for record in records(tmp_path / "run"):
+        attempts = record["attempts"]
+        assert attempts["used"] == 4 and attempts["not_started"] == 1
+        assert (attempts["samples"]["ran"], attempts["samples"]["passed"]) == (1, 0)
+    report = build_report(tmp_path / "run").as_dict()
+    assert [(p["k"], p["prompts"]) for p in report["pass_at_k"]] == [(1, 2)]
