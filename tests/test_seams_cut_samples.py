@@ -55,3 +55,25 @@ async def test_subsamples_cut_before_they_finished_are_no_samples(tmp_path: Path
         assert (attempts["samples"]["ran"], attempts["samples"]["passed"]) == (1, 0)
     report = build_report(tmp_path / "run").as_dict()
     assert [(p["k"], p["prompts"]) for p in report["pass_at_k"]] == [(1, 2)]
+
+
+async def test_a_cut_subsample_casts_no_vote_in_maj_at_k(tmp_path: Path) -> None:
+    # a vote (majority: answers are its samples' texts): the first subsample spends its
+    # budget on "no" answers, the second is cut at its first "no": one vote, not two
+    dataset = write_dataset(tmp_path / "d.jsonl", 1)
+    config = write_config(
+        tmp_path / "c.yaml",
+        dataset,
+        backend={"kind": "scripted", "replies": ["no"]},
+        requirements=[{"contains": "zebra"}],
+        strategy={"name": "majority"},
+        budgets={
+            "loop_budget": 3,
+            "concurrency_budget": 3,
+            "launch": "on_failure",
+            "early_exit": False,
+        },
+    )
+    await run_batch(config, tmp_path / "run", plugins=[StopAtTheFourthAttempt()])
+    (record,) = records(tmp_path / "run")
+    assert record["attempts"]["samples"]["votes"] == [[1, False]]

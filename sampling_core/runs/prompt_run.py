@@ -130,7 +130,7 @@ def outcome_fields(result: SamplingResult, answer_of: AnswerOf | None = None) ->
     each = attempt_entries(result, answer_of)
     ran, passed = count_samples(each, result.loop_budget)
     samples: dict[str, Any] = {"ran": ran, "passed": passed}
-    votes = count_votes(each)
+    votes = count_votes(each, result.loop_budget)
     if votes is not None:
         samples["votes"] = [list(group) for group in votes]
     return {
