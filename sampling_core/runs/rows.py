@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
-__all__ = ["PromptRow", "count_samples", "prompt_row", "sample_counts", "usage_extras"]
+__all__ = [
+    "PromptRow",
+    "count_samples",
+    "finished",
+    "prompt_row",
+    "sample_counts",
+    "usage_extras",
+]
 
 
 @dataclass(slots=True)
@@ -98,10 +105,17 @@ def count_samples(each: Iterable[Any], loop_budget: int | None = None) -> tuple[
             errored.add(index)
         elif entry.get("passed"):
             passed.add(index)
-    ran = seen - (errored - passed)
-    if loop_budget is not None:
-        ran = {i for i in ran if i in passed or last.get(i, 0) >= loop_budget}
+    ran = {
+        i for i in seen - (errored - passed) if finished(i in passed, last.get(i, 0), loop_budget)
+    }
     return len(ran), len(passed & ran)
+
+
+def finished(passed: bool, last_attempt: int, loop_budget: int | None) -> bool:
+    """Whether a subsample that made ``last_attempt`` attempts is a sample: it passed, or it
+    spent its ``loop_budget`` (every one, when the budget is not known); else it was cut
+    before it finished (a plugin's stop, a cancellation)."""
+    return passed or loop_budget is None or last_attempt >= loop_budget
 
 
 def sample_counts(record: dict[str, Any]) -> tuple[int, int, bool]:

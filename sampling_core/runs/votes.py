@@ -19,6 +19,7 @@ from typing import Any
 
 from hook_specs.records import Attempt
 from sampling_core.runs.majk import Profile, profile_of, vote_profile
+from sampling_core.runs.rows import finished
 from sampling_core.strategies import MajorityVote, Strategy
 
 __all__ = [
@@ -95,7 +96,7 @@ def count_votes(each: Iterable[Any], loop_budget: int | None = None) -> Profile 
         if index in left_out and not entry["passed"]:
             continue
         number = entry.get("attempt") if isinstance(entry.get("attempt"), int) else 0
-        if loop_budget is not None and not entry["passed"] and number < loop_budget:
+        if not finished(entry["passed"], number, loop_budget):
             continue  # cut before it finished: no sample
         answer = entry.get("answer")
         if not isinstance(answer, dict) or "value" not in answer:
