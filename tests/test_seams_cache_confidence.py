@@ -134,3 +134,25 @@ async def test_a_calibrated_threshold_judges_answers_no_reader_read_as_they_came
     assert [a.passed for a in result.attempts] == [True, True, False, True]
     assert not any(a.stopped_early for a in result.attempts)
     assert scripted.streams_closed_early == 0
+
+
+async def test_a_cut_by_a_threshold_is_never_replayed_under_another(tmp_path: Path) -> None:
+    # the third answer is cut under the threshold its call calibrated; a call calibrated
+    # otherwise (or with a fixed threshold) must judge it afresh: the cut is not kept
+    replies = [
+        answer(0.99, 0.99, 0.99, 0.99),
+        answer(0.99, 0.6, 0.6, 0.99),
+        answer(0.99, 0.5, 0.5, 0.5),
+    ]
+    backend = ScriptedBackend(lambda r: replies[r.iteration.subsample_index])
+    vote = {"strategy": MajorityVote(), "concurrency_budget": 3, "launch": "on_failure"}
+    async with Sampler(backend, cache=tmp_path / "c.sqlite", load_entrypoints=False) as sampler:
+        first = await sampler.sample(
+            "q", requirements=[min_confidence(window=2, warmup=2, keep=0.5)], seed=3, **vote
+        )
+        assert [a.stopped_early for a in first.attempts] == [False, False, True]
+        again = await sampler.sample(
+            "q", requirements=[min_confidence(window=2, warmup=2, keep=1.0)], seed=3, **vote
+        )
+    assert [a.cached for a in again.attempts] == [True, True, False]
+    assert backend.calls == 4  # the cut answer was asked again
