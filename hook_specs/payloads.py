@@ -18,10 +18,12 @@ from hook_specs.errors import ReadOnlyFieldError, exception_text
 from hook_specs.frozen import read_only
 from hook_specs.names import HookName
 from hook_specs.records import (
+    WHOLE,
     Attempt,
     CachedGeneration,
     Generation,
     Message,
+    Provenance,
     TokenLogprob,
     Usage,
     ValidationResult,
@@ -286,6 +288,11 @@ class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):
         default=False,
         description="Whether the generation was stopped before its end because the text so "
         "far already failed a requirement (a prefix check): `text` is what arrived.",
+    )
+    provenance: Provenance = Field(
+        default=WHOLE,
+        description="How the text came to be: whole; cut by a prefix check (which, and how "
+        "much was generated); cached (which entry); answered by a plugin (its name).",
     )
 
 

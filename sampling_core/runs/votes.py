@@ -19,7 +19,6 @@ from typing import Any
 
 from hook_specs.records import Attempt
 from sampling_core.runs.majk import Profile, profile_of, vote_profile
-from sampling_core.runs.rows import finished
 from sampling_core.strategies import MajorityVote, Strategy
 
 __all__ = [
@@ -27,6 +26,7 @@ __all__ = [
     "AnswerOf",
     "answer_entry",
     "count_votes",
+    "finished",
     "sample_votes",
     "voted_answer",
 ]
@@ -65,6 +65,14 @@ def answer_entry(attempt: Attempt, answer_of: AnswerOf | None = None) -> dict[st
     return {"value": answer_of(attempt.text), "right": attempt.passed}
 
 
+def finished(passed: bool, last_attempt: int, loop_budget: int | None) -> bool:
+    """Whether a subsample that made ``last_attempt`` attempts is a sample (pass@k's, and a
+    vote in maj@k): it passed, or it spent its ``loop_budget`` (every one, when the budget
+    is not known); else it was cut before it finished (a plugin's stop, a cancellation)
+    and is no sample, as one that never started is not."""
+    return passed or loop_budget is None or last_attempt >= loop_budget
+
+
 def count_votes(each: Iterable[Any], loop_budget: int | None = None) -> Profile | None:
     """The vote profile of a prompt's attempt entries (as a record keeps them); ``None``
     when a sample's answer is not known (no check compared one and the strategy does not
@@ -72,7 +80,7 @@ def count_votes(each: Iterable[Any], loop_budget: int | None = None) -> Profile 
     no sample, nor is one a rescore could not decide (``"not_known": true``, no pass), nor
     one whose answer was never said (stopped early: :data:`NOT_KNOWN`), nor, with
     ``loop_budget``, one cut before it passed or reached it (the samples pass@k counts:
-    :func:`~sampling_core.runs.rows.count_samples`)."""
+    :func:`~sampling_core.runs.record.count_samples`)."""
     final: dict[int, dict[str, Any]] = {}
     left_out: set[int] = set()
     for entry in each:
