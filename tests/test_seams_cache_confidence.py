@@ -76,6 +76,8 @@ async def test_a_cached_whole_answer_is_held_to_the_calls_calibrated_threshold(
     assert [a.passed for a in result.attempts] == [True, True, False]
     (reason,) = result.attempts[2].failure_reasons
     assert "token confidence" in reason
+    # it was whole when generated: failed, never "cut" (its provenance says so)
+    assert result.attempts[2].provenance.whole and not result.attempts[2].stopped_early
 
 
 async def test_a_confidence_scorer_ranks_cached_answers_as_it_ranked_them(

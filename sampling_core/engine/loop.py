@@ -359,12 +359,14 @@ class SamplingCall:
             tally.dropped()
             return None
         provenance = WHOLE
-        if stopped:  # a prefix check stopped it: that requirement is unmet
+        if stopped:  # a prefix check failed it: that requirement is unmet
             requirements = self.s.requirements
             validations = unmet_early(validations, stopped, requirements)
-            provenance = provenance_of(generation, stopped_names(stopped, requirements))
+        if stopped and generation.finish_reason == STOPPED_EARLY:  # and cut it short
+            provenance = provenance_of(generation, stopped_names(stopped, self.s.requirements))
         elif generation.answered_by is not None or type(generation) is not Generation:
-            provenance = provenance_of(generation)  # answered by a plugin, or the cache
+            # answered by a plugin, or the cache (whole: one the readers failed is not cut)
+            provenance = provenance_of(generation)
         if self.judged_after:  # no reader read it as it arrived: they read it whole now
             failed = judge_whole(readers_of(self.judged_after, self.after_notes), generation)
             if failed:  # whole, and below what the reader holds it to: unmet, not cut
