@@ -45,6 +45,18 @@ def model_named(generation: Generation | None) -> str:
     return f" of model {model!r}" if model else ""
 
 
+def _input_of_request(generation: Generation) -> int | None:
+    """The input tokens ``generation``'s request takes at the backend, when it says: the
+    backend's own reply says it in its usage; a cached answer in what it took when it was
+    generated (``cached_usage``: its usage counts no new tokens, 0 is not its request's
+    input); an answer another plugin made for the backend does not say."""
+    if generation.answered_by is None:
+        return generation.usage.input_tokens
+    if generation.cached:
+        return getattr(generation, "cached_usage", generation.usage).input_tokens
+    return None
+
+
 class RequestInputs:
     """One call's requests: the input tokens each takes, once known."""
 
@@ -66,14 +78,15 @@ class RequestInputs:
     def returned(self, iteration: int, generation: Generation) -> int | None:
         """The tokens a returned call spent, as far as known now (``None``: unknown).
 
-        A reply that says its input teaches the call the input of its request; a reply
-        stopped early that does not counts its output now and its input when the call
-        learns it (:meth:`unresolved`).
+        A reply that says its input teaches the call the input of its request (see
+        :func:`_input_of_request`); a reply stopped early that does not counts its output
+        now and its input when the call learns it (:meth:`at_end`).
         """
         request = self.in_flight.pop(iteration, None)
         usage = generation.usage
-        if usage.input_tokens is not None and request is not None:
-            self.known[request] = usage.input_tokens
+        taught = _input_of_request(generation)
+        if taught is not None and request is not None:
+            self.known[request] = taught
         if (
             usage.input_tokens is None
             and usage.output_tokens is not None

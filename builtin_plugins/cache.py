@@ -142,6 +142,7 @@ class ResponseCachePlugin:
                     latency_s=max(time.perf_counter() - began, 1e-9),
                     cached_usage=found.usage,
                     entry=found.entry,
+                    logprobs=found.logprobs,
                 )
         self._asked[id(payload)] = (key, identity)
         return None

@@ -19,6 +19,7 @@ from builtin_plugins.budget_guard import BudgetGuard, Totals
 from sampling_core import Sampler
 from sampling_core.backends import OpenAIBackend
 from sampling_core.requirements import max_words
+from sampling_core.strategies import MajorityVote
 
 pytestmark = pytest.mark.anyio
 
@@ -101,3 +102,33 @@ async def test_a_reply_without_a_model_is_never_called_model_none() -> None:
     assert refused.stop_reason == "stopped_by_plugin"
     reason = refusal(logs)
     assert "a reply did not report its tokens" in reason and "None" not in reason
+
+
+async def test_a_cached_answer_teaches_its_requests_input_as_it_was_generated(
+    tmp_path: Any,
+) -> None:
+    # A cache hit adds no new tokens (its usage is 0 in, 0 out), but the input its request
+    # takes is what it took when it was generated: a sibling of the same request (seed
+    # aside) stopped early counts that input, never the hit's 0.
+    def script(number: int, body: Any) -> Stream:
+        return Stream(streamed("ok") if number == 1 else streamed(*WORDS))
+
+    cache = tmp_path / "c.sqlite"
+    watching = guard()
+    ask: dict[str, Any] = {"seed": 1, "requirements": [max_words(3)]}
+    with ScriptedHTTPServer(script) as server:
+        backend = OpenAIBackend("m", base_url=server.base_url, api_key_env=None)
+        async with backend:
+            async with Sampler(backend, cache=cache, load_entrypoints=False) as first:
+                await first.sample("q", **ask)
+            async with Sampler(
+                backend, cache=cache, plugins=[watching], load_entrypoints=False
+            ) as sampler:
+                result = await sampler.sample(
+                    "q", strategy=MajorityVote(), concurrency_budget=2, **ask
+                )
+    hit, cut = result.attempts
+    assert hit.cached and cut.stopped_early and not cut.cached
+    assert watching.totals.unknown_tokens is None
+    # the hit: no new tokens; the cut one: its request's input (5) and four words
+    assert watching.totals.tokens == 5 + 4

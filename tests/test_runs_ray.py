@@ -256,3 +256,36 @@ async def test_the_response_cache_works_when_workers_share_the_drivers_filesyste
     with pytest.raises(ConfigError, match="does not see the driver's response cache"):
         await run_batch(config, tmp_path / "refused")
     assert not (tmp_path / "refused").exists() and snapshot(tmp_path / "run") == before
+
+
+@pytest.mark.anyio
+async def test_a_consensus_vote_replayed_from_the_cache_on_ray_is_the_local_runs(
+    ray_cluster: Path, tmp_path: Path
+) -> None:
+    """A vote that ends once settled, run locally into a cache, then on Ray from it: every
+    answer is a hit, and each prompt's pick, counts (never-started subsamples too) and
+    samples are the local run's; no subsample never started is counted as cached."""
+    dataset = write_dataset(tmp_path / "prompts.jsonl", 12)
+    cache = tmp_path / "responses.sqlite"
+    same: dict[str, Any] = {
+        "backend": {"kind": "scripted", "replies": ["7", "7", "3", "9", "7", "3", "3"]},
+        "strategy": {"name": "majority", "consensus": 1.0},
+        "budgets": {"concurrency_budget": 5, "launch": "on_failure"},
+    }
+    local = write_config(tmp_path / "local.yaml", dataset, run={"cache": str(cache)}, **same)
+    remote = write_config(tmp_path / "ray.yaml", dataset, run=on_ray(cache=str(cache)), **same)
+    await run_batch(local, tmp_path / "local")
+    await run_batch(remote, tmp_path / "ray")
+
+    def outcome(record: dict[str, Any]) -> tuple[Any, ...]:
+        attempts = record["attempts"]
+        counts = ("used", "cancelled", "not_started", "samples")
+        return (record["status"], record["text"], *(attempts[name] for name in counts))
+
+    before = {r["key"]: outcome(r) for r in records(tmp_path / "local")}
+    after = {r["key"]: r for r in records(tmp_path / "ray")}
+    assert {key: outcome(r) for key, r in after.items()} == before
+    assert any(r[4] for r in before.values())  # some prompts left subsamples unstarted
+    for record in after.values():
+        assert record["usage"]["cached"]["calls"] == record["attempts"]["used"]
+        assert all(entry["cached"] for entry in record["attempts"]["each"])

@@ -18,9 +18,10 @@ The file is an SQLite database in WAL mode: safe for concurrent calls (a connect
 cache, used from worker threads under a lock, so the event loop never waits on the disk)
 and for several processes (SQLite's own locking, with a generous busy timeout). A file
 that is not a samplehooks cache (damaged, or another program's database) is refused with
-one :class:`CacheError` naming it; one of an earlier format, whose keys crossed requests,
-is emptied. An entry is only ever returned for the identity it was stored under: entries
-never cross models.
+one :class:`CacheError` naming it; one of an earlier format (whose keys crossed requests,
+or whose answers lost their token log-probabilities) is emptied. An entry is only ever
+returned for the identity it was stored under: entries never cross models; a hit keeps the
+generation's token log-probabilities (``min_confidence`` and confidence scorers read them).
 """
 
 from __future__ import annotations
@@ -38,14 +39,14 @@ from pathlib import Path
 
 import anyio
 
-from hook_specs.records import Generation, Usage
+from hook_specs.records import Generation, TokenLogprob, Usage
 from sampling_core.backends.cache_keys import CacheError, cache_identity
 from sampling_core.errors import exception_text
 
 __all__ = ["CacheError", "CachedAnswer", "ResponseCache", "cache_identity", "probe_problem"]
 
 APPLICATION_ID = 0x53484B43  # "SHKC" in the SQLite header: this file is a samplehooks cache
-FORMAT = 2  # PRAGMA user_version
+FORMAT = 3  # PRAGMA user_version
 BUSY_TIMEOUT_S = 60.0  # how long a write waits for another process's
 
 _SCHEMA = (
@@ -53,11 +54,14 @@ _SCHEMA = (
     " entry TEXT PRIMARY KEY, key TEXT NOT NULL, cut_by TEXT NOT NULL,"  # '': a whole answer
     " identity TEXT NOT NULL, text TEXT NOT NULL, finish_reason TEXT, model TEXT,"
     " input_tokens INTEGER, output_tokens INTEGER,"  # NULL: the backend did not say
-    " cost_usd REAL, created TEXT NOT NULL)",
+    " cost_usd REAL, created TEXT NOT NULL,"
+    " logprobs TEXT)",  # JSON [[token, logprob, [[top, logprob], ...]], ...]; NULL: none
     "CREATE INDEX IF NOT EXISTS entries_by_key ON entries (key)",
     "CREATE TABLE IF NOT EXISTS probes (token TEXT PRIMARY KEY, created TEXT NOT NULL)",
 )
-_EARLIER_FORMATS = (1,)  # keys that crossed requests: their entries are dropped
+# 1: keys that crossed requests; 2: answers kept without their token log-probabilities
+# (a check or scorer that reads them failed on a hit). Their entries are dropped.
+_EARLIER_FORMATS = (1, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,7 @@ class CachedAnswer:
     finish_reason: str | None
     model: str | None
     usage: Usage
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 class ResponseCache:
@@ -149,7 +154,7 @@ class ResponseCache:
 
     def _upgrade(self) -> int:
         """Empty a cache of an earlier format (under the write lock) and make it this one's:
-        its keys left parts of the request out, so its entries may answer other requests."""
+        its entries may answer other requests (format 1) or lack what checks read (2)."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -210,16 +215,17 @@ class ResponseCache:
             with self._lock:
                 rows = self._db.execute(
                     "SELECT entry, cut_by, text, finish_reason, model, input_tokens,"
-                    " output_tokens, cost_usd FROM entries WHERE key = ? AND identity = ?"
+                    " output_tokens, cost_usd, logprobs FROM entries WHERE key = ? AND identity = ?"
                     " ORDER BY cut_by != '', created, entry",
                     (key, identity),
                 ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise self._failure(exc) from exc
-        for entry, cut_by, text, finish_reason, model, tokens_in, tokens_out, cost in rows:
+        for entry, cut_by, text, finish_reason, model, tokens_in, tokens_out, cost, probs in rows:
             if not cut_by or in_force.issuperset(json.loads(cut_by)):
                 usage = Usage(tokens_in, tokens_out, cost)
-                return CachedAnswer(entry, text, finish_reason, model, usage)
+                logprobs = None if probs is None else _logprobs_from(probs)
+                return CachedAnswer(entry, text, finish_reason, model, usage, logprobs)
         return None
 
     def put(
@@ -249,6 +255,7 @@ class ResponseCache:
             usage.output_tokens,
             usage.cost_usd,
             _now(),
+            None if generation.logprobs is None else _logprobs_text(generation.logprobs),
         )
         try:
             with self._lock:
@@ -336,7 +343,7 @@ def probe_problem(path: str | os.PathLike[str], token: str) -> str | None:
     return None if row is not None else f"{where} is another file than the driver's"
 
 
-_INSERT = "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT = "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _HELD = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another connection has the lock
 
 
@@ -347,3 +354,16 @@ def _code(exc: sqlite3.Error) -> int:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _logprobs_text(logprobs: tuple[TokenLogprob, ...]) -> str:
+    """A generation's token log-probabilities as the cache keeps them (JSON)."""
+    return json.dumps([[t.token, t.logprob, [list(pair) for pair in t.top]] for t in logprobs])
+
+
+def _logprobs_from(text: str) -> tuple[TokenLogprob, ...]:
+    """The token log-probabilities :func:`_logprobs_text` kept."""
+    return tuple(
+        TokenLogprob(token, logprob, tuple((alt, alt_logprob) for alt, alt_logprob in top))
+        for token, logprob, top in json.loads(text)
+    )

@@ -69,9 +69,12 @@ from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import (
     Failed,
     Flight,
+    call_notes,
+    judge_whole,
     prefixes_in_force,
     read_stream,
     read_stream_within,
+    readers_of,
     stopped_names,
     unmet_early,
 )
@@ -106,8 +109,11 @@ class SamplingCall:
     the subsample tasks, ``None`` while none runs)."""
 
     __slots__ = (
+        "after_notes",
+        "answered",
         "hooks",
         "json_schema",
+        "judged_after",
         "launcher",
         "prefix_checks",
         "prefix_notes",
@@ -132,7 +138,10 @@ class SamplingCall:
         self.wants_context = any(r.wants_context for r in settings.requirements)
         prefixes = prefixes_in_force(settings.requirements, settings.tokens.early_stop)
         self.prefixes = prefixes
-        self.prefix_notes = [{} for _ in prefixes]  # what the checks' readers keep per call
+        # what the checks' readers keep per call; the readers that judge what no reader read
+        self.prefix_notes, judged_after, self.after_notes = call_notes(
+            settings.requirements, prefixes
+        )
         self.scorer = settings.strategy.scorer  # scores every attempt (BestOfN, a weighted vote)
         if self.scorer is not None:
             self.wants_context = True
@@ -143,6 +152,10 @@ class SamplingCall:
         self.streams = bool(
             (prefixes or hooks.firing.generation_chunk) and can_stream(settings.backend)
         )
+        # iteration -> the backend's answer while generation_call wrappers are still at work
+        self.answered: dict[int, Generation] = {}
+        # every generation of a streamed call with prefix checks is read as it arrives
+        self.judged_after = () if self.streams and prefixes else judged_after
         if self.streams:
             self.tally.watch_streams()
 
@@ -346,12 +359,18 @@ class SamplingCall:
             tally.dropped()
             return None
         provenance = WHOLE
-        if stopped:  # a prefix check stopped it: that requirement is unmet
+        if stopped:  # a prefix check failed it: that requirement is unmet
             requirements = self.s.requirements
             validations = unmet_early(validations, stopped, requirements)
-            provenance = provenance_of(generation, stopped_names(stopped, requirements))
+        if stopped and generation.finish_reason == STOPPED_EARLY:  # and cut it short
+            provenance = provenance_of(generation, stopped_names(stopped, self.s.requirements))
         elif generation.answered_by is not None or type(generation) is not Generation:
-            provenance = provenance_of(generation)  # answered by a plugin, or the cache
+            # answered by a plugin, or the cache (whole: one the readers failed is not cut)
+            provenance = provenance_of(generation)
+        if self.judged_after:  # no reader read it as it arrived: they read it whole now
+            failed = judge_whole(readers_of(self.judged_after, self.after_notes), generation)
+            if failed:  # whole, and below what the reader holds it to: unmet, not cut
+                validations = unmet_early(validations, failed, self.s.requirements)
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             judged = self.hooks.validate(info, sent.messages, generation, validations)
             validations = judged if isinstance(judged, tuple) else await judged
@@ -427,6 +446,7 @@ class SamplingCall:
                         purpose,
                         answer,
                     )
+                    self.answered.pop(info.iteration, None)
                     if verdict:
                         stopped = verdict[0]
                 elif self.streams and not judging:
@@ -456,10 +476,15 @@ class SamplingCall:
             except StopSampling as stop:
                 if not began and retry == 0 and not judging:
                     self.tally.dropped()  # refused before its backend call: never in flight
+                answered = self._answered_before(info, firing.generation_call)
                 if firing.generation_cancelled:
-                    await self._cancelled(info, stop, began, retry, purpose)
+                    await self._cancelled(info, stop, began, retry, purpose, answered)
                 raise
             except Exception as exc:
+                if firing.generation_call and self.answered:  # answered, then a wrapper raised
+                    spent = self.answered.pop(info.iteration, None)
+                    if spent is not None:
+                        self.tally.count_usage(spent.usage)
                 if not began:  # generation_pre_call failed closed: no backend call began
                     if retry == 0 and not judging:
                         self.tally.dropped()  # never in flight
@@ -484,13 +509,14 @@ class SamplingCall:
                 await anyio.sleep(delay or 0.0)
                 continue
             except BaseException as exc:  # cancelled (or interrupted) while the backend worked
+                answered = self._answered_before(info, firing.generation_call)
                 if not began:  # ...or before its backend call began: never in flight
                     if retry == 0 and not judging:
                         self.tally.dropped()
-                elif not judging and not self.streams:
+                elif answered is None and not judging and not self.streams:
                     self.tally.cut()  # what it spent is unknown
                 if firing.generation_cancelled:
-                    await self._cancelled(info, exc, began, retry, purpose)
+                    await self._cancelled(info, exc, began, retry, purpose, answered)
                 raise
             if firing.generation_post_call:
                 pending = hooks.post_call(info, generation, retry, purpose)
@@ -512,10 +538,11 @@ class SamplingCall:
     ) -> Generation:
         """The innermost ``generation_call``: the backend's generation, or the answer of the
         plugin that answered for it (a ``Generation``, a string, or for a streamed call
-        chunks read as the backend's stream would be), named by ``answered_by``. A whole
-        one that arrives stopped early in a streamed call is read as a stream too (of no
-        chunks), so that the prefix checks judge it. A streamed answer's prefix verdict goes
-        into ``verdict``, for :meth:`_generate` to return."""
+        chunks read as the backend's stream would be), named by ``answered_by``. A
+        ``Generation`` answered in a streamed call with prefix checks in force (or one
+        stopped early) is read as a stream too (of no chunks), so that the prefix checks
+        judge it as they judge the backend's. A streamed answer's prefix verdict goes into
+        ``verdict``, for :meth:`_generate` to return."""
         streamed = self.streams and not judging
         if answer is None:
             if streamed:
@@ -530,7 +557,7 @@ class SamplingCall:
             if (
                 streamed
                 and isinstance(answer, Generation)
-                and answer.finish_reason == STOPPED_EARLY
+                and (answer.finish_reason == STOPPED_EARLY or self.prefixes)
             ):
                 reply, failed = await self._stream(info, request, Answered((answer,)), retry)
                 verdict.append(failed)
@@ -547,16 +574,36 @@ class SamplingCall:
         generation = as_generation(reply, ended - began)
         if answered_by is not None:
             generation.answered_by = answered_by
+        if not judging:  # until the wrappers around it return (see _answered_before)
+            self.answered[info.iteration] = generation
         return generation
 
+    def _answered_before(self, info: IterationInfo, wrapped: bool) -> Generation | None:
+        """The backend's answer to an attempt's call that ended without returning (a
+        wrapper still at work after the answer was cancelled, or raised): what it spent
+        is known, and counted as a cancelled attempt's spend (once)."""
+        answered = self.answered.pop(info.iteration, None) if wrapped else None
+        if answered is not None:
+            self.tally.count_answered(answered.usage)
+        return answered
+
     async def _cancelled(
-        self, info: IterationInfo, exc: BaseException, began: float, retry: int, purpose: str
+        self,
+        info: IterationInfo,
+        exc: BaseException,
+        began: float,
+        retry: int,
+        purpose: str,
+        answered: Generation | None = None,
     ) -> None:
         """Fire ``generation_cancelled`` for a backend call that began (its
-        ``generation_pre_call`` fired) and ends by ``exc`` without an answer or an error."""
+        ``generation_pre_call`` fired) and ends by ``exc`` without returning an answer
+        (``answered``: the one the backend gave, when wrappers were still at work)."""
         flight = self.tally.flights.get(info.iteration) if self.streams else None
         text, usage = None, UNKNOWN_USAGE
-        if flight is not None and flight.info is info:
+        if answered is not None:
+            text, usage = answered.text, answered.usage
+        elif flight is not None and flight.info is info:
             free = bool(getattr(self.s.backend, "free_of_charge", False))
             text, usage = flight.text, flight.spent(free)
         latency = time.perf_counter() - began if began else 0.0

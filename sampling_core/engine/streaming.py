@@ -41,6 +41,8 @@ __all__ = [
     "Flight",
     "Notes",
     "Prefixes",
+    "call_notes",
+    "judge_whole",
     "prefixes_in_force",
     "read_stream",
     "readers_of",
@@ -67,6 +69,36 @@ def prefixes_in_force(requirements: Sequence[Requirement], early_stop: bool) -> 
     return tuple(
         (i, r) for i, r in enumerate(requirements) if r.prefix is not None or r.reader is not None
     )
+
+
+def call_notes(
+    requirements: Sequence[Requirement], prefixes: Prefixes
+) -> tuple[Notes, Prefixes, Notes]:
+    """What a call's readers keep: the notes of ``prefixes`` (those that may stop a
+    generation), and the requirements with a ``reader`` with their notes (the same dicts).
+
+    A reader may judge what its requirement's whole check cannot (``min_confidence``
+    calibrated per call: the threshold is in the call's notes), so a generation no reader
+    read as it arrived (early stop off, a backend that does not stream) is read whole after
+    it arrived (:func:`judge_whole`), by these."""
+    kept: dict[int, dict[str, Any]] = {}
+    readers = tuple((i, r) for i, r in enumerate(requirements) if r.reader is not None)
+    return (
+        [kept.setdefault(i, {}) for i, _ in prefixes],
+        readers,
+        [kept.setdefault(i, {}) for i, _ in readers],
+    )
+
+
+def judge_whole(readers: Sequence[tuple[int, PrefixReader]], generation: Generation) -> Failed:
+    """The prefix checks that fail ``generation``, read whole, in one piece (with its
+    tokens' log-probabilities); when none fails, each reader is told it finished (a
+    calibrating reader learns from it)."""
+    failed = failing_readers(readers, generation.text, tuple(generation.logprobs or ()))
+    if not failed:
+        for _, reader in readers:
+            reader.finished(generation)
+    return failed
 
 
 def readers_of(prefixes: Prefixes, notes: Notes) -> list[tuple[int, PrefixReader]]:
@@ -133,15 +165,17 @@ async def read_stream(
     checks that failed (none when it ran to its end).
 
     Closing the stream early (a failed prefix) or on a cancellation closes the request. A
-    generation that arrives already stopped early (the response cache replaying one) is
-    judged by the prefix checks as if it had streamed, in one piece.
+    generation that arrives in one piece, with no chunk before it (a plugin answering for
+    the backend: the response cache replaying one, whole or stopped early), is judged by
+    the prefix checks as if it had streamed, in one piece, and a whole one they pass counts
+    as finished (a calibrating reader learns from it).
     """
     readers = readers_of(prefixes, notes) if prefixes else []
     async with aclosing(backend.stream(request)) as pieces:
         async for item in pieces:
             if isinstance(item, Generation):
-                if item.finish_reason == STOPPED_EARLY and readers:
-                    return item, failing_readers(readers, item.text, tuple(item.logprobs or ()))
+                if readers and (item.finish_reason == STOPPED_EARLY or not flight.chunks):
+                    return item, judge_whole(readers, item)  # arrived in one piece
                 for _, reader in readers:
                     reader.finished(item)
                 return item, ()

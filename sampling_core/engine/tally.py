@@ -327,6 +327,13 @@ class Tally:
         self.cancelled_spent = self.cancelled_spent + spent
         self.count_usage(spent)
 
+    def count_answered(self, usage: Usage) -> None:
+        """Count what a backend call spent that answered, when its attempt was cancelled
+        before the call returned (a ``generation_call`` wrapper still at work after its
+        answer): spent by a cancelled attempt, and known."""
+        self.cancelled_spent = self.cancelled_spent + usage
+        self.count_usage(usage)
+
     @property
     def not_started(self) -> int:
         """Subsamples that never started an attempt (the call was decided first)."""

@@ -17,7 +17,7 @@ from typing import Any
 from hook_specs.records import WHOLE, Attempt, Message, Provenance
 from sampling_core.engine.results import AttemptError
 from sampling_core.errors import exception_text
-from sampling_core.runs.votes import AnswerOf, answer_entry
+from sampling_core.runs.votes import AnswerOf, answer_entry, finished
 
 __all__ = [
     "AttemptEntry",
@@ -243,18 +243,23 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def count_samples(entries: Iterable[AttemptEntry]) -> tuple[int, int, int]:
+def count_samples(
+    entries: Iterable[AttemptEntry], loop_budget: int | None = None
+) -> tuple[int, int, int]:
     """``(n, c, u)`` of a prompt's attempts for pass@k: its subsamples that ended by passing
-    or by spending their budget (not by a backend error), how many of them passed, and how
-    many a rescore could not decide (an attempt not known and none passed: left out of
+    or by spending their budget (not by a backend error; with ``loop_budget``, not cut
+    before either: :func:`~sampling_core.runs.votes.finished`), how many of them passed, and
+    how many a rescore could not decide (an attempt not known and none passed: left out of
     ``n``)."""
     passed: set[int] = set()
     errored: set[int] = set()
     unknown: set[int] = set()
     seen: set[int] = set()
+    last: dict[int, int] = {}
     for entry in entries:
         index = entry.subsample
         seen.add(index)
+        last[index] = max(last.get(index, 0), entry.attempt)
         if entry.error is not None:
             errored.add(index)
         elif entry.passed:
@@ -262,5 +267,9 @@ def count_samples(entries: Iterable[AttemptEntry]) -> tuple[int, int, int]:
         elif entry.not_known:
             unknown.add(index)
     undecided = unknown - passed
-    ran = seen - (errored - passed) - undecided
+    ran = {
+        i
+        for i in seen - (errored - passed) - undecided
+        if finished(i in passed, last[i], loop_budget)
+    }
     return len(ran), len(passed & ran), len(undecided - (errored - passed))

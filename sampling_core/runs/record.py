@@ -160,7 +160,7 @@ class RunRecord:
             n, c = as_count(samples.get("ran")), as_count(samples.get("passed"))
             if n is not None and c is not None and c <= n:
                 return n, c, False, as_count(samples.get("not_known")) or 0
-        n, c, u = count_samples(self.entries())
+        n, c, u = count_samples(self.entries(), as_count(self.attempts.get("loop_budget")) or None)
         partial = any(note.startswith("attempts.each:") for note in self.capped)
         return n, c, partial, u
 

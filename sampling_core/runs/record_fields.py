@@ -35,10 +35,10 @@ def result_fields(result: SamplingResult, answer_of: AnswerOf | None = None) -> 
     prompt = next((a.messages for a in result.attempts if a.attempt == 1), None)
     entries = [AttemptEntry.of_attempt(a, prompt, answer_of) for a in result.attempts]
     entries += [AttemptEntry.of_error(e) for e in result.errors]
-    ran, passed, _ = count_samples(entries)
+    ran, passed, _ = count_samples(entries, result.loop_budget)
     each = [e.as_json() for e in entries]
     samples: dict[str, Any] = {"ran": ran, "passed": passed}
-    votes = count_votes(each)
+    votes = count_votes(each, result.loop_budget)
     if votes is not None:
         samples["votes"] = [list(group) for group in votes]
     return {

@@ -297,12 +297,13 @@ def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunRepor
     """The report of an indexed run (see :func:`build_report`)."""
     report = RunReport(summary_of(index), [], _read_config(index.run_dir))
     latest = "FROM latest JOIN rec USING (line)"
-    report.prompts, report.priced, report.priced_cost, report.failed_count = next(
+    report.prompts, report.priced, report.failed_count = next(
         index.query(
-            f"SELECT COUNT(*), COUNT(cost_usd), TOTAL(cost_usd), "
-            f"COUNT(*) FILTER (WHERE status != 'ok') {latest}"
+            f"SELECT COUNT(*), COUNT(cost_usd), COUNT(*) FILTER (WHERE status != 'ok') {latest}"
         )
     )
+    # what was spent: every own record's (a prompt sampled again spent on each record)
+    report.priced_cost = float(index.value("SELECT TOTAL(cost_usd) FROM rec WHERE own = 1"))
     report.failed = [
         row_from(values)
         for values in index.query(

@@ -43,8 +43,11 @@ from sampling_core.backends.base import GenerationRequest
 from sampling_core.engine.seeds import derive_seed
 from sampling_core.engine.streaming import (
     Failed,
+    Notes,
     Prefixes,
+    call_notes,
     failing_readers,
+    judge_whole,
     prefixes_in_force,
     readers_of,
     unmet_early,
@@ -111,6 +114,9 @@ async def rescore_record(
     prompt = _messages(item.prompt)
     requirements = [*how.requirements, *own]
     prefixes = prefixes_in_force(requirements, early_stop=True)
+    # the readers judge the attempts as the engine did, in the order they completed, with
+    # what they keep per call (min_confidence: a threshold calibrated from the first ones)
+    notes, judging, judging_notes = call_notes(requirements, prefixes)
     tally = Tally(sampling_id, how.strategy, how.selection, how.early_exit)
     if attempts.get("stop_reason") == "stopped_by_plugin":
         tally.stop(StopSampling())
@@ -124,28 +130,34 @@ async def rescore_record(
         options = dict(how.options)
         if seed is not None:
             options["seed"] = derive_seed(seed, index, number)
-        context = CheckContext(messages, item.row, info, options, _no_model)
+        generation = _generation(entry, text)  # a check may read it (its logprobs)
+        context = CheckContext(messages, item.row, info, options, _no_model, generation)
         validations = validate_all(requirements, text, context, how.check_timeout)
         if not isinstance(validations, tuple):
             validations = await validations
         if not entry.provenance.whole:  # only the start of what the model was writing
-            failed = _failing_prefix(prefixes, text, entry)
+            failed = _failing_prefix(prefixes, notes, generation)
             if failed:  # that requirement fails whatever followed
                 validations = unmet_early(validations, failed, requirements)
             else:  # deciding needs the text that was never generated
                 undecided.add((index, number))
                 validations = (*validations, ValidationResult(False, NOT_KNOWN, None, NOT_KNOWN))
+        elif judging:  # whole: the readers judge it as the engine would have, read whole
+            failed = judge_whole(readers_of(judging, judging_notes), generation)
+            if failed:
+                validations = unmet_early(validations, failed, requirements)
         tally.began()
-        tally.record(info, messages, _generation(entry, text), validations, entry.provenance)
+        # the strategy is the run's: its scorer's scores are the ones the run kept
+        tally.record(info, messages, generation, validations, entry.provenance, entry.score)
     result = tally.result(loop_budget, concurrency)
     fields = result_fields(result, voted_answer(how.strategy))
     each = fields["attempts"]["each"]
     for data in each:
         if (data["subsample"], data["attempt"]) in undecided:
             data["not_known"] = True
-    n, c, u = count_undecided(each)
+    n, c, u = count_undecided(each, loop_budget)
     samples: dict[str, Any] = {"ran": n, "passed": c, "not_known": u}
-    votes = count_votes(each)
+    votes = count_votes(each, loop_budget)
     if votes is not None:
         samples["votes"] = [list(group) for group in votes]
     errors = [e for e in attempts.get("each") or [] if isinstance(e, dict) and "error" in e]
@@ -167,27 +179,34 @@ async def rescore_record(
     return out
 
 
-def _failing_prefix(prefixes: Prefixes, text: str, entry: AttemptEntry) -> Failed:
-    """The prefix checks that fail the kept ``text`` of a cut attempt, read as one piece
-    (with its tokens' log-probabilities when the record kept them)."""
+def _failing_prefix(prefixes: Prefixes, notes: Notes, generation: Generation) -> Failed:
+    """The prefix checks that fail the kept text of a cut attempt, read as one piece (with
+    its tokens' log-probabilities when the record kept them)."""
     if not prefixes:
         return ()
-    readers = readers_of(prefixes, [{} for _ in prefixes])
-    logprobs = tuple(
+    readers = readers_of(prefixes, notes)
+    return failing_readers(readers, generation.text, tuple(generation.logprobs or ()))
+
+
+def kept_logprobs(entry: AttemptEntry) -> tuple[TokenLogprob, ...] | None:
+    """The token log-probabilities an attempt's entry kept, or ``None`` when it kept none
+    (the run did not ask for them)."""
+    if entry.logprobs is None:
+        return None
+    return tuple(
         TokenLogprob(
             str(p.get("token", "")),
             float(p.get("logprob", 0.0)),
             tuple((str(t[0]), float(t[1])) for t in p.get("top") or () if len(t) == 2),
         )
-        for p in entry.logprobs or ()
+        for p in entry.logprobs
     )
-    return failing_readers(readers, text, logprobs)
 
 
-def count_undecided(each: list[dict[str, Any]]) -> tuple[int, int, int]:
+def count_undecided(each: list[dict[str, Any]], loop_budget: int) -> tuple[int, int, int]:
     """``(n, c, u)`` of rescored entries (see :func:`~sampling_core.runs.record.count_samples`)."""
     entries = [e for e in map(AttemptEntry.read, each) if e is not None]
-    return count_samples(entries)
+    return count_samples(entries, loop_budget)
 
 
 def _messages(prompt: str | list[dict[str, Any]]) -> list[Message]:
@@ -205,6 +224,7 @@ def _generation(entry: AttemptEntry, text: str) -> Generation:
         model=entry.model,
         latency_s=entry.latency_s or 0.0,
         answered_by=entry.provenance.answered_by,
+        logprobs=kept_logprobs(entry),
     )  # (a cached attempt's first cost is in the record's usage.cached, kept as it is)
 
 

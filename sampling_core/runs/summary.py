@@ -209,14 +209,18 @@ def summary_of(index: RunIndex) -> RunSummary:
     summary.attempts_histogram = dict(
         index.query("SELECT attempts, COUNT(*) FROM latest JOIN rec USING (line) GROUP BY attempts")
     )
+    # what was spent: every own record's (a prompt sampled again by --retry-failed spent
+    # on each of its records); what came out: each prompt's latest record
     tokens = index.query(
-        "SELECT TOTAL(input_tokens), TOTAL(output_tokens) FROM latest JOIN rec USING (line)"
+        "SELECT TOTAL(input_tokens), TOTAL(output_tokens), "
+        "COUNT(DISTINCT key) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL), "
+        "TOTAL(cached_calls), TOTAL(cached_tokens) FROM rec WHERE own = 1"
     )
-    summary.input_tokens, summary.output_tokens = (int(t) for t in next(tokens))
-    unknown, cached_calls, cached_tokens, not_run_prompts, not_run, not_started, early, u = next(
+    tokens_in, tokens_out, unknown, cached_calls, cached_tokens = next(tokens)
+    summary.input_tokens, summary.output_tokens = int(tokens_in), int(tokens_out)
+    not_run_prompts, not_run, not_started, early, u = next(
         index.query(
-            "SELECT COUNT(*) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL), "
-            "TOTAL(cached_calls), TOTAL(cached_tokens), COUNT(*) FILTER (WHERE not_run > 0), "
+            "SELECT COUNT(*) FILTER (WHERE not_run > 0), "
             "TOTAL(not_run), TOTAL(not_started), TOTAL(stopped_early), TOTAL(not_known) "
             "FROM latest JOIN rec USING (line)"
         )

@@ -26,6 +26,7 @@ __all__ = [
     "AnswerOf",
     "answer_entry",
     "count_votes",
+    "finished",
     "sample_votes",
     "voted_answer",
 ]
@@ -64,12 +65,22 @@ def answer_entry(attempt: Attempt, answer_of: AnswerOf | None = None) -> dict[st
     return {"value": answer_of(attempt.text), "right": attempt.passed}
 
 
-def count_votes(each: Iterable[Any]) -> Profile | None:
+def finished(passed: bool, last_attempt: int, loop_budget: int | None) -> bool:
+    """Whether a subsample that made ``last_attempt`` attempts is a sample (pass@k's, and a
+    vote in maj@k): it passed, or it spent its ``loop_budget`` (every one, when the budget
+    is not known); else it was cut before it finished (a plugin's stop, a cancellation)
+    and is no sample, as one that never started is not."""
+    return passed or loop_budget is None or last_attempt >= loop_budget
+
+
+def count_votes(each: Iterable[Any], loop_budget: int | None = None) -> Profile | None:
     """The vote profile of a prompt's attempt entries (as a record keeps them); ``None``
     when a sample's answer is not known (no check compared one and the strategy does not
     vote) or there is no sample. A subsample whose backend call failed without a pass is
     no sample, nor is one a rescore could not decide (``"not_known": true``, no pass), nor
-    one whose answer was never said (stopped early: :data:`NOT_KNOWN`)."""
+    one whose answer was never said (stopped early: :data:`NOT_KNOWN`), nor, with
+    ``loop_budget``, one cut before it passed or reached it (the samples pass@k counts:
+    :func:`~sampling_core.runs.record.count_samples`)."""
     final: dict[int, dict[str, Any]] = {}
     left_out: set[int] = set()
     for entry in each:
@@ -92,6 +103,9 @@ def count_votes(each: Iterable[Any]) -> Profile | None:
     for index, entry in final.items():
         if index in left_out and not entry["passed"]:
             continue
+        number = entry.get("attempt") if isinstance(entry.get("attempt"), int) else 0
+        if not finished(entry["passed"], number, loop_budget):
+            continue  # cut before it finished: no sample
         answer = entry.get("answer")
         if not isinstance(answer, dict) or "value" not in answer:
             return None
@@ -110,4 +124,6 @@ def sample_votes(record: dict[str, Any]) -> Profile | None:
     samples = attempts.get("samples")
     if isinstance(samples, dict) and isinstance(samples.get("votes"), list):
         return profile_of(samples["votes"])
-    return count_votes(attempts.get("each") or [])
+    budget = attempts.get("loop_budget")
+    limit = budget if isinstance(budget, int) and not isinstance(budget, bool) else None
+    return count_votes(attempts.get("each") or [], limit)
