@@ -208,10 +208,12 @@ def test_module_level_sample_has_the_documented_signature():
         "early_stop",  # spending fewer tokens
         "launch",
         "stagger_s",
+        "ask_again",  # the response cache answers none of the call's requests (a retry asks)
     ]
     for function in (sample, sample_sync):
         parameters = inspect.signature(function).parameters
         assert list(parameters) == expected
+        assert parameters["ask_again"].default is False
         assert parameters["early_stop"].default is True
         assert parameters["launch"].default == "all"
         assert parameters["selection"].default == "first"
