@@ -48,7 +48,7 @@ import structlog
 from hook_specs import RunEndPayload, RunStartPayload, background, hookimpl
 from sampling_core.errors import exception_text
 from sampling_core.redaction import ScrubbedLogger, shown
-from sampling_core.runs.report import report_rows, write_report_json
+from sampling_core.runs.report import write_report
 
 __all__ = ["RUN_DIR_TAG", "RUN_ID_TAG", "MlflowExporter", "metrics_of", "status_of"]
 
@@ -119,7 +119,7 @@ class MlflowExporter:
         try:
             client = self._client()
             self._log_metrics(client, run_id, payload)
-            self._log_report(client, run_id, payload.run_dir)
+            self._log_report(client, run_id, payload)
             client.set_terminated(run_id, status=status_of(payload))
         except Exception as exc:
             self._problem("run_end", exc)
@@ -171,15 +171,16 @@ class MlflowExporter:
         metrics = [Metric(key, value, now, payload.session) for key, value in values.items()]
         client.log_batch(run_id, metrics=metrics)
 
-    def _log_report(self, client: Any, run_id: str, run_dir: str) -> None:
-        """The report (JSON and text) and the per-prompt table, as artifacts (written a row at
-        a time: the rows are never all in memory)."""
+    def _log_report(self, client: Any, run_id: str, payload: RunEndPayload) -> None:
+        """The report (JSON and text) and the per-prompt table, as artifacts, from the
+        payload: the run was read once at its end, and its rows are iterated from there (a
+        row at a time: they are never all in memory)."""
         with tempfile.TemporaryDirectory(prefix="samplehooks-mlflow-") as folder:
             out = Path(folder)
             with (out / "report.json").open("w", encoding="utf-8") as handle:
-                report = write_report_json(run_dir, handle)
-            (out / "report.txt").write_text(report.render() + "\n", encoding="utf-8")
-            write_table(out / "prompts.csv", (row.as_dict() for row in report_rows(run_dir)))
+                write_report(dict(payload.report), payload.rows, handle)
+            (out / "report.txt").write_text(payload.report_text + "\n", encoding="utf-8")
+            write_table(out / "prompts.csv", iter(payload.rows))
             client.log_artifacts(run_id, folder, artifact_path="samplehooks")
 
     def _problem(self, hook: str, exc: Exception) -> None:

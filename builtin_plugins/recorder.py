@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from hook_specs import (
+    Attempt,
     GenerationCallPayload,
     GenerationCancelledPayload,
     GenerationChunkPayload,
@@ -59,6 +60,7 @@ from hook_specs import (
 )
 from sampling_core.events.reading import EventFileError, read_events
 from sampling_core.redaction import one_json_line, refresh_environment, scrub_data
+from sampling_core.runs import AttemptEntry
 
 __all__ = ["DEFAULT_PATH", "EventFileError", "RecorderPlugin", "read_events"]
 
@@ -71,9 +73,8 @@ _ALWAYS: dict[str, Any] = {
     "sampling_validate": {"generation": {"raw"}},
     "sampling_iteration": {"generation": {"raw"}},
     "generation_post_call": {"generation": {"raw"}},
-    # the call's attempts, each by its identity, text and verdicts: their generations and
-    # prompts are in the call's sampling_iteration and generation events already
-    "sampling_loop_end": {"attempts": {"__all__": {"generation", "messages"}}},
+    # the loop end's attempts are written as a record's entries (EventLines.attempt): their
+    # prompts are in the call's generation events already
 }
 _CONTENT: dict[str, Any] = {
     "sampling_loop_start": {"messages": True},
@@ -94,17 +95,7 @@ _CONTENT: dict[str, Any] = {
         "failure_reasons": True,
         "validations": {"__all__": {"reason"}},
     },
-    "sampling_loop_end": {
-        "text": True,
-        "attempts": {
-            "__all__": {
-                "generation": True,
-                "messages": True,
-                "text": True,
-                "validations": {"__all__": {"reason"}},
-            }
-        },
-    },
+    "sampling_loop_end": {"text": True},  # and each attempt's text (EventLines.attempt)
     "generation_pre_call": {"messages": True},
     "generation_post_call": {"generation": {"raw", "text"}},
     "prompt_start": {"row": True},  # the dataset line holds the prompt
@@ -124,17 +115,39 @@ class EventLines:
     the noted events off in order, encodes them and appends them, under the file's lock.
     """
 
-    def __init__(self, path: Path, exclude: dict[str, Any]) -> None:
+    def __init__(self, path: Path, exclude: dict[str, Any], capture_content: bool = False) -> None:
         self.path = path
         self.exclude = exclude
+        self.capture_content = capture_content
         self.lines_written = 0
         self._noted: deque[tuple[str, float, Any]] = deque()
         self._lock = threading.Lock()
         self._file: IO[str] | None = None
 
     def dump(self, hook: str, payload: HookPayload) -> dict[str, Any]:
-        """The payload as JSON data, content left out as configured."""
-        return payload.model_dump(mode="json", exclude=self.exclude.get(hook), fallback=repr)
+        """The payload as JSON data, content left out as configured; the loop end's
+        attempts in the one JSON shape of an attempt (a run's records use it too)."""
+        exclude = self.exclude.get(hook)
+        if hook != "sampling_loop_end":
+            return payload.model_dump(mode="json", exclude=exclude, fallback=repr)
+        data = payload.model_dump(
+            mode="json", exclude={**(exclude or {}), "attempts": True}, fallback=repr
+        )
+        data["attempts"] = [self.attempt(a) for a in getattr(payload, "attempts", ())]
+        return data
+
+    def attempt(self, attempt: Attempt) -> dict[str, Any]:
+        """One attempt of a loop end as a record's entry shows it, without the messages it
+        sent (the call's generation events hold them) and, unless content is captured,
+        without its text and the checks' reasons."""
+        entry = AttemptEntry.of_attempt(attempt).as_json()
+        entry.pop("messages", None)
+        if not self.capture_content:
+            for name in ("text", "failed"):
+                entry.pop(name, None)
+            for verdict in entry.get("validations") or []:
+                verdict.pop("reason", None)
+        return entry
 
     def line(self, hook: str, when: float, data: dict[str, Any]) -> str:
         """One event's line (newline included)."""
@@ -209,7 +222,9 @@ class RecorderPlugin:
             capture_content = os.environ.get("SAMPLEHOOKS_TRACE_CONTENT", "").lower() in _TRUE
         refresh_environment()
         self.capture_content = capture_content
-        self.output = EventLines(Path(path), _ALWAYS if capture_content else _CONTENT)
+        self.output = EventLines(
+            Path(path), _ALWAYS if capture_content else _CONTENT, capture_content
+        )
         """The file, and the events noted for it and not yet written."""
         # A recorder enabled by name is never closed explicitly: what it noted is written
         # and its file closed when it goes away, or at interpreter exit.

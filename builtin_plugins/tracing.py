@@ -51,6 +51,7 @@ from hook_specs import (
 from hook_specs.records import count_passed, failure_reasons
 from sampling_core.errors import exception_text
 from sampling_core.redaction import ScrubbedLogger
+from sampling_core.runs import read_record
 
 __all__ = ["EVENT_NAMES", "LOGGER_NAME", "TracingPlugin"]
 
@@ -295,6 +296,7 @@ class TracingPlugin:
             input_tokens=payload.usage.input_tokens,
             output_tokens=payload.usage.output_tokens,
             stopped_early=payload.stopped_early,
+            provenance=payload.provenance.as_json(),
             **extra,
         )
 
@@ -368,18 +370,27 @@ class TracingPlugin:
 
     @hookimpl
     def prompt_end(self, payload: PromptEndPayload) -> None:
-        """Emit ``prompt.end``: the prompt's record is written."""
-        record = payload.record
-        attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
-        extra = {"reason": record.get("reason")} if self.capture_content else {}
+        """Emit ``prompt.end``: the prompt's record is written (read as every reader reads
+        one); ``failure_reason`` is its one failure label, the loop end's."""
+        record = read_record(payload.record)
+        if record is None:  # none was written: the session ended first ("interrupted")
+            raw = payload.record
+            self.logger.info(
+                "prompt.end",
+                prompt_key=payload.key,
+                session=payload.session,
+                status=raw.get("status"),
+                failure_reason=raw.get("reason"),
+            )
+            return
         self.logger.info(
             "prompt.end",
             prompt_key=payload.key,
             session=payload.session,
-            status=record.get("status"),
-            sampling_id=record.get("sampling_id"),
-            attempts=attempts.get("used"),
-            **extra,
+            status=record.status,
+            sampling_id=record.sampling_id,
+            attempts=record.count("used"),
+            failure_reason=record.reason,
         )
 
     @hookimpl

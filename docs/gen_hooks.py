@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 from hook_specs import PAYLOAD_TYPES, HookName, HookPayload, may_write, specs
-from hook_specs.records import Generation, IterationInfo, Usage, ValidationResult
+from hook_specs.records import Generation, IterationInfo, Provenance, Usage, ValidationResult
 
 OUTPUT = Path(__file__).with_name("hooks.md")
 
@@ -331,7 +331,7 @@ WRITABLE_NOTES: dict[str, str] = {
     ),
 }
 
-RECORDS = (Generation, Usage, ValidationResult, IterationInfo)
+RECORDS = (Generation, Usage, ValidationResult, IterationInfo, Provenance)
 
 INTRO = """\
 # Hook reference

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from hook_specs.names import HookName
 from hook_specs.payload_base import AttemptPayload, ObserveOnlyPayload
-from hook_specs.records import Generation, Message, Usage, ValidationResult
+from hook_specs.records import WHOLE, Generation, Message, Provenance, Usage, ValidationResult
 
 __all__ = ["SamplingIterationPayload", "SamplingRepairPayload", "SamplingValidatePayload"]
 
@@ -65,6 +65,11 @@ class SamplingIterationPayload(AttemptPayload, ObserveOnlyPayload):
         default=False,
         description="Whether the generation was stopped before its end because the text so "
         "far already failed a requirement (a prefix check): `text` is what arrived.",
+    )
+    provenance: Provenance = Field(
+        default=WHOLE,
+        description="How the text came to be: whole; cut by a prefix check (which, and how "
+        "much was generated); cached (which entry); answered by a plugin (its name).",
     )
 
 

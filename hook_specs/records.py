@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from pydantic import model_serializer
+
 Message = dict[str, Any]
 """One chat message: ``{"role": "user" | "assistant" | "system", "content": str}``."""
 
@@ -139,7 +141,107 @@ class CachedGeneration(Generation):
 
     cached_usage: Usage = ZERO_USAGE
     entry: str | None = None
+    """Which entry of the cache answered (its key), when the cache says."""
     cached: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """How an attempt's text came to be (it travels with the attempt: payloads, records,
+    trace, view).
+
+    ``stopped_by`` names the requirements whose prefix check cut the generation short
+    (empty: the text is whole, as the model ended it); then ``chars`` and ``tokens`` say how
+    much was generated (tokens ``None`` when unknown). ``cached`` says the response cache
+    answered (``cache_entry`` names the entry when the cache says which); ``answered_by``
+    names the plugin that answered instead of the backend. A cut generation replayed from
+    the cache is both cut and cached.
+    """
+
+    stopped_by: tuple[str, ...] = ()
+    chars: int | None = None
+    tokens: int | None = None
+    cached: bool = False
+    cache_entry: str | None = None
+    answered_by: str | None = None
+
+    @property
+    def whole(self) -> bool:
+        """Whether the text is all the model would have written (no check cut it)."""
+        return not self.stopped_by
+
+    @property
+    def kind(self) -> str:
+        """``"stopped_early"``, ``"cached"``, ``"plugin"`` or ``"whole"`` (the first that
+        holds, in that order)."""
+        if self.stopped_by:
+            return "stopped_early"
+        if self.cached:
+            return "cached"
+        return "plugin" if self.answered_by is not None else "whole"
+
+    @model_serializer
+    def as_json(self) -> dict[str, Any]:
+        """As JSON data: ``kind`` and the facts that hold (what records, payload dumps and
+        the trace write: pydantic serialises it so)."""
+        data: dict[str, Any] = {"kind": self.kind}
+        if self.stopped_by:
+            data.update(stopped_by=list(self.stopped_by), chars=self.chars, tokens=self.tokens)
+        if self.cached:
+            data["cached"] = True
+            if self.cache_entry is not None:
+                data["cache_entry"] = self.cache_entry
+        if self.answered_by is not None:
+            data["answered_by"] = self.answered_by
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, *, cut: bool = False, cached: bool = False) -> Provenance:
+        """Read :meth:`as_json`'s data leniently (a field of the wrong type is left out);
+        ``cut`` / ``cached``: what an older record said with its ``stopped_early`` and
+        ``cached`` flags alone (the check that cut it is then not known: ``"?"``)."""
+        if not isinstance(data, dict):
+            data = {}
+        names = data.get("stopped_by")
+        stopped = tuple(str(n) for n in names) if isinstance(names, list) else ()
+        if cut and not stopped:
+            stopped = ("?",)
+        entry = data.get("cache_entry")
+        plugin = data.get("answered_by")
+        return cls(
+            stopped,
+            _count(data.get("chars")),
+            _count(data.get("tokens")),
+            data.get("cached") is True or cached,
+            entry if isinstance(entry, str) else None,
+            plugin if isinstance(plugin, str) else None,
+        )
+
+
+WHOLE = Provenance()
+"""The provenance of a text the backend generated whole (most attempts: shared, never copied)."""
+
+
+def provenance_of(generation: Generation, stopped_by: tuple[str, ...] = ()) -> Provenance:
+    """The provenance of an attempt whose generation is ``generation`` and whose prefix
+    checks named ``stopped_by`` cut short (:data:`WHOLE` when nothing is to be said)."""
+    cached = generation.cached
+    plugin = generation.answered_by
+    if not stopped_by and not cached and plugin is None:
+        return WHOLE
+    entry = generation.entry if isinstance(generation, CachedGeneration) else None
+    return Provenance(
+        stopped_by,
+        len(generation.text) if stopped_by else None,
+        generation.usage.output_tokens if stopped_by else None,
+        cached,
+        entry if isinstance(entry, str) else None,
+        plugin,
+    )
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -226,6 +328,8 @@ class Attempt:
     validations: tuple[ValidationResult, ...]
     passed: bool
     messages: list[Message] = field(repr=False, default_factory=list)
+    provenance: Provenance = WHOLE
+    """How its text came to be: whole, cut by a prefix check, cached, answered by a plugin."""
     scored: float | None = None
     """The strategy's scorer's score (``BestOfN(scorer=...)``, ``MajorityVote(weight=...)``),
     when it has one; then it is also :attr:`score`."""

@@ -104,3 +104,20 @@ class RunEndPayload(RunPayload):
         default=None, description="The fatal error that ended the session, if one did."
     )
     elapsed_s: float = Field(description="Wall time of this session, in seconds.")
+    report: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The run's report as `samplehooks report --json` gives it, without its "
+        "`prompts` (iterate `rows` for those): `totals`, `pass_at_k`, `pass_hat_k`, `retries`, "
+        "... (empty when the run directory could not be read).",
+    )
+    report_text: str = Field(
+        default="", description="The same report as text, as `samplehooks report` prints it."
+    )
+    rows: Any = Field(
+        default=(),
+        exclude=True,
+        description="Each prompt's row of the report (its latest record: what `report --json` "
+        "lists under `prompts`), as a dict, read as they are iterated from the index the run "
+        "was read into once at its end (iterate it during `run_end`; never written by the "
+        "recorder).",
+    )

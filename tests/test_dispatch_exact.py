@@ -11,7 +11,7 @@ import pytest
 from engine_helpers import events_of, starts_ok, strict
 
 from hook_specs import HookName, hookimpl
-from hook_specs.records import Generation, Usage, ValidationResult
+from hook_specs.records import WHOLE, Generation, Usage, ValidationResult
 from sampling_core import BudgetError, Sampler, ScriptedBackend
 from sampling_core.testing import HookRecorder
 
@@ -83,6 +83,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
                 "usage": Usage(1, 2, 0.25),
                 "cached": False,
                 "stopped_early": False,
+                "provenance": WHOLE,
             },
         ),
         (
@@ -134,6 +135,7 @@ async def test_each_attempt_payload_holds_exactly_what_the_attempt_did():
                 "usage": Usage(3, 2, 0.5),
                 "cached": False,
                 "stopped_early": False,
+                "provenance": WHOLE,
             },
         ),
     ]

@@ -88,7 +88,7 @@ async def test_a_stop_names_the_plugin_that_stopped_the_call() -> None:
     end = loop_end(seen)
     assert identities(end.attempts) == [(0, 1, 1, 1, "a", False)]
     assert (end.stop_reason, end.picked) == ("stopped_by_plugin", 1)
-    assert end.failure_reason == "stopped by plugin cost-cap"
+    assert end.failure_reason == "stopped by plugin cost-cap: enough"  # its reason kept
 
 
 async def test_a_stop_at_loop_start_has_no_attempt_and_no_pick() -> None:
@@ -97,7 +97,7 @@ async def test_a_stop_at_loop_start_has_no_attempt_and_no_pick() -> None:
     await strict(backend, StopAtStart(), seen).sample("q", requirements=[never])
     end = loop_end(seen)
     assert (end.attempts, end.picked, end.iterations_used, backend.calls) == ([], None, 0, 0)
-    assert end.failure_reason == "stopped by plugin StopAtStart"
+    assert end.failure_reason == "stopped by plugin StopAtStart: not today"
 
 
 class Breaker:

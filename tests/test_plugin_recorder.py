@@ -80,24 +80,32 @@ def test_the_loop_end_line_holds_every_attempt_the_pick_and_why_it_failed(
     with recorder:
         s.sample_sync("q", requirements=[Requirement("no secrets", fails)], loop_budget=2)
     (end,) = [e["payload"] for e in lines(path) if e["hook"] == "sampling_loop_end"]
-    verdict = {"passed": False, "score": 0.5, "requirement": "no secrets", "answer": None}
-    expected = [
+    verdict = {"requirement": "no secrets", "passed": False, "score": 0.5}
+    expected = [  # the one JSON shape of an attempt, as a record's entry
         {
-            "subsample_index": 0,
+            "subsample": 0,
             "attempt": number,
             "iteration": number,
             "sequence": number,
             "passed": False,
-            "validations": [verdict],
-            "scored": None,  # no scorer
+            "input_tokens": 1,
+            "output_tokens": 1,
+            "cost_usd": None,
+            "finish_reason": "stop",
+            "model": "scripted",
+            "provenance": {"kind": "whole"},  # how its text came to be
+            "unmet": ["no secrets"],
+            "validations": [verdict],  # no "score": no scorer scored it
         }
         for number in (1, 2)
     ]
     if capture_content:
         for row, text in zip(expected, ("SECRET-A", "SECRET-B"), strict=True):
             row["text"] = text
+            row["failed"] = [f"SECRET-REASON {text}"]
             row["validations"] = [{**verdict, "reason": f"SECRET-REASON {text}"}]
-    assert end["attempts"] == expected  # no generation, no prompt: other events hold them
+    assert all(isinstance(a.pop("latency_s"), float) for a in end["attempts"])
+    assert end["attempts"] == expected  # no prompt: the generation events hold it
     assert end["picked"] == 1  # the best score: a tie, so the first
     assert end["failure_reason"] == "unmet requirements: no secrets"
     assert ("SECRET" in path.read_text()) is capture_content

@@ -122,16 +122,16 @@ async def test_a_resume_announces_only_what_it_runs_and_says_what_was_done(
 async def test_a_fatal_error_still_ends_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = RecordWriter.append
+    real = RecordWriter.append_sized
     appended: list[str] = []
 
-    def failing(self: RecordWriter, record: dict[str, Any]) -> dict[str, Any]:
+    def failing(self: RecordWriter, record: dict[str, Any]) -> tuple[dict[str, Any], int]:
         if len(appended) == 3:
             raise OSError(28, "No space left on device")
         appended.append(record["key"])
         return real(self, record)
 
-    monkeypatch.setattr(RecordWriter, "append", failing)
+    monkeypatch.setattr(RecordWriter, "append_sized", failing)
     dataset = write_dataset(tmp_path / "data.jsonl", 6)
     config = write_config(tmp_path / "run.yaml", dataset, run={"max_concurrent_prompts": 1})
     seen = HookRecorder()
@@ -328,12 +328,12 @@ async def test_run_end_fires_when_the_report_cannot_be_read(
 ) -> None:
     from structlog.testing import capture_logs
 
-    import sampling_core.runs.run_hooks as run_hooks
+    from sampling_core.runs.run_reading import RunReading
 
-    def unreadable(path: Any) -> Any:
+    def unreadable(self: Any) -> Any:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(run_hooks, "build_report", unreadable)
+    monkeypatch.setattr(RunReading, "report", unreadable)
     dataset = write_dataset(tmp_path / "data.jsonl", 2)
     seen = HookRecorder()
     with capture_logs() as logs:

@@ -51,7 +51,7 @@ def comparable(run_dir: Path) -> dict[str, Any]:
         record["usage"].pop("latency_s", None)
         for attempt in record["attempts"].get("each", []):
             # which subsample's attempt ends first is the scheduler's choice (trio's varies)
-            for varies in ("latency_s", "subsample", "sequence"):
+            for varies in ("latency_s", "subsample", "sequence", "iteration"):
                 attempt.pop(varies, None)
         assert record["key"] not in out, f"{record['key']} has two records"
         out[record["key"]] = record

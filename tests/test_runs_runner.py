@@ -144,7 +144,8 @@ async def test_the_summary_counts_attempts_tokens_and_reasons(tmp_path: Path) ->
     assert summary.top_reasons == [("contains 'zebra'", 1)]
     failed = next(r for r in records(tmp_path / "out") if r["status"] == "failed")
     assert failed["failed_requirements"] == ["contains 'zebra'"]
-    assert failed["reason"] == "The answer must contain 'zebra'."
+    assert failed["reason"] == "unmet requirements: contains 'zebra'"  # the one failure label
+    assert failed["attempts"]["each"][-1]["failed"] == ["The answer must contain 'zebra'."]
     text = summary.render()
     assert "4 of 4 prompts done (complete)" in text
     assert "success rate: 75.0%" in text and "Tokens:" in text and "Wall time:" in text

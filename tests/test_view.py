@@ -16,6 +16,7 @@ from builtin_plugins.recorder import RecorderPlugin
 from sampling_core import Sampler, ScriptedBackend, view
 from sampling_core.events.attempts import read_calls
 from sampling_core.requirements.checks import max_words
+from sampling_core.runs.record import read_record
 from sampling_core.view import build_page, run_data
 from sampling_core.view.timeline import lanes_from_call, lanes_from_record
 
@@ -80,6 +81,8 @@ async def test_events_show_the_attempts_an_early_exit_cancelled(tmp_path: Path) 
 
 def test_records_alone_show_a_subsample_cut_short_as_cancelled() -> None:
     record = {
+        "key": "p",
+        "status": "ok",
         "attempts": {
             "used": 2,
             "cancelled": 1,
@@ -89,9 +92,9 @@ def test_records_alone_show_a_subsample_cut_short_as_cancelled() -> None:
                 {"subsample": 1, "attempt": 1, "passed": False, "failed": ["too long"]},
                 {"subsample": 2, "attempt": 1, "passed": False, "error": "BackendError: 500"},
             ],
-        }
+        },
     }
-    lanes = lanes_from_record(record)
+    lanes = lanes_from_record(read_record(record))
     assert [[s["outcome"] for s in lane["steps"]] for lane in lanes] == [
         ["passed"],
         ["failed", "cancelled"],
@@ -158,8 +161,10 @@ def test_view_takes_at_most_two_runs(tmp_path: Path) -> None:
 
 
 def test_a_scored_attempt_shows_its_score() -> None:
-    record = {"attempts": {"each": [{"subsample": 0, "attempt": 1, "passed": True, "score": 0.75}]}}
-    (lane,) = lanes_from_record(record)
+    each = [{"subsample": 0, "attempt": 1, "passed": True, "score": 0.75}]
+    (lane,) = lanes_from_record(
+        read_record({"key": "p", "status": "ok", "attempts": {"each": each}})
+    )
     assert lane["steps"][0]["score"] == 0.75
     assert "score ${fmt(st.score, 3)}" in (Path(view.__file__).parent / "template.html").read_text()
 

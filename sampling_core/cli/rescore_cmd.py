@@ -14,9 +14,10 @@ from sampling_core.cli.sample_cmd import REQUIRE_HELP
 from sampling_core.errors import exception_text
 from sampling_core.kinds import KindError, collect_kinds
 from sampling_core.runs import RunError, rescore_sync
-from sampling_core.runs.report import build_report
+from sampling_core.runs.index import RunIndex
+from sampling_core.runs.report import report_of
 from sampling_core.runs.runner import default_log
-from sampling_core.view import build_page
+from sampling_core.view.page import indexed_page_data, render_page
 
 __all__ = ["VIEW_FILE", "rescore_command"]
 
@@ -63,6 +64,18 @@ def rescore_command(
     except (UsageError, KindError) as exc:
         fail(exception_text(exc))
     argv = ["samplehooks", *sys.argv[1:]] if sys.argv[1:2] == ["rescore"] else None
+    shown: list[str] = []
+    page = out / VIEW_FILE
+    problem: list[str] = []
+
+    def show(index: RunIndex) -> None:
+        """The report and the page, from the index the new run was read into once."""
+        shown.append(report_of(index).render())
+        try:
+            page.write_text(render_page(indexed_page_data([index])), encoding="utf-8")
+        except (OSError, RunError) as exc:
+            problem.append(exception_text(exc))
+
     try:
         with logs_to_stderr():
             rescore_sync(
@@ -73,14 +86,11 @@ def rescore_command(
                 kinds=kinds,
                 argv=argv,
                 log=default_log,
+                with_index=show,
             )
     except RunError as exc:
         fail(exception_text(exc))
-    page = out / VIEW_FILE
-    try:
-        page.write_text(build_page([out]), encoding="utf-8")
-    except (OSError, RunError) as exc:
-        why = exception_text(exc)
-        fail(f"the rescored run is in {out}, but its page could not be written: {why}", 1)
-    typer.echo(build_report(out).render())
+    if problem:
+        fail(f"the rescored run is in {out}, but its page could not be written: {problem[0]}", 1)
+    typer.echo("\n".join(shown))
     typer.echo(f"wrote {out} (view: {page})")

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from sampling_core.engine.results import SamplingResult
 from sampling_core.redaction import printable
+from sampling_core.runs.record import AttemptEntry
 
 __all__ = ["attempts_table", "print_report", "result_as_dict"]
 
@@ -37,9 +38,10 @@ def attempts_table(result: SamplingResult, width: int = 80) -> Table:
                 "yes" if a.passed else "no",
                 f"{a.latency_s * 1000:.0f} ms",
                 "cached"
-                if a.cached
+                if a.provenance.cached
                 else f"{_count(usage.input_tokens)}/{_count(usage.output_tokens)}",
-                ("✂ " if a.stopped_early else "") + printable(a.text.strip().replace("\n", " ")),
+                ("✂ " if not a.provenance.whole else "")
+                + printable(a.text.strip().replace("\n", " ")),
             )
         )
     widths = [
@@ -90,16 +92,19 @@ def print_report(err: Console, result: SamplingResult) -> None:
 
 def result_as_dict(result: SamplingResult) -> dict[str, Any]:
     """The result as plain JSON data (what ``sample --json`` prints)."""
+    prompt = next((a.messages for a in result.attempts if a.attempt == 1), None)
     return {
         "success": result.success,
         "text": result.text,
         "stop_reason": result.stop_reason,
+        "failure_reason": result.failure_reason,
         "sampling_id": result.sampling_id,
         "strategy": result.strategy_name,
         "loop_budget": result.loop_budget,
         "concurrency_budget": result.concurrency_budget,
         "iterations_used": result.iterations_used,
         "cancelled": result.cancelled,
+        "cancelled_because": result.cancelled_because,
         "not_started": result.not_started,
         "elapsed_s": result.elapsed_s,
         "usage": {
@@ -115,31 +120,8 @@ def result_as_dict(result: SamplingResult) -> dict[str, Any]:
                 "output_tokens": result.cancelled_usage.output_tokens,
             },
         },
-        "attempts": [
-            {
-                "iteration": a.iteration,
-                "subsample_index": a.subsample_index,
-                "attempt": a.attempt,
-                "sequence": a.sequence,
-                "passed": a.passed,
-                "stopped_early": a.stopped_early,
-                "latency_s": a.latency_s,
-                "input_tokens": a.generation.usage.input_tokens,
-                "output_tokens": a.generation.usage.output_tokens,
-                "finish_reason": a.generation.finish_reason,
-                "model": a.generation.model,
-                "cached": a.cached,
-                "text": a.text,
-                "validations": [
-                    {
-                        "requirement": v.requirement,
-                        "passed": v.passed,
-                        "reason": v.reason,
-                        "score": v.score,
-                    }
-                    for v in a.validations
-                ],
-            }
+        "attempts": [  # the one JSON shape of an attempt: as in a record's attempts.each
+            AttemptEntry.of_attempt(a, prompt).as_json()
             for a in sorted(result.attempts, key=lambda a: a.sequence)
         ],
         "errors": [str(error) for error in result.errors],

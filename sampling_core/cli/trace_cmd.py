@@ -67,6 +67,7 @@ _SHOWN = (
     "outcome",
     "stopped_early",
     "chunks",
+    "provenance",
 )
 """An attempt's fields in ``--json`` (``t_s`` follows)."""
 
@@ -138,16 +139,34 @@ def _add_kept_texts(file: Path, timelines: list[RecordedCall]) -> None:
     kept = file.parent / TEXTS_FILE
     if not wanted or not kept.is_file():
         return
+    damaged: list[int] = []
     try:
-        found = texts_of_calls(kept, wanted)
+        found = texts_of_calls(kept, wanted, on_bad=lambda number, why: damaged.append(number))
     except RunError as exc:  # the file cannot be read
         fail(exception_text(exc))
     for timeline in timelines:
-        texts = found.get(timeline.sampling_id, {})
+        texts = found.get(timeline.sampling_id)
+        if texts is None:  # no line of texts.jsonl is this call's: say why
+            timeline.texts_note = _no_texts(kept, damaged)
+            continue
         for row in timeline.rows():
             whole = texts.get((row.subsample_index, row.attempt))
             if row.text is None and whole is not None:
                 row.text = whole["text"]
+
+
+def _no_texts(kept: Path, damaged: list[int]) -> str:
+    """Why a call's texts are not shown although ``kept`` (``texts.jsonl``) is there."""
+    if damaged:
+        lines = ", ".join(map(str, damaged[:5])) + (", ..." if len(damaged) > 5 else "")
+        return (
+            f"(not readable: {kept} has {len(damaged)} damaged line(s) (line {lines}); this "
+            "call's texts are not on any readable line)"
+        )
+    return f"(not kept: {kept} holds no line for this call)"
+
+
+NO_TEXTS = "(not kept: the recorder left content out, and no texts.jsonl beside the file)"
 
 
 def _print_texts(console: Console, timeline: RecordedCall) -> None:
@@ -158,7 +177,7 @@ def _print_texts(console: Console, timeline: RecordedCall) -> None:
             f"  [bold]subsample {row.subsample_index}, attempt {row.attempt}[/]",
             highlight=False,
         )
-        shown = "(not kept: the recorder left content out, and no texts.jsonl beside the file)"
+        shown = timeline.texts_note or NO_TEXTS
         text = printable(row.text, lines=True) if row.text is not None else shown
         console.print(escape(text), highlight=False)
 
@@ -234,10 +253,17 @@ def _print_call(console: Console, timeline: RecordedCall) -> None:
 
 def _note(row: RecordedAttempt) -> str:
     notes = [] if row.outcome == "completed" else [row.outcome]
+    seen = row.provenance or {}
     if row.stopped_early:
-        notes.append(f"stopped early ({row.chunks} chunks)" if row.chunks else "stopped early")
+        by = seen.get("stopped_by")
+        note = "stopped early" + (f" by {', '.join(map(str, by))}" if isinstance(by, list) else "")
+        notes.append(f"{note} ({row.chunks} chunks)" if row.chunks else note)
     elif row.state == "cancelled" and row.chunks:
         notes[-1] += f" after {row.chunks} chunks"
+    if seen.get("cached"):
+        notes.append("cached")
+    if isinstance(seen.get("answered_by"), str):
+        notes.append(f"answered by {seen['answered_by']}")
     if row.retries:
         notes.append(f"{row.retries} transport {'retry' if row.retries == 1 else 'retries'}")
     return ", ".join(notes)

@@ -40,10 +40,12 @@ from hook_specs.names import HookName as H
 from hook_specs.records import (
     STOPPED_EARLY,
     UNKNOWN_USAGE,
+    WHOLE,
     Attempt,
     Generation,
     IterationInfo,
     Message,
+    provenance_of,
 )
 from sampling_core.backends.base import (
     Answered,
@@ -70,6 +72,7 @@ from sampling_core.engine.streaming import (
     prefixes_in_force,
     read_stream,
     read_stream_within,
+    stopped_names,
     unmet_early,
 )
 from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
@@ -111,7 +114,6 @@ class SamplingCall:
         "prefixes",
         "s",
         "scorer",
-        "stopped_by",
         "streams",
         "tally",
         "wants_context",
@@ -142,8 +144,7 @@ class SamplingCall:
             (prefixes or hooks.firing.generation_chunk) and can_stream(settings.backend)
         )
         if self.streams:
-            self.tally.flights = {}
-            self.stopped_by: dict[int, Failed] = {}  # iteration -> prefixes that stopped it
+            self.tally.watch_streams()
 
     # -- the call -----------------------------------------------------------------------
 
@@ -161,7 +162,10 @@ class SamplingCall:
                     await self._run_subsamples()
                 if self.tally.fatal is not None:
                     raise self.tally.fatal
-                result = self.tally.result(self.s, self.hooks.faults)
+                s = self.s  # the pick (as _result, written out: one call less per call)
+                result = self.tally.result(
+                    s.loop_budget, s.concurrency_budget, s.format, self.hooks.faults, s.backend
+                )
         except BaseException as exc:
             if self.hooks.firing.sampling_loop_end:
                 with anyio.CancelScope(shield=True):
@@ -215,24 +219,29 @@ class SamplingCall:
         except StopSampling as stop:
             self.tally.stop(stop)
 
+    def _result(self) -> SamplingResult:
+        """The tally's result under the call's settings (the pick, once the work is done)."""
+        s = self.s
+        return self.tally.result(
+            s.loop_budget, s.concurrency_budget, s.format, self.hooks.faults, s.backend
+        )
+
     async def _work(self) -> SamplingResult:
         """The call's subsamples, then its pick: what ``sampling_call`` wraps."""
         if not self.tally.stopped:
             await self._run_subsamples()
         if self.tally.fatal is not None:
             raise self.tally.fatal
-        return self.tally.result(self.s, self.hooks.faults)
+        return self._result()
 
     def _run_subsamples(self) -> Awaitable[None]:
         """The subsamples: a lone one in the caller's task (its own coroutine, awaited by
         :meth:`_work`, no other), several in tasks the call owns."""
         count = self.s.concurrency_budget
-        self.tally.current_attempt = [0] * count
-        if self.tally.votes_early:
-            self.tally.ended = [False] * count
         if count == 1:
             # One subsample has no sibling to cancel or to be cancelled by: it runs in the
             # caller's task (and restores the caller's context variables when it ends).
+            self.tally.open_subsamples(1, None)
             return self._subsample(0)
         return self._in_tasks(count)
 
@@ -242,7 +251,8 @@ class SamplingCall:
         if tokens.launch != "all":
             self.launcher = Launcher(tokens.launch, tokens.stagger_s, count)  # type: ignore[arg-type]
             subsample = self._launched
-        tasks = self.tally.tasks = subsample_tasks(count)
+        tasks = subsample_tasks(count)
+        self.tally.open_subsamples(count, tasks)
         try:
             await tasks.run(subsample, count)
         except BaseExceptionGroup as group_error:
@@ -312,9 +322,9 @@ class SamplingCall:
         """Generate, check, record and announce one attempt; ``None`` if its backend failed."""
         tally = self.tally
         try:
-            generation, sent = await self._generate(info, messages)
+            generation, sent, stopped = await self._generate(info, messages)
         except _BackendFailed:
-            tally.in_flight -= 1
+            tally.dropped()
             return None
         context = None
         if self.wants_context:  # what the model was asked, as plugins left it
@@ -333,12 +343,15 @@ class SamplingCall:
             if not isinstance(validations, tuple):
                 validations = await validations  # an async check
         except CheckCallFailed:  # a judge's backend failed for good (kept in errors)
-            tally.in_flight -= 1
+            tally.dropped()
             return None
-        if self.streams:
-            stopped = self.stopped_by.pop(info.iteration, None)
-            if stopped is not None:  # a prefix check stopped it: that requirement is unmet
-                validations = unmet_early(validations, stopped, self.s.requirements)
+        provenance = WHOLE
+        if stopped:  # a prefix check stopped it: that requirement is unmet
+            requirements = self.s.requirements
+            validations = unmet_early(validations, stopped, requirements)
+            provenance = provenance_of(generation, stopped_names(stopped, requirements))
+        elif generation.answered_by is not None or type(generation) is not Generation:
+            provenance = provenance_of(generation)  # answered by a plugin, or the cache
         if self.hooks.firing.sampling_validate:  # plugins may change the verdicts
             judged = self.hooks.validate(info, sent.messages, generation, validations)
             validations = judged if isinstance(judged, tuple) else await judged
@@ -346,8 +359,7 @@ class SamplingCall:
         if self.scorer is not None:
             assert context is not None
             scored = await score_of(self.scorer, generation.text, context)
-        tally.in_flight -= 1
-        attempt = tally.record(info, messages, generation, validations, scored)
+        attempt = tally.record(info, messages, generation, validations, provenance, scored)
         if self.hooks.firing.sampling_iteration:
             pending = self.hooks.iteration(info, attempt, self._shield)
             if pending is not None:
@@ -358,7 +370,7 @@ class SamplingCall:
         self, info: IterationInfo, request: GenerationRequest, backend: Backend | None = None
     ) -> Generation:
         """A check's model call (``CheckContext.generate``), through the backend path."""
-        generation, _ = await self._generate(
+        generation, _, _ = await self._generate(
             info, request.messages, backend or self.s.backend, "judge", dict(request.options)
         )
         return generation
@@ -370,9 +382,10 @@ class SamplingCall:
         backend: Backend | None = None,
         purpose: str = "sample",
         options: dict[str, Any] | None = None,
-    ) -> tuple[Generation, GenerationRequest]:
-        """The backend's answer, after ``generation_pre_call`` and transport retries, and
-        the request it answered (the messages and options as plugins left them).
+    ) -> tuple[Generation, GenerationRequest, Failed]:
+        """The backend's answer, after ``generation_pre_call`` and transport retries, the
+        request it answered (the messages and options as plugins left them), and the
+        requirements whose prefix check stopped it early (none: it ran to its end).
 
         ``purpose="judge"``: a call a check makes for this attempt; it is no attempt of its
         own (not in flight): a failure for good is kept in ``result.errors`` and raises
@@ -391,16 +404,19 @@ class SamplingCall:
         while True:
             call_messages, call_options = messages, options
             began = 0.0
+            stopped: Failed = ()  # the prefix checks that stopped a streamed answer early
             try:
                 if firing.generation_pre_call:
                     sent = hooks.pre_call(info, messages, options, retry, purpose)
                     call_messages, call_options = sent if isinstance(sent, tuple) else await sent
-                if retry == 0 and not judging:  # in flight from here: a refused attempt never was
-                    self.tally.in_flight += 1
                 request = GenerationRequest(call_messages, call_options, info, self.json_schema)
                 began = time.perf_counter()
                 if firing.generation_call:  # plugins around the call, or answering for it
                     streamed = self.streams and not judging
+                    verdict: list[Failed] = []  # what the innermost call's stream says
+                    answer = partial(
+                        self._answer, info, request, backend, retry, judging, began, verdict
+                    )
                     generation = await hooks.around_generation(
                         info,
                         request,
@@ -409,10 +425,12 @@ class SamplingCall:
                         streamed,
                         retry,
                         purpose,
-                        partial(self._answer, info, request, backend, retry, judging, began),
+                        answer,
                     )
+                    if verdict:
+                        stopped = verdict[0]
                 elif self.streams and not judging:
-                    generation = await self._stream(info, request, backend, retry)
+                    generation, stopped = await self._stream(info, request, backend, retry)
                     ended = time.perf_counter()
                     note_yield(ended)
                     generation = as_generation(generation, ended - began)
@@ -436,11 +454,15 @@ class SamplingCall:
                 # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
                 self.tally.count_usage(generation.usage)
             except StopSampling as stop:
+                if not began and retry == 0 and not judging:
+                    self.tally.dropped()  # refused before its backend call: never in flight
                 if firing.generation_cancelled:
                     await self._cancelled(info, stop, began, retry, purpose)
                 raise
             except Exception as exc:
                 if not began:  # generation_pre_call failed closed: no backend call began
+                    if retry == 0 and not judging:
+                        self.tally.dropped()  # never in flight
                     if firing.generation_cancelled:
                         await self._cancelled(info, exc, began, retry, purpose)
                     raise
@@ -462,8 +484,11 @@ class SamplingCall:
                 await anyio.sleep(delay or 0.0)
                 continue
             except BaseException as exc:  # cancelled (or interrupted) while the backend worked
-                if began and not judging and not self.streams:
-                    self.tally.cut_short += 1  # what it spent is unknown
+                if not began:  # ...or before its backend call began: never in flight
+                    if retry == 0 and not judging:
+                        self.tally.dropped()
+                elif not judging and not self.streams:
+                    self.tally.cut()  # what it spent is unknown
                 if firing.generation_cancelled:
                     await self._cancelled(info, exc, began, retry, purpose)
                 raise
@@ -471,7 +496,7 @@ class SamplingCall:
                 pending = hooks.post_call(info, generation, retry, purpose)
                 if pending is not None:
                     await pending
-            return generation, request
+            return generation, request, stopped
 
     async def _answer(
         self,
@@ -481,6 +506,7 @@ class SamplingCall:
         retry: int,
         judging: bool,
         began: float,
+        verdict: list[Failed],
         answer: Any,
         answered_by: str | None,
     ) -> Generation:
@@ -488,11 +514,13 @@ class SamplingCall:
         plugin that answered for it (a ``Generation``, a string, or for a streamed call
         chunks read as the backend's stream would be), named by ``answered_by``. A whole
         one that arrives stopped early in a streamed call is read as a stream too (of no
-        chunks), so that the prefix checks judge it."""
+        chunks), so that the prefix checks judge it. A streamed answer's prefix verdict goes
+        into ``verdict``, for :meth:`_generate` to return."""
         streamed = self.streams and not judging
         if answer is None:
             if streamed:
-                reply: Any = await self._stream(info, request, backend, retry)
+                reply, failed = await self._stream(info, request, backend, retry)
+                verdict.append(failed)
             elif self.s.attempt_timeout is None:
                 reply = await backend.generate(request)
             else:
@@ -504,9 +532,11 @@ class SamplingCall:
                 and isinstance(answer, Generation)
                 and answer.finish_reason == STOPPED_EARLY
             ):
-                reply = await self._stream(info, request, Answered((answer,)), retry)
+                reply, failed = await self._stream(info, request, Answered((answer,)), retry)
+                verdict.append(failed)
         elif streamed:
-            reply = await self._stream(info, request, Answered(answer), retry)
+            reply, failed = await self._stream(info, request, Answered(answer), retry)
+            verdict.append(failed)
         else:
             raise TypeError(
                 f"plugin {answered_by} answered generation_call with {type(answer).__name__}; "
@@ -538,15 +568,15 @@ class SamplingCall:
 
     async def _stream(
         self, info: IterationInfo, request: GenerationRequest, backend: Backend, retry: int
-    ) -> Generation:
-        """The backend's answer, streamed: chunks to plugins, prefix checks, early stop.
+    ) -> tuple[Generation, Failed]:
+        """The backend's answer, streamed: chunks to plugins, prefix checks, early stop;
+        and the prefix checks that stopped it (none when it ran to its end).
 
         While it runs, its :class:`~sampling_core.engine.streaming.Flight` is in the tally:
         one left there when the call ends was cancelled, and counts what it streamed.
         """
-        flight = Flight(info)
-        flights = self.tally.flights
-        flights[info.iteration] = flight
+        tally = self.tally
+        flight = tally.take_off(info)
         on_chunk = None
         if self.hooks.firing.generation_chunk:
 
@@ -578,12 +608,10 @@ class SamplingCall:
         except StopSampling:
             raise  # the flight stays: the loop ends, and it counts what it streamed
         except Exception:
-            del flights[info.iteration]  # ended by an error: not cut short
+            tally.landed(info)  # ended by an error: not cut short
             raise
-        del flights[info.iteration]
-        if failed:
-            self.stopped_by[info.iteration] = failed
-        return generation
+        tally.landed(info)
+        return generation, failed
 
     def _shield(self, index: int) -> AbstractContextManager[object]:
         tasks = self.tally.tasks

@@ -5,12 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hook_specs.errors import StopSampling
 from hook_specs.payloads import StopReason
 from hook_specs.records import ZERO_USAGE, Attempt, CachedGeneration, Usage
 from sampling_core.errors import exception_text
 from sampling_core.hooks.faults import PluginFault
 
-__all__ = ["AttemptError", "PluginFault", "SamplingResult"]
+__all__ = ["AttemptError", "PluginFault", "SamplingResult", "error_label"]
+
+_DEFAULT_STOP = StopSampling().reason
+
+
+def error_label(exc: BaseException) -> str:
+    """The failure label of an outcome that ``exc`` ended: its type and text, on one line."""
+    return _one_line(f"{type(exc).__name__}: {exception_text(exc)}")
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: each line break becomes a space."""
+    return " ".join(text.splitlines())
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +56,7 @@ class SamplingResult:
     arrived, any other one's unknown (a count of ``None``, never 0). With a response cache,
     ``cached_calls`` of the attempts were answered from it; ``cached_usage`` is what they
     took when they were generated (not in ``usage``: no new tokens were spent on them).
+    ``failure_reason`` says in one line why it did not succeed.
     """
 
     success: bool
@@ -63,6 +77,38 @@ class SamplingResult:
     value: Any = None
     errors: list[AttemptError] = field(default_factory=list)
     plugin_errors: list[PluginFault] = field(default_factory=list)
+    cancelled_because: str | None = None
+    """Why the ``cancelled`` attempts were cancelled (``sibling_succeeded``,
+    ``stopped_by_plugin``, ``budget``, ...; ``None`` when none was)."""
+    stopped_by: str | None = None
+    """The plugin whose ``StopSampling`` stopped the call (when one did, and is known)."""
+    stop_text: str | None = None
+    """The reason that ``StopSampling`` gave."""
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the call did not succeed, in one line (``None`` when it did): the one label
+        of the outcome, the same in the loop end's payload, a batch run's record and the
+        trace. The plugin that stopped it (and the reason it gave), the first backend error
+        when no attempt completed, the unmet requirements of the picked attempt (named by
+        their descriptions, never the output's text), or ``budget exhausted``."""
+        if self.success:
+            return None
+        if self.stop_reason == "stopped_by_plugin":
+            by = self.stopped_by
+            label = f"stopped by plugin {by}" if by else "stopped by a plugin"
+            why = self.stop_text
+            if why and why != _DEFAULT_STOP:
+                label = f"{label}: {why}"
+            return _one_line(label)
+        if not self.attempts and self.errors:  # every attempt's backend failed
+            return error_label(self.errors[0].exception)
+        picked = self.picked
+        if picked is not None:
+            unmet = [v.requirement or "a requirement" for v in picked.validations if not v.passed]
+            if unmet:
+                return _one_line("unmet requirements: " + "; ".join(unmet))
+        return "budget exhausted"
 
     @property
     def cached_calls(self) -> int:

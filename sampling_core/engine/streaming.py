@@ -44,6 +44,7 @@ __all__ = [
     "prefixes_in_force",
     "read_stream",
     "readers_of",
+    "stopped_names",
     "unmet_early",
 ]
 
@@ -209,6 +210,11 @@ def failing_readers(
                 )
             )
     return tuple(failed)
+
+
+def stopped_names(failed: Failed, requirements: Sequence[Requirement]) -> tuple[str, ...]:
+    """The descriptions of the requirements whose prefix check stopped a generation."""
+    return tuple(requirements[position].description for position, _ in failed)
 
 
 def unmet_early(

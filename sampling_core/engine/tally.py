@@ -23,16 +23,18 @@ import structlog
 from hook_specs.errors import StopSampling
 from hook_specs.payloads import StopReason
 from hook_specs.records import (
+    WHOLE,
     ZERO_USAGE,
     Attempt,
     Generation,
     IterationInfo,
     Message,
+    Provenance,
     Usage,
     ValidationResult,
     count_passed,
 )
-from sampling_core.engine.results import AttemptError, SamplingResult
+from sampling_core.engine.results import AttemptError, SamplingResult, error_label
 from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import Flight
 from sampling_core.engine.subsample_tasks import SubsampleTasks
@@ -70,6 +72,7 @@ class Tally:
         "selection",
         "sequence",
         "started",
+        "stop_text",
         "stopped",
         "stopped_by",
         "strategy",
@@ -106,19 +109,61 @@ class Tally:
         self.stopped = False
         self.over = False  # no attempt should start any more (stopped, failed, or won)
         self.stopped_by: str | None = None  # the plugin that raised StopSampling first
+        self.stop_text: str | None = None  # ...and the reason it gave
         self.fatal: BaseException | None = None
         self.cancelled_for: str | None = None  # why the tally cancelled attempts, if it did
         self.current_attempt: list[int] = []
         self.tasks: SubsampleTasks | None = None  # the subsample tasks; None while none runs
         self.started = time.perf_counter()
 
+    def open_subsamples(self, count: int, tasks: SubsampleTasks | None) -> None:
+        """The call runs ``count`` subsamples (in ``tasks``; ``None``: one, inline)."""
+        self.current_attempt = [0] * count
+        if self.votes_early:
+            self.ended = [False] * count
+        self.tasks = tasks
+
+    def watch_streams(self) -> None:
+        """The call streams its backend calls: keep their flights (see :attr:`flights`)."""
+        self.flights = {}
+
+    def take_off(self, info: IterationInfo) -> Flight:
+        """A streamed backend call begins: its flight, kept until it :meth:`landed` (one
+        still kept when the call ends was cancelled, and counts what it streamed)."""
+        flight = Flight(info)
+        self.flights[info.iteration] = flight
+        return flight
+
+    def landed(self, info: IterationInfo) -> None:
+        """A streamed backend call ended, by its answer or an error (not cut short)."""
+        del self.flights[info.iteration]
+
+    def began(self) -> None:
+        """An attempt not started through :meth:`may_start` (a rescore's) is in flight until
+        it is recorded."""
+        self.in_flight += 1
+
+    def dropped(self) -> None:
+        """An attempt in flight ended without being recorded: its backend failed for good, or
+        its backend call never began (refused by ``generation_pre_call``, or cancelled
+        before it)."""
+        self.in_flight -= 1
+
+    def cut(self) -> None:
+        """A backend call (not streamed) was cancelled before it answered: its spend is
+        unknown, settled with the others at the end."""
+        self.cut_short += 1
+
     def may_start(self, index: int, number: int) -> bool:
-        """Whether subsample ``index`` may start attempt ``number`` (and note that it does)."""
+        """Whether subsample ``index`` may start attempt ``number`` (and note that it does:
+        the attempt is in flight until it is recorded, or :meth:`dropped` if its backend
+        call never began or failed for good)."""
         if self.over:
             return False
         if self.early_exit and self.best_key is not None and (number, index) > self.best_key:
             return False  # selection="ordered": this subsample can no longer win
         self.current_attempt[index] = number
+        self.in_flight += 1
         return True
 
     def count_usage(self, usage: Usage) -> None:
@@ -146,9 +191,12 @@ class Tally:
         messages: list[Message],
         generation: Generation,
         validations: tuple[ValidationResult, ...],
+        provenance: Provenance = WHOLE,
         scored: float | None = None,
     ) -> Attempt:
-        """Number, keep and judge a validated attempt (``scored``: the strategy's scorer's)."""
+        """Number, keep and judge a validated attempt, no longer in flight (``scored``: the
+        strategy's scorer's)."""
+        self.in_flight -= 1
         self.sequence += 1
         attempt = Attempt(
             info.subsample_index,
@@ -160,6 +208,7 @@ class Tally:
             validations,
             count_passed(validations) == len(validations),
             messages,
+            provenance,
             scored,
         )
         self.attempts.append(attempt)
@@ -181,6 +230,7 @@ class Tally:
         The first stop names the plugin the loop end's ``failure_reason`` gives."""
         if not self.stopped:
             self.stopped_by = getattr(stop, "plugin_name", None)
+            self.stop_text = stop.reason
         self.stopped = self.over = True
         self.cancelled_for = self.cancelled_for or "stopped_by_plugin"
         logger.info("sampling.stopped_by_plugin", sampling_id=self.sampling_id, reason=stop.reason)
@@ -283,13 +333,23 @@ class Tally:
         started = self.current_attempt
         return started.count(0) if 0 in started else 0
 
-    def result(self, s: CallSettings, faults: list[PluginFault]) -> SamplingResult:
-        """The call's result (raises the first backend error if nothing else happened)."""
+    def result(
+        self,
+        loop_budget: int,
+        concurrency_budget: int,
+        format: Any = None,
+        faults: list[PluginFault] | None = None,
+        backend: object = None,
+    ) -> SamplingResult:
+        """The call's result under those budgets (``format``: the call's, to parse the pick
+        with), once what the cancelled calls spent is settled (``backend``: the call's); it
+        raises the first backend error if nothing else happened. A rescore makes its result
+        of the attempts it fed in with the budgets alone (no backend, no settings)."""
         if self.flights or self.cut_short:
-            self.settle_cancelled(s.backend)
+            self.settle_cancelled(backend)
         attempts = self.attempts
         not_started = 0
-        if s.concurrency_budget > 1:  # one subsample completes its attempts in order
+        if concurrency_budget > 1:  # one subsample completes its attempts in order
             attempts = sorted(attempts, key=_by_position)
             not_started = self.not_started
         if not attempts and self.errors and not self.stopped:
@@ -304,12 +364,12 @@ class Tally:
         else:
             stop_reason = "budget_exhausted"
         value = None
-        if s.format is not None and picked is not None:
+        if format is not None and picked is not None:
             try:
-                value = parse_format(s.format, picked.text)
+                value = parse_format(format, picked.text)
             except ValueError:
                 value = None
-        return SamplingResult(
+        result = SamplingResult(
             success=success,
             text=picked.text if picked is not None else None,
             stop_reason=stop_reason,
@@ -319,16 +379,23 @@ class Tally:
             not_started=not_started,
             usage=self.usage,
             cancelled_usage=self.cancelled_spent,
-            sampling_id=s.sampling_id,
+            sampling_id=self.sampling_id,
             elapsed_s=time.perf_counter() - self.started,
-            loop_budget=s.loop_budget,
-            concurrency_budget=s.concurrency_budget,
-            strategy_name=s.strategy.name,
+            loop_budget=loop_budget,
+            concurrency_budget=concurrency_budget,
+            strategy_name=self.strategy.name,
             picked=picked,
             value=value,
             errors=self.errors,
-            plugin_errors=faults,
+            plugin_errors=faults if faults is not None else [],
         )
+        if self.stopped:  # what the result's failure_reason says of the stop
+            result.stopped_by, result.stop_text = self.stopped_by, self.stop_text
+        if self.in_flight:
+            result.cancelled_because = self.cancelled_for or (
+                "stopped_by_plugin" if self.stopped else "caller_cancelled"
+            )
+        return result
 
     def _pick(self, attempts: Sequence[Attempt]) -> Attempt | None:
         if self.judges_passes:
@@ -382,31 +449,20 @@ class Tally:
             "exception": exc,
             "attempts": attempts,
             "picked": picked,
-            "failure_reason": self.failure_reason(result, exc),
+            "failure_reason": result.failure_reason
+            if result is not None
+            else self.failure_reason(None, exc),
         }
 
     def failure_reason(
         self, result: SamplingResult | None, exc: BaseException | None
     ) -> str | None:
-        """Why the call did not succeed, in one line (``None`` when it did): the error, the
-        plugin that stopped it, the unmet requirements of the picked attempt, or ``budget
-        exhausted`` when no attempt was picked."""
+        """Why the call did not succeed, in one line (``None`` when it did): ``exc``'s
+        :func:`~sampling_core.engine.results.error_label`, else the result's
+        ``failure_reason`` (the one label of an outcome)."""
         if exc is not None:
-            return _one_line(f"{type(exc).__name__}: {exception_text(exc)}")
-        if result is None or result.success:
-            return None
-        if self.stopped:
-            by = self.stopped_by
-            return f"stopped by plugin {_one_line(by)}" if by else "stopped by a plugin"
-        picked = result.picked
-        if picked is not None:
-            unmet = []
-            for v in picked.validations:
-                if not v.passed:  # named by its description: never the output's text
-                    unmet.append(v.requirement or "a requirement")
-            if unmet:
-                return _one_line("unmet requirements: " + "; ".join(unmet))
-        return "budget exhausted"
+            return error_label(exc)
+        return None if result is None else result.failure_reason
 
 
 NO_FLIGHTS: dict[int, Flight] = {}
@@ -414,11 +470,6 @@ NO_FLIGHTS: dict[int, Flight] = {}
 
 _by_position = attrgetter("subsample_index", "attempt")
 """An attempt's place in (subsample_index, attempt) order, the order of ``result.attempts``."""
-
-
-def _one_line(text: str) -> str:
-    """``text`` on one line: each line break becomes a space."""
-    return " ".join(text.splitlines())
 
 
 def _shown(value: Any) -> str:

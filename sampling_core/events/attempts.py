@@ -11,7 +11,7 @@ of a call), so reading a file holds only the calls in flight; :func:`read_calls`
   counts transport retries); ``generation_chunk`` counts the pieces of its streamed answer
   (``chunks``: what a cancelled attempt had received); ``generation_post_call`` gives
   latency and tokens; ``sampling_iteration`` completes it (sequence, passed, latency,
-  tokens, cost, the failed checks' reasons, text, ``stopped_early``); a
+  tokens, cost, the failed checks' reasons, text, ``stopped_early``, ``provenance``); a
   ``generation_error`` that will not be retried ends it in an error; ``sampling_repair``
   names a failed attempt and changes nothing.
 - A later event's value replaces an earlier one's; an absent or ``null`` field does not.
@@ -61,6 +61,7 @@ class RecordedAttempt:
     text: str | None = None  # when content was captured
     stopped_early: bool = False  # a prefix check stopped its generation
     chunks: int | None = None  # pieces of its streamed answer received (when streamed)
+    provenance: dict[str, Any] | None = None  # how its text came to be (sampling_iteration)
 
     @property
     def outcome(self) -> str:
@@ -85,6 +86,7 @@ class RecordedCall:
     end: dict[str, Any] | None = None
     started_at: float | None = None  # its first event's time (its start event's)
     attempts: dict[tuple[int, int], RecordedAttempt] = field(default_factory=dict)
+    texts_note: str | None = None  # why its whole texts are not shown, when a reader knows
 
     def rows(self) -> list[RecordedAttempt]:
         """The attempts in the order they finished; unfinished ones last."""
@@ -232,6 +234,7 @@ def _attempt_changes(hook: str, payload: dict[str, Any], when: float | None) -> 
             "finished": when,
             "state": "completed",
             "stopped_early": _typed(payload, "stopped_early", bool),
+            "provenance": _typed(payload, "provenance", dict),
         }
     if hook == "generation_error" and not _typed(payload, "will_retry", bool):
         error_type = _typed(payload, "error_type", str)

@@ -335,6 +335,7 @@ class CallHooks(HookChannel):
             "usage": generation.usage,
             "cached": generation.cached,
             "stopped_early": generation.finish_reason == STOPPED_EARLY,
+            "provenance": attempt.provenance,
         }
         route = self._routes.sampling_iteration
         if self.table.awaits_iteration:  # an implementation may suspend: one at a time

@@ -13,6 +13,9 @@ The same as ``samplehooks run CONFIG --out DIR [--resume] [--retry-failed]`` and
 ``samplehooks report DIR``. See ``docs/batch-runs.md``. ``rescore_sync(RUN_DIR, NEW_DIR,
 requirements=[...])`` is ``samplehooks rescore``: a finished run's kept attempts checked
 against new requirements, with no generation (``docs/rescore.md``).
+``read_record(json.loads(line))`` reads a line of a run's ``records.jsonl`` (written by any
+version) as a :class:`RunRecord`, its attempts as :class:`AttemptEntry` (one JSON shape, the
+same in ``sample --json``).
 ``compare_runs(A, B)`` is ``samplehooks compare A B``: run B against run A, prompt by
 prompt, with paired intervals and a verdict (``docs/comparing-runs.md``).
 
@@ -31,11 +34,13 @@ from sampling_core.runs.errors import (
     RunError,
 )
 from sampling_core.runs.loading import load_config, parse_config
+from sampling_core.runs.record import AttemptEntry, RunRecord, read_record
 from sampling_core.runs.rescoring import rescore, rescore_sync
 from sampling_core.runs.runner import run_batch, run_batch_sync
 from sampling_core.runs.summary import RunSummary, summarize
 
 __all__ = [
+    "AttemptEntry",
     "ConfigError",
     "DatasetError",
     "ResumeRefused",
@@ -43,11 +48,13 @@ __all__ = [
     "RunConfig",
     "RunDirError",
     "RunError",
+    "RunRecord",
     "RunSummary",
     "classified_fields",
     "compare_runs",
     "load_config",
     "parse_config",
+    "read_record",
     "rescore",
     "rescore_sync",
     "run_batch",

@@ -27,9 +27,11 @@ def after_last_newline(path: Path, size: int) -> int:
     return 0
 
 
-def remove_stale_staging(parent: Path, name: str) -> None:
-    """Remove staging folders of ``name`` left by a run killed while creating it."""
-    for staging in parent.glob(f".{glob_escape(name)}.init-*"):
+def remove_stale_staging(parent: Path, name: str, tag: str = "init") -> None:
+    """Remove staging folders of ``name`` (``.NAME.TAG-PID``) left by a process killed
+    while it built them: a run creating its directory (``init``), a rescore (``rescore``).
+    A staging folder is in use while its ``.lock`` is held; those are left alone."""
+    for staging in parent.glob(f".{glob_escape(name)}.{tag}-*"):
         if staging.name.endswith(".lock"):
             staging = staging.with_name(staging.name.removesuffix(".lock"))
         if staging.is_symlink() or (staging.exists() and not staging.is_dir()):

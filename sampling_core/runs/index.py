@@ -22,8 +22,10 @@ The tables (read them with :meth:`RunIndex.query`)::
                                the response cache answered; not_run: a rescore's attempts
                                the source never ran; not_started, stopped_early: the
                                subsamples never started, the attempts stopped early;
-                               votes: its samples' vote profile for maj@k (JSON
-                               ``[[size, right], ...]``, NULL when answers are not known)
+                               not_known, u: a rescore's attempts, and samples, it could
+                               not decide (their text was cut: u is not in n); votes: its
+                               samples' vote profile for maj@k (JSON ``[[size, right],
+                               ...]``, NULL when answers are not known)
     reason(line, text)         what a record that is not ok missed, one row a reason
     latest(line, key)          the latest own record of each prompt: the one counted
     first(line, key)           each prompt's first own record that holds samples (n > 0):
@@ -44,7 +46,7 @@ from typing import Any
 
 from sampling_core.redaction import clean_text
 from sampling_core.runs.meta_hashes import read_run_meta
-from sampling_core.runs.rows import prompt_row, usage_extras
+from sampling_core.runs.record import RunRecord, read_record
 from sampling_core.runs.store import RecordsScan, RunDirectory
 from sampling_core.runs.votes import sample_votes
 
@@ -60,12 +62,15 @@ CREATE TABLE rec(
     unmet TEXT, input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency_s REAL,
     elapsed_s REAL, n INTEGER, c INTEGER, partial INTEGER, cached_calls INTEGER,
     cached_tokens INTEGER, not_run INTEGER, not_started INTEGER, stopped_early INTEGER,
-    votes TEXT);
+    not_known INTEGER, u INTEGER, votes TEXT);
 CREATE TABLE reason(line INTEGER NOT NULL, text TEXT NOT NULL);
 """
 _LINKS = """
 CREATE INDEX prompt_key ON prompt(key);
 CREATE INDEX rec_key ON rec(key, line);
+CREATE INDEX reason_line ON reason(line);
+"""
+_OWN = """
 UPDATE rec SET own = COALESCE(
     (SELECT CASE WHEN p.hash = rec.hash THEN 1 ELSE 2 END FROM prompt p
      WHERE p.key = rec.key ORDER BY p.pos DESC LIMIT 1), 0);
@@ -73,20 +78,28 @@ CREATE TABLE latest(line INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
 INSERT INTO latest SELECT MAX(line), key FROM rec WHERE own = 1 GROUP BY key;
 CREATE TABLE first(line INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
 INSERT INTO first SELECT MIN(line), key FROM rec WHERE own = 1 AND n > 0 GROUP BY key;
-CREATE INDEX reason_line ON reason(line);
 """
+_RELINK = f"DROP TABLE latest; DROP TABLE first; {_OWN}"
+"""After records were appended (:meth:`RunIndex.append`): which are the run's, and the latest
+and first of each prompt, made again."""
 
 
 class RunIndex:
     """The index of one run directory: :meth:`build` it, :meth:`query` it, :meth:`close` it
     (or use it as a context manager)."""
 
-    def __init__(self, run_dir: RunDirectory) -> None:
+    def __init__(self, run_dir: RunDirectory, *, keep_records: bool = False) -> None:
         self.run_dir = run_dir
+        self.keep_records = keep_records
+        """Whether each record is kept whole too (:meth:`records`), for a command that
+        goes through every record after its checks (a rescore) without reading the file
+        again."""
         self.meta: dict[str, Any] = {}
         """``meta.json``, its ``dataset.hashes`` left empty (they are in ``prompt``)."""
         self.scan = RecordsScan()
-        self._db = sqlite3.connect("", isolation_level=None)  # "": private, on disk
+        # "": private, on disk; one thread at a time may use it (a run's end hands it to
+        # its run_end observers, which may be delivered on a worker thread meanwhile)
+        self._db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
         for pragma in (
             "journal_mode = OFF",
             "synchronous = OFF",
@@ -95,6 +108,8 @@ class RunIndex:
         ):
             self._db.execute(f"PRAGMA {pragma}")
         self._db.executescript(_SCHEMA)
+        if keep_records:
+            self._db.execute("CREATE TABLE body(line INTEGER PRIMARY KEY, json TEXT NOT NULL)")
 
     @classmethod
     def open(cls, path: str | Path) -> RunIndex:
@@ -104,12 +119,13 @@ class RunIndex:
         return cls.build(run_dir)
 
     @classmethod
-    def build(cls, run_dir: RunDirectory) -> RunIndex:
-        """Read ``meta.json`` and ``records.jsonl`` of ``run_dir`` into a new index.
+    def build(cls, run_dir: RunDirectory, *, keep_records: bool = False) -> RunIndex:
+        """Read ``meta.json`` and ``records.jsonl`` of ``run_dir`` into a new index (with
+        ``keep_records``, each record whole too: :meth:`records`).
 
         Raises :class:`~sampling_core.runs.errors.RunDirError` when either is damaged.
         """
-        index = cls(run_dir)
+        index = cls(run_dir, keep_records=keep_records)
         try:
             index._load()
         except BaseException:
@@ -126,17 +142,53 @@ class RunIndex:
         prompts.flush()
         records = _Batches(self._db, _INSERT_REC)
         reasons = _Batches(self._db, "INSERT INTO reason VALUES (?, ?)")
+        bodies = _Batches(self._db, "INSERT INTO body VALUES (?, ?)")
+        keep = self.keep_records
 
-        def add(line: int, offset: int, record: dict[str, Any]) -> None:
+        def add(line: int, offset: int, record: RunRecord) -> None:
             records.add(_rec_values(line, offset, record))
             for text in _reasons(record):
                 reasons.add((line, clean_text(text)))
+            if keep:  # ASCII JSON: a lone surrogate is written as an escape
+                bodies.add((line, json.dumps(record.as_json())))
 
         self.scan = self.run_dir.scan_records(add)
         records.flush()
         reasons.flush()
+        bodies.flush()
         self._db.execute("COMMIT")
-        self._db.executescript(f"BEGIN; {_LINKS} COMMIT;")
+        self._db.executescript(f"BEGIN; {_LINKS} {_OWN} COMMIT;")
+        self._end: int | None = None  # where appended records start (see start_appending)
+        self._appended = False
+
+    def start_appending(self, size: int) -> None:
+        """Records will be appended to ``records.jsonl``, whose size is ``size`` now (after
+        a resume dropped a torn tail): :meth:`append` each as it is written."""
+        self._end = size
+
+    def append(self, record: RunRecord, size: int) -> None:
+        """Add a record just appended to ``records.jsonl`` (its line ``size`` bytes long,
+        newline included): the index then answers for the run as it is now, with no new
+        reading of the file, once :meth:`refresh` made the latest records again. Until
+        then ``latest`` and ``first`` are as they were (what came before this session)."""
+        if self._end is None:
+            raise ValueError("start_appending() first: the file's size is not known")
+        line = self.scan.count + 1
+        self._db.execute(_INSERT_REC, _rec_values(line, self._end, record))
+        for text in _reasons(record):
+            self._db.execute("INSERT INTO reason VALUES (?, ?)", (line, clean_text(text)))
+        if self.keep_records:
+            self._db.execute("INSERT INTO body VALUES (?, ?)", (line, json.dumps(record.as_json())))
+        self.scan.count = line
+        self.scan.last_seq = max(self.scan.last_seq, record.seq)
+        self._end += size
+        self._appended = True
+
+    def refresh(self) -> None:
+        """Make ``latest`` and ``first`` again over the records appended so far."""
+        if self._appended:
+            self._db.executescript(f"BEGIN; {_RELINK} COMMIT;")
+            self._appended = False
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> Iterator[tuple[Any, ...]]:
         """The rows of a read-only query over the tables, as they come (never all at once)."""
@@ -166,12 +218,22 @@ class RunIndex:
         self._db.execute(f"CREATE INDEX {table}_key ON {table}(key)")
         self._db.execute("COMMIT")
 
-    def read_record(self, line: int) -> dict[str, Any]:
+    def read_record(self, line: int) -> RunRecord:
         """The record on line ``line`` of ``records.jsonl``, read again from the file."""
         offset = self.value("SELECT offset FROM rec WHERE line = ?", (line,))
         if offset is None:
             raise KeyError(line)
         return self.run_dir.read_record_at(offset)
+
+    def records(self) -> Iterator[RunRecord]:
+        """Every record, whole, in the order of the file (an index built with
+        ``keep_records``: the file is not read again)."""
+        if not self.keep_records:
+            raise ValueError("this index keeps no records: build it with keep_records=True")
+        for (text,) in self.query("SELECT json FROM body ORDER BY line"):
+            record = read_record(json.loads(text))
+            if record is not None:  # it was one when it was read
+                yield record
 
     def close(self) -> None:
         """Close the database (its file goes with it)."""
@@ -205,24 +267,22 @@ class _Batches:
 _REC_COLUMNS = (
     "line, offset, key, hash, seq, session, status, sampling_id, attempts, passes, cancelled, "
     "reason, unmet, input_tokens, output_tokens, cost_usd, latency_s, elapsed_s, n, c, partial, "
-    "cached_calls, cached_tokens, not_run, not_started, stopped_early, votes"
+    "cached_calls, cached_tokens, not_run, not_started, stopped_early, not_known, u, votes"
 )
-_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 27)})"
+_INSERT_REC = f"INSERT INTO rec({_REC_COLUMNS}) VALUES ({', '.join('?' * 29)})"
 
 
-def _rec_values(line: int, offset: int, record: dict[str, Any]) -> tuple[Any, ...]:
-    row = prompt_row(record)
-    n, c, partial = row.samples
-    votes = sample_votes(record)
-    session = record.get("session")
-    hash_ = record.get("content_hash")
+def _rec_values(line: int, offset: int, record: RunRecord) -> tuple[Any, ...]:
+    row = record.row()
+    n, c, partial, unknown = record.samples()
+    votes = sample_votes({"attempts": record.attempts})
     return (
         line,
         offset,
         clean_text(row.key),
-        clean_text(hash_) if isinstance(hash_, str) else None,
-        int(record.get("seq", 0)),
-        session if isinstance(session, int) and not isinstance(session, bool) else None,
+        clean_text(record.content_hash),
+        record.seq,
+        record.session,
         row.status,
         clean_text(row.sampling_id) if isinstance(row.sampling_id, str) else None,
         row.attempts,
@@ -238,18 +298,20 @@ def _rec_values(line: int, offset: int, record: dict[str, Any]) -> tuple[Any, ..
         n,
         c,
         int(partial),
-        *usage_extras(record),
+        *record.cached(),
+        record.not_run(),
         row.not_started,
         row.stopped_early,
+        row.not_known,
+        unknown,
         None if votes is None else json.dumps(votes, separators=(",", ":")),
     )
 
 
-def _reasons(record: dict[str, Any]) -> list[str]:
+def _reasons(record: RunRecord) -> list[str]:
     """What the summary counts of a record not ok: each unmet requirement, or its error."""
-    status = record.get("status")
-    if status == "failed":
-        return list(record.get("failed_requirements") or ["(no requirement named)"])
-    if status == "error":
-        return [f"error: {str(record.get('reason'))[:100]}"]
+    if record.status == "failed":
+        return record.failed_requirements or ["(no requirement named)"]
+    if record.status == "error":
+        return [f"error: {str(record.reason)[:100]}"]
     return []

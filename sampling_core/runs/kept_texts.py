@@ -172,14 +172,17 @@ class TextsJoin:
 
 
 def texts_of_calls(
-    path: Path, sampling_ids: set[str]
+    path: Path,
+    sampling_ids: set[str],
+    on_bad: Callable[[int, str], None] | None = None,
 ) -> dict[str, dict[tuple[int, int], dict[str, Any]]]:
     """The whole texts of the calls in ``sampling_ids``, by call and ``(subsample, attempt)``
-    (damaged lines are skipped: readers that show a run tolerate them)."""
+    (damaged lines are skipped, and given to ``on_bad(line number, why)`` when it is given:
+    readers that show a run tolerate them, and may say so)."""
     found: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
     if not sampling_ids:
         return found
-    for line in iter_texts(path, on_bad=lambda number, why: None):
+    for line in iter_texts(path, on_bad=on_bad or (lambda number, why: None)):
         sampling_id = line.get("sampling_id")
         if sampling_id in sampling_ids:
             found[sampling_id] = by_attempt(line)

@@ -14,16 +14,15 @@ from typing import Any
 
 from structlog.contextvars import bound_contextvars
 
-from sampling_core.engine.results import SamplingResult
-from sampling_core.errors import exception_text
+from sampling_core.engine.results import SamplingResult, error_label
 from sampling_core.runs.components import Components, build_requirements, prompt_seed
 from sampling_core.runs.dataset import PromptItem
-from sampling_core.runs.outcome import attempt_entries, usage_entry
-from sampling_core.runs.rows import count_samples
+from sampling_core.runs.record import RunRecord
+from sampling_core.runs.record_fields import error_fields, result_fields
 from sampling_core.runs.store import utc_now
-from sampling_core.runs.votes import AnswerOf, count_votes, voted_answer
+from sampling_core.runs.votes import voted_answer
 
-__all__ = ["error_outcome", "error_record", "outcome_fields", "run_prompt"]
+__all__ = ["error_record", "run_prompt"]
 
 
 async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> dict[str, Any]:
@@ -33,26 +32,37 @@ async def run_prompt(parts: Components, item: PromptItem, session: int = 0) -> d
     """
     started_at = utc_now()
     t0 = time.perf_counter()
-    record: dict[str, Any] = {
-        "seq": 0,
-        "key": item.key,
-        "line": item.line,
-        "content_hash": item.content_hash,
-        "session": session,
-    }
     try:
         own = build_requirements(item.requirements, parts.kinds) if item.requirements else []
         with bound_contextvars(prompt_key=item.key):  # on every log line of the prompt
             result = await _sample(parts, item, own)
     except Exception as exc:
-        record.update(error_outcome(f"{type(exc).__name__}: {exception_text(exc)}"))
+        fields = error_fields(error_label(exc))
     else:
-        record.update(outcome_fields(result, voted_answer(parts.strategy)))
-    record["timings"] = {
-        "started": started_at,
-        "elapsed_s": round(time.perf_counter() - t0, 4),
-    }
-    return record
+        fields = result_fields(result, voted_answer(parts.strategy))
+    timings = {"started": started_at, "elapsed_s": round(time.perf_counter() - t0, 4)}
+    return _record(item, session, fields, timings)
+
+
+def _record(
+    item: PromptItem, session: int, fields: dict[str, Any], timings: dict[str, Any]
+) -> dict[str, Any]:
+    """The record of ``item`` with its outcome's ``fields``, as JSON data."""
+    record = RunRecord(
+        key=item.key,
+        status=fields["status"],
+        line=item.line,
+        content_hash=item.content_hash,
+        session=session,
+        sampling_id=fields.get("sampling_id"),
+        reason=fields["reason"],
+        failed_requirements=fields.get("failed_requirements", []),
+        text=fields["text"],
+        attempts=fields["attempts"],
+        usage=fields["usage"],
+        timings=timings,
+    )
+    return record.as_json()
 
 
 async def _sample(parts: Components, item: PromptItem, own: list[Any]) -> SamplingResult:
@@ -80,76 +90,4 @@ async def _sample(parts: Components, item: PromptItem, own: list[Any]) -> Sampli
 
 def error_record(item: PromptItem, reason: str, session: int = 0) -> dict[str, Any]:
     """The record of a prompt that could not be sampled at all (``reason`` says why)."""
-    return {
-        "seq": 0,
-        "key": item.key,
-        "line": item.line,
-        "content_hash": item.content_hash,
-        "session": session,
-        **error_outcome(reason),
-        "timings": {"started": utc_now(), "elapsed_s": 0.0},
-    }
-
-
-def error_outcome(reason: str) -> dict[str, Any]:
-    """The fields of an ``error`` record that made no attempt."""
-    return {
-        "status": "error",
-        "reason": reason,
-        "text": None,
-        "attempts": {
-            "used": 0,
-            "cancelled": 0,
-            "not_started": 0,
-            "passing": 0,
-            "stop_reason": "error",
-        },
-        "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": None},
-    }
-
-
-def outcome_fields(result: SamplingResult, answer_of: AnswerOf | None = None) -> dict[str, Any]:
-    """A record's status, reason, text, attempts summary and usage, from a result
-    (``answer_of``: how the run's strategy groups answers, when it votes)."""
-    failed_checks: list[str] = []
-    if result.success:
-        status, reason = "ok", None
-    elif result.stop_reason == "error" or (not result.attempts and result.errors):
-        status = "error"
-        reason = str(result.errors[0]) if result.errors else "the sampling call ended in error"
-    else:
-        status = "failed"
-        reasons = result.picked.failure_reasons if result.picked is not None else []
-        if result.picked is not None:
-            failed_checks = [
-                v.requirement or "a requirement" for v in result.picked.validations if not v.passed
-            ]
-        reason = "; ".join(reasons) or f"stopped: {result.stop_reason}"
-        if result.stop_reason == "stopped_by_plugin":
-            reason = f"stopped by a plugin; {reason}"
-    each = attempt_entries(result, answer_of)
-    ran, passed = count_samples(each)
-    samples: dict[str, Any] = {"ran": ran, "passed": passed}
-    votes = count_votes(each)
-    if votes is not None:
-        samples["votes"] = [list(group) for group in votes]
-    return {
-        "sampling_id": result.sampling_id,
-        "status": status,
-        "reason": reason,
-        "failed_requirements": failed_checks,
-        "text": result.text,
-        "attempts": {
-            "used": result.iterations_used,
-            "cancelled": result.cancelled,
-            "not_started": result.not_started,
-            "stopped_early": sum(1 for a in result.attempts if a.stopped_early),
-            "passing": sum(1 for a in result.attempts if a.passed),
-            "stop_reason": result.stop_reason,
-            "loop_budget": result.loop_budget,
-            "concurrency_budget": result.concurrency_budget,
-            "samples": samples,
-            "each": each,
-        },
-        "usage": usage_entry(result),
-    }
+    return _record(item, session, error_fields(reason), {"started": utc_now(), "elapsed_s": 0.0})

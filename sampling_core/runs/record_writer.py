@@ -52,16 +52,20 @@ class RecordWriter:
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Append one record; flush when ``flush_every`` records are waiting. Returns the
         record as written to ``records.jsonl`` (texts kept apart, capped and scrubbed)."""
+        return self.append_sized(record)[0]
+
+    def append_sized(self, record: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """:meth:`append`, and the size in bytes of the record's line (newline included)."""
         if self._texts_fd is not None:
             record, texts = split_texts(record)
             if texts is not None:
                 self._waiting_texts.append(one_json_line(scrub_data(texts)).encode("utf-8"))
         written = scrub_data(cap_record(record))
-        line = one_json_line(written)
-        self._waiting.append(line.encode("utf-8"))
+        encoded = one_json_line(written).encode("utf-8")
+        self._waiting.append(encoded)
         if len(self._waiting) >= self.flush_every:
             self.flush()
-        return written
+        return written, len(encoded)
 
     @property
     def waiting(self) -> int:

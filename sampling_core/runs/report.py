@@ -27,7 +27,7 @@ from sampling_core.redaction import printable
 from sampling_core.runs.index import RunIndex
 from sampling_core.runs.majk import Profile, maj_at_k_table, profile_of
 from sampling_core.runs.passk import PassAtK, pass_at_k_table, pass_hat_k_table
-from sampling_core.runs.rows import PromptRow
+from sampling_core.runs.record import PromptRow
 from sampling_core.runs.store import RunDirectory
 from sampling_core.runs.summary import RETRIED, RunSummary, summary_of
 
@@ -41,6 +41,7 @@ __all__ = [
     "report_rows",
     "row_columns",
     "row_from",
+    "write_report",
     "write_report_json",
 ]
 
@@ -98,6 +99,12 @@ class RunReport:
     partial_samples: int = 0
     """Prompts whose pass@k samples were counted from a cut attempt list (records written
     before records kept their sample counts, with over 1,000 attempts): their ``n`` is low."""
+    not_known: tuple[int, int] = (0, 0)
+    """A rescore's samples it could not decide (their text was cut before the end), and
+    the prompts they are of: left out of pass@k and pass^k (those prompts' ``n`` reduced)."""
+    pass_at_k_if_failed: list[PassAtK] = field(default_factory=list)
+    """pass@k with those samples counted as failed (the lowest it can be), beside the
+    estimate over the samples that are known (only when some are not known)."""
 
     @property
     def early_exit(self) -> bool:
@@ -134,6 +141,11 @@ class RunReport:
             "pass_hat_k": [p.as_dict() for p in self.pass_hat_k] if self.pass_hat_k else None,
             "maj_at_k": [p.as_dict() for p in self.maj_at_k] if self.maj_at_k else None,
             "pass_at_k_partial_prompts": self.partial_samples,
+            "pass_at_k_not_known": {
+                "samples": self.not_known[0],
+                "prompts": self.not_known[1],
+                "pass_at_k_if_failed": [p.as_dict() for p in self.pass_at_k_if_failed] or None,
+            },
             "retries": self.retries.as_dict() if self.retries is not None else None,
             "prompts": [r.as_dict() for r in self.rows],
         }
@@ -163,6 +175,14 @@ class RunReport:
                     "maj@k (the majority answer of k samples is right, ties split; same intervals):"
                 )
                 lines += _passk_lines(self.maj_at_k, "maj")
+            if self.not_known[0]:
+                lines.append(
+                    f"  not known: {self.not_known[0]} samples of {self.not_known[1]} prompts "
+                    "were cut before their end and cannot be judged by the new checks; they "
+                    "are left out (those prompts' n is smaller), never counted as passed; "
+                    "counted as failed, pass@k would be:"
+                )
+                lines += ["  " + line for line in _passk_lines(self.pass_at_k_if_failed)]
             if self.partial_samples:
                 lines.append(
                     f"  note: {self.partial_samples} prompts' samples were counted from the "
@@ -223,15 +243,21 @@ def write_report_json(path: str | Path, out: TextIO) -> RunReport:
     (without its rows)."""
     with RunIndex.open(path) as index:
         report = report_of(index, top=0)
-        marker = "\u0000prompts\u0000"
-        text = json.dumps({**report.as_dict(), "prompts": marker}, indent=2)
-        head, tail = text.split(json.dumps(marker))
-        out.write(head + "[")
-        count = 0
-        for count, row in enumerate(iter_rows(index), start=1):
-            out.write(f"{',' if count > 1 else ''}\n    {_row_json(row.as_dict())}")
-        out.write(("\n  ]" if count else "]") + tail + "\n")
+        write_report(report.as_dict(), (row.as_dict() for row in iter_rows(index)), out)
     return report
+
+
+def write_report(report: dict[str, Any], rows: Iterable[dict[str, Any]], out: TextIO) -> None:
+    """``report`` (a :meth:`RunReport.as_dict`) as ``report --json`` writes it, its
+    ``prompts`` being ``rows``, written to ``out`` one at a time as they come."""
+    marker = "\u0000prompts\u0000"
+    text = json.dumps({**report, "prompts": marker}, indent=2)
+    head, tail = text.split(json.dumps(marker))
+    out.write(head + "[")
+    count = 0
+    for count, row in enumerate(rows, start=1):
+        out.write(f"{',' if count > 1 else ''}\n    {_row_json(row)}")
+    out.write(("\n  ]" if count else "]") + tail + "\n")
 
 
 def _row_json(item: dict[str, Any]) -> str:
@@ -274,10 +300,30 @@ def report_of(index: RunIndex, *, rows: bool = False, top: int = 10) -> RunRepor
         report.partial_samples = int(
             index.value("SELECT COUNT(*) FROM first JOIN rec USING (line) WHERE partial = 1")
         )
+        samples, prompts = next(index.query(_NOT_KNOWN))
+        report.not_known = (int(samples), int(prompts))
+        if samples:
+            counted = {}
+            for n, c, m in index.query(_IF_FAILED):
+                counted[(n, c)] = counted.get((n, c), 0) + m
+            report.pass_at_k_if_failed = pass_at_k_table(counted)
     report.retries = _retries(index, report.summary.retried, measure=not report.early_exit)
     return report
 
 
+_NOT_KNOWN = (
+    "SELECT TOTAL(u), COUNT(*) FILTER (WHERE u > 0) FROM rec WHERE line IN (SELECT line FROM "
+    "first) OR line IN (SELECT MIN(line) FROM rec WHERE own = 1 AND u > 0 AND key NOT IN "
+    "(SELECT key FROM first) GROUP BY key)"
+)
+"""A rescore's undecided samples and their prompts: in each prompt's first record with
+samples (or, for a prompt none of whose samples could be decided, its first record)."""
+_IF_FAILED = (
+    "SELECT n + u, c, COUNT(*) FROM rec WHERE n + u > 0 AND (line IN (SELECT line FROM first) "
+    "OR line IN (SELECT MIN(line) FROM rec WHERE own = 1 AND u > 0 AND key NOT IN "
+    "(SELECT key FROM first) GROUP BY key)) GROUP BY n + u, c"
+)
+"""Each prompt's samples with the undecided ones counted as failed."""
 _FIRST_SAMPLES = "SELECT n, c, COUNT(*) FROM first JOIN rec USING (line) GROUP BY n, c"
 
 
@@ -315,7 +361,7 @@ def _retries(index: RunIndex, prompts: int, *, measure: bool) -> Retries | None:
 
 _ROW_FIELDS = (
     "key, sampling_id, status, attempts, passes, cancelled, unmet, reason, input_tokens, "
-    "output_tokens, cost_usd, latency_s, elapsed_s, not_started, stopped_early"
+    "output_tokens, cost_usd, latency_s, elapsed_s, not_started, stopped_early, not_known"
 )
 
 
@@ -327,7 +373,7 @@ def row_columns(table: str) -> str:
 def row_from(values: Iterable[Any]) -> PromptRow:
     """A :class:`PromptRow` from the columns :func:`row_columns` names, in that order."""
     (key, sampling_id, status, attempts, passes, cancelled, unmet, reason, *rest) = values
-    *numbers, not_started, stopped_early = rest
+    *numbers, not_started, stopped_early, not_known = rest
     return PromptRow(
         key,
         sampling_id,
@@ -340,6 +386,7 @@ def row_from(values: Iterable[Any]) -> PromptRow:
         *numbers,
         not_started=not_started or 0,
         stopped_early=stopped_early or 0,
+        not_known=not_known or 0,
     )
 
 

@@ -4,9 +4,17 @@ The attempts are fed, in the order they completed, to the engine's own
 :class:`~sampling_core.engine.tally.Tally`, so that the pick (the first pass, the
 ``ordered`` one, or the strategy's pick when nothing passes) follows the rule a run
 follows, and the record's fields are made by the same
-:func:`~sampling_core.runs.prompt_run.outcome_fields` a run uses. What did not change
+:func:`~sampling_core.runs.record.result_fields` a run uses. What did not change
 (tokens, cost, latency, timings, the ``sampling_id`` that joins ``events.jsonl`` and
 ``texts.jsonl``) is the source's.
+
+An attempt's provenance is respected. A text cut short by early stop is only the start of
+what the model was writing: when a new requirement's prefix check fails on it, that
+requirement failed whatever followed, and the attempt fails with it unmet; otherwise
+judging it would need the text that was never generated, so it is **not known**
+(``"not_known": true`` on its entry, counted in ``attempts.not_known``): it fails for the
+pick (a verdict ``(not known: cut before its end)`` is added), is never passed, and its
+subsample is left out of pass@k and pass^k (``attempts.samples.not_known``).
 
 What rescoring cannot know is counted, not guessed: when the new checks fail an attempt
 that ended its subsample (it passed before) or a prompt the source stopped at its first
@@ -21,22 +29,39 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hook_specs.records import CachedGeneration, Generation, IterationInfo, Message, Usage
+from hook_specs.errors import StopSampling
+from hook_specs.records import (
+    CachedGeneration,
+    Generation,
+    IterationInfo,
+    Message,
+    TokenLogprob,
+    Usage,
+    ValidationResult,
+)
 from sampling_core.backends.base import GenerationRequest
-from sampling_core.backends.transport import RetryPolicy
-from sampling_core.engine.budgets import BudgetCaps
 from sampling_core.engine.seeds import derive_seed
-from sampling_core.engine.settings import CallSettings
+from sampling_core.engine.streaming import (
+    Failed,
+    Prefixes,
+    failing_readers,
+    prefixes_in_force,
+    readers_of,
+    unmet_early,
+)
 from sampling_core.engine.tally import Tally
 from sampling_core.requirements.checks import Requirement, validate_all
 from sampling_core.requirements.context import CheckContext
 from sampling_core.runs.dataset import PromptItem
-from sampling_core.runs.outcome import attempt_entries
-from sampling_core.runs.prompt_run import outcome_fields
-from sampling_core.runs.votes import voted_answer
+from sampling_core.runs.record import AttemptEntry, RunRecord, count_samples
+from sampling_core.runs.record_fields import result_fields
+from sampling_core.runs.votes import count_votes, voted_answer
 from sampling_core.strategies import Strategy
 
-__all__ = ["NoModelInRescore", "Rescoring", "rescore_record"]
+__all__ = ["NOT_KNOWN", "NoModelInRescore", "Rescoring", "rescore_record"]
+
+NOT_KNOWN = "(not known: cut before its end)"
+"""The verdict a rescore adds to an attempt it cannot judge (its text was cut short)."""
 
 
 class NoModelInRescore(RuntimeError):
@@ -68,20 +93,8 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def completed_entries(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The record's completed attempts (not its backend errors), in completion order."""
-    attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
-    each = [e for e in attempts.get("each") or [] if isinstance(e, dict)]
-    done = [
-        e
-        for e in each
-        if "error" not in e and _int(e.get("subsample")) is not None and _int(e.get("attempt"))
-    ]
-    return sorted(done, key=lambda e: _int(e.get("sequence")) or 0)
-
-
 async def rescore_record(
-    record: dict[str, Any],
+    record: RunRecord,
     texts: Mapping[tuple[int, int], Mapping[str, Any]],
     item: PromptItem,
     own: Sequence[Requirement],
@@ -89,86 +102,110 @@ async def rescore_record(
     seed: int | None,
 ) -> dict[str, Any]:
     """The record with its attempts checked against ``how.requirements`` plus the prompt's
-    ``own``; ``texts``: the whole text (and messages) of each attempt; ``seed``: the
-    prompt's seed (each attempt's is derived from it, as the engine did)."""
-    attempts: dict[str, Any] = record["attempts"]
+    ``own``, as JSON data; ``texts``: the whole text (and messages) of each attempt;
+    ``seed``: the prompt's seed (each attempt's is derived from it, as the engine did)."""
+    attempts = record.attempts
     loop_budget = _int(attempts.get("loop_budget")) or how.loop_budget
     concurrency = _int(attempts.get("concurrency_budget")) or how.concurrency_budget
-    sampling_id = str(record.get("sampling_id") or "")
+    sampling_id = record.sampling_id or ""
     prompt = _messages(item.prompt)
     requirements = [*how.requirements, *own]
+    prefixes = prefixes_in_force(requirements, early_stop=True)
     tally = Tally(sampling_id, how.strategy, how.selection, how.early_exit)
-    tally.stopped = attempts.get("stop_reason") == "stopped_by_plugin"
-    for entry in completed_entries(record):
-        index, number = entry["subsample"], entry["attempt"]
+    if attempts.get("stop_reason") == "stopped_by_plugin":
+        tally.stop(StopSampling())
+    undecided: set[tuple[int, int]] = set()
+    for entry in record.completed():
+        index, number = entry.subsample, entry.attempt
         kept = texts[(index, number)]
+        text = kept["text"]
         messages: list[Message] = list(kept.get("messages") or prompt)
         info = IterationInfo(sampling_id, index, number, index * loop_budget + number)
         options = dict(how.options)
         if seed is not None:
             options["seed"] = derive_seed(seed, index, number)
         context = CheckContext(messages, item.row, info, options, _no_model)
-        validations = validate_all(requirements, kept["text"], context, how.check_timeout)
+        validations = validate_all(requirements, text, context, how.check_timeout)
         if not isinstance(validations, tuple):
             validations = await validations
-        tally.record(info, messages, _generation(entry, kept["text"]), validations)
-    result = tally.result(_settings(sampling_id, how, loop_budget, concurrency), [])
-    answer_of = voted_answer(how.strategy)
-    fields = outcome_fields(result, answer_of)
+        if not entry.provenance.whole:  # only the start of what the model was writing
+            failed = _failing_prefix(prefixes, text, entry)
+            if failed:  # that requirement fails whatever followed
+                validations = unmet_early(validations, failed, requirements)
+            else:  # deciding needs the text that was never generated
+                undecided.add((index, number))
+                validations = (*validations, ValidationResult(False, NOT_KNOWN, None, NOT_KNOWN))
+        tally.began()
+        tally.record(info, messages, _generation(entry, text), validations, entry.provenance)
+    result = tally.result(loop_budget, concurrency)
+    fields = result_fields(result, voted_answer(how.strategy))
+    each = fields["attempts"]["each"]
+    for data in each:
+        if (data["subsample"], data["attempt"]) in undecided:
+            data["not_known"] = True
+    n, c, u = count_undecided(each)
+    samples: dict[str, Any] = {"ran": n, "passed": c, "not_known": u}
+    votes = count_votes(each)
+    if votes is not None:
+        samples["votes"] = [list(group) for group in votes]
     errors = [e for e in attempts.get("each") or [] if isinstance(e, dict) and "error" in e]
     fields["attempts"].update(
         cancelled=attempts.get("cancelled", 0),
-        each=[*attempt_entries(result, answer_of), *errors],
+        not_known=len(undecided),
+        samples=samples,
+        each=[*each, *errors],
     )
-    fields["usage"] = record.get("usage", fields["usage"])
+    fields["usage"] = record.usage or fields["usage"]
     not_run = _not_run(fields["attempts"]["each"], result.success, how, loop_budget, concurrency)
-    return {
-        **record,
-        **fields,
-        "sampling_id": record.get("sampling_id"),
-        "session": 1,
-        "rescored": {"from_seq": record.get("seq"), "not_run": not_run},
-    }
+    out = record.as_json()
+    out.update(fields)
+    out.update(
+        sampling_id=record.sampling_id,
+        session=1,
+        rescored={"from_seq": record.seq, "not_run": not_run},
+    )
+    return out
+
+
+def _failing_prefix(prefixes: Prefixes, text: str, entry: AttemptEntry) -> Failed:
+    """The prefix checks that fail the kept ``text`` of a cut attempt, read as one piece
+    (with its tokens' log-probabilities when the record kept them)."""
+    if not prefixes:
+        return ()
+    readers = readers_of(prefixes, [{} for _ in prefixes])
+    logprobs = tuple(
+        TokenLogprob(
+            str(p.get("token", "")),
+            float(p.get("logprob", 0.0)),
+            tuple((str(t[0]), float(t[1])) for t in p.get("top") or () if len(t) == 2),
+        )
+        for p in entry.logprobs or ()
+    )
+    return failing_readers(readers, text, logprobs)
+
+
+def count_undecided(each: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """``(n, c, u)`` of rescored entries (see :func:`~sampling_core.runs.record.count_samples`)."""
+    entries = [e for e in map(AttemptEntry.read, each) if e is not None]
+    return count_samples(entries)
 
 
 def _messages(prompt: str | list[dict[str, Any]]) -> list[Message]:
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
 
 
-def _generation(entry: Mapping[str, Any], text: str) -> Generation:
+def _generation(entry: AttemptEntry, text: str) -> Generation:
     """The attempt's generation as the record kept it (its tokens, cost and latency)."""
-    latency = entry.get("latency_s")
-    kind = CachedGeneration if entry.get("cached") is True else Generation
+    kind = CachedGeneration if entry.provenance.cached else Generation
     return kind(
         text=text,
-        usage=Usage(  # a count the record does not hold stays unknown, never 0
-            _int(entry.get("input_tokens")),
-            _int(entry.get("output_tokens")),
-            entry.get("cost_usd") if isinstance(entry.get("cost_usd"), int | float) else None,
-        ),
-        latency_s=float(latency) if isinstance(latency, int | float) else 0.0,
+        # a count the record does not hold stays unknown, never 0
+        usage=Usage(entry.input_tokens, entry.output_tokens, entry.cost_usd),
+        finish_reason=entry.finish_reason,
+        model=entry.model,
+        latency_s=entry.latency_s or 0.0,
+        answered_by=entry.provenance.answered_by,
     )  # (a cached attempt's first cost is in the record's usage.cached, kept as it is)
-
-
-def _settings(sampling_id: str, how: Rescoring, loop: int, concurrency: int) -> CallSettings:
-    """The settings a :class:`Tally` reads to make the result (no backend: none is called)."""
-    return CallSettings(
-        sampling_id=sampling_id,
-        backend=None,  # type: ignore[arg-type]
-        messages=[],
-        requirements=tuple(how.requirements),
-        strategy=how.strategy,
-        loop_budget=loop,
-        concurrency_budget=concurrency,
-        selection=how.selection,
-        seed=None,
-        options=dict(how.options),
-        format=None,
-        retry=RetryPolicy(),
-        attempt_timeout=None,
-        caps=BudgetCaps(loop, concurrency, loop * concurrency),
-        early_exit=how.early_exit,
-    )
 
 
 def _not_run(

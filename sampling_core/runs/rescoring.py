@@ -27,6 +27,7 @@ from typing import Any
 
 import anyio
 import structlog
+from filelock import FileLock
 
 from sampling_core.errors import exception_text
 from sampling_core.hooks.entry_points import PluginSettings
@@ -40,24 +41,25 @@ from sampling_core.runs.components import (
 from sampling_core.runs.config import RequirementSpec, RunConfig
 from sampling_core.runs.dataset import Dataset, PromptIndex, read_dataset
 from sampling_core.runs.errors import ConfigError, DatasetError, RunDirError
+from sampling_core.runs.files import remove_stale_staging
+from sampling_core.runs.index import RunIndex
 from sampling_core.runs.integrity import SETTINGS_KEY, settings_meta
 from sampling_core.runs.kept_texts import TextsJoin
 from sampling_core.runs.loading import load_config, refuse_unwritable
 from sampling_core.runs.meta_hashes import read_run_meta
 from sampling_core.runs.outputs import output_file
-from sampling_core.runs.report import write_report_json
-from sampling_core.runs.rescore_record import Rescoring, completed_entries, rescore_record
+from sampling_core.runs.report import iter_rows, report_of, write_report
+from sampling_core.runs.rescore_record import Rescoring, rescore_record
 from sampling_core.runs.resume import (
     compare_configs,
     new_run_meta,
-    one_line,
     provenance_header,
     read_effective_config,
     render_effective_config,
     samplehooks_version,
 )
 from sampling_core.runs.store import RunDirectory, utc_now
-from sampling_core.runs.summary import RunSummary, summarize
+from sampling_core.runs.summary import RunSummary, summary_of
 
 __all__ = ["REPORT_FILE", "rescore", "rescore_sync"]
 
@@ -76,6 +78,7 @@ async def rescore(
     kinds: KindRegistry | None = None,
     argv: Sequence[str] | None = None,
     log: Callable[[str], None] | None = None,
+    with_index: Callable[[RunIndex], None] | None = None,
 ) -> RunSummary:
     """Check every kept attempt of the run in ``run_dir`` against new requirements and
     write the rescored run to ``out_dir``; returns its summary. No backend is called.
@@ -83,6 +86,9 @@ async def rescore(
     ``config`` (a :class:`RunConfig` or a YAML path) gives the requirements (and
     ``check_timeout_s``, and where the dataset now is); ``requirements`` are added to them
     (``{KIND: VALUE}`` as in a config). ``kinds`` replaces the installed plugins' kinds.
+    ``with_index`` is called with the new run's index (the one it is read from: its report
+    and summary come from there too). The source's records are read once, the new run's
+    once.
 
     Raises :class:`~sampling_core.runs.errors.RunError` before anything is written: the
     source is missing, not finished or keeps no whole texts; ``out_dir`` is the source,
@@ -105,21 +111,28 @@ async def rescore(
         meta = read_run_meta(source, lambda key, value: None)  # its hashes are not needed
         new = _new_config(old, config, requirements, kinds)
         refuse_unwritable(new)  # a lone surrogate (a --require from bytes not UTF-8)
-        _refuse_unfinished(source)
-        dataset = read_dataset(new.dataset, kinds)
-        if dataset.fingerprint != meta["dataset"].get("fingerprint"):
-            raise DatasetError(
-                f"{new.dataset.path} is not the dataset {source.path} was run on (its prompts "
-                "changed since); rescoring needs each prompt's line as it was: restore it "
-                "(or give --config with dataset.path where it now is). Nothing was written"
-            )
-        how = _rescoring(new, kinds)  # the new requirements are built here, or refused
-        argv = [shown(a) for a in argv] if argv is not None else ["(Python API)", "rescore"]
-        await _build(source, out, new, meta, dataset, kinds, how, argv)
+        # the source's one reading: its records kept in the index, to be rescored from there
+        with RunIndex.build(source, keep_records=True) as index:
+            _refuse_unfinished(source, index)
+            dataset = read_dataset(new.dataset, kinds)
+            if dataset.fingerprint != meta["dataset"].get("fingerprint"):
+                raise DatasetError(
+                    f"{new.dataset.path} is not the dataset {source.path} was run on (its "
+                    "prompts changed since); rescoring needs each prompt's line as it was: "
+                    "restore it (or give --config with dataset.path where it now is). "
+                    "Nothing was written"
+                )
+            how = _rescoring(new, kinds)  # the new requirements are built here, or refused
+            argv = [shown(a) for a in argv] if argv is not None else ["(Python API)", "rescore"]
+            built = await _build(source, out, new, meta, dataset, kinds, how, argv, index)
     finally:
         source.unlock()
-    with output_file(out / REPORT_FILE, suffixes=(".json",), what="report") as handle:
-        report = write_report_json(out, handle)  # its rows written as they are read
+    with built:  # the new run's one reading: its report, its summary and the caller's
+        report = report_of(built, top=0)
+        with output_file(out / REPORT_FILE, suffixes=(".json",), what="report") as handle:
+            write_report(report.as_dict(), (row.as_dict() for row in iter_rows(built)), handle)
+        if with_index is not None:
+            with_index(built)
     say(f"rescored {source.path} into {out}")
     return report.summary
 
@@ -134,6 +147,11 @@ def rescore_sync(run_dir: str | Path, out_dir: str | Path, **kwargs: Any) -> Run
 
 def _refuse_places(source: Path, out: Path) -> None:
     """``out`` must be a new or empty folder, not the source nor inside it."""
+    if out.is_symlink():
+        raise RunDirError(
+            f"--out {out} is a symbolic link; give a new folder (a rescore writes a folder "
+            "of its own and renames it into place, never through a link; nothing was written)"
+        )
     here, there = source.resolve(), out.resolve()
     if there == here or here in there.parents:
         raise RunDirError(
@@ -148,8 +166,8 @@ def _refuse_places(source: Path, out: Path) -> None:
         )
 
 
-def _refuse_unfinished(source: RunDirectory) -> None:
-    summary = summarize(source.path)
+def _refuse_unfinished(source: RunDirectory, index: RunIndex) -> None:
+    summary = summary_of(index)
     if not summary.complete:
         raise RunDirError(
             f"{source.path} is not finished: {summary.pending} of {summary.total} prompts have "
@@ -218,15 +236,20 @@ async def _build(
     kinds: KindRegistry,
     how: Rescoring,
     argv: list[str],
-) -> None:
-    """Write the rescored run under a temporary name, then rename it to ``out``."""
+    index: RunIndex,
+) -> RunIndex:
+    """Write the rescored run under a temporary name (held by its lock: a rescore killed
+    meanwhile leaves it to the next one to remove), then rename it to ``out``; its index
+    (read once, pointed at ``out``), which the caller closes."""
     made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(out.parent, out.name, "rescore")
     staging = out.parent / f".{out.name}.rescore-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
+    building = FileLock(f"{staging}.lock", timeout=0, thread_local=False)
+    building.acquire()
     built = RunDirectory(staging)
-    header = provenance_header(samplehooks_version(), argv, None)
-    header.insert(-1, f"# rescored from: {one_line(str(source.path.resolve()))} (no generation)")
+    header = provenance_header(samplehooks_version(), argv, None, rescored_from=source.path)
     resolved = {
         path: value
         for path, value in meta.get(SETTINGS_KEY, {}).get("values", {}).items()
@@ -235,10 +258,12 @@ async def _build(
     built.create(
         render_effective_config(config, header), _meta(source, config, dataset, resolved, kinds)
     )
+    new_index: RunIndex | None = None
     try:
         started = utc_now()
-        records = await _write_records(source, built, config, dataset, kinds, how)
-        done = summarize(staging)
+        records = await _write_records(source, built, config, dataset, kinds, how, index)
+        new_index = RunIndex.build(built)
+        done = summary_of(new_index)
         built.write_progress(
             {
                 "state": "finished",
@@ -265,11 +290,24 @@ async def _build(
             out.rmdir()  # empty: checked before
         os.rename(staging, out)
     except BaseException:
+        if new_index is not None:
+            new_index.close()
         shutil.rmtree(staging, ignore_errors=True)
+        _unlock(building, staging)
         for folder in made:  # the folders made for NEW_DIR, innermost first
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
+    _unlock(building, staging)
+    new_index.run_dir = RunDirectory(out)  # its tables are the same wherever the files are
+    return new_index
+
+
+def _unlock(building: FileLock, staging: Path) -> None:
+    """Let go of the staging folder's lock, and remove the lock's file."""
+    building.release()
+    with contextlib.suppress(OSError):
+        os.unlink(f"{staging}.lock")
 
 
 def _meta(
@@ -295,28 +333,35 @@ async def _write_records(
     dataset: Dataset,
     kinds: KindRegistry,
     how: Rescoring,
+    source_index: RunIndex,
 ) -> int:
-    """Rescore every record of ``source`` in order into ``built``; the records written."""
+    """Rescore every record of ``source`` (kept in ``source_index``) in order into
+    ``built``; the records written. Ctrl-C is acted on between two records."""
     index = PromptIndex(dataset)
     texts = TextsJoin(source.texts_file)
     written = 0
     writer = built.open_writer(flush_every=256, fsync=False)
     try:
-        for record in source.iter_records():
-            seq, key = record.get("seq", 0), record["key"]
-            if record["status"] == "error" or not completed_entries(record):
-                rescored = {**record, "session": 1, "rescored": {"from_seq": seq, "not_run": 0}}
+        for record in source_index.records():
+            await anyio.lowlevel.checkpoint()  # a cancellation (Ctrl-C) ends it here
+            seq, key = record.seq, record.key
+            entries = record.completed()
+            if record.status == "error" or not entries:
+                rescored = {
+                    **record.as_json(),
+                    "session": 1,
+                    "rescored": {"from_seq": seq, "not_run": 0},
+                }
             else:
-                item = index.item(int(record.get("line") or 0))
+                item = index.item(record.line or 0)
                 if item is None or item.key != key:
                     raise DatasetError(
                         f"{dataset.path}: prompt {key!r} is no longer on line "
-                        f"{record.get('line')}; restore the dataset as it was run (nothing "
+                        f"{record.line}; restore the dataset as it was run (nothing "
                         "was written)"
                     )
-                kept = texts.get(seq, record.get("sampling_id"))
-                entries = completed_entries(record)
-                if kept is None or any((e["subsample"], e["attempt"]) not in kept for e in entries):
+                kept = texts.get(seq, record.sampling_id)
+                if kept is None or any((e.subsample, e.attempt) not in kept for e in entries):
                     raise RunDirError(
                         f"{source.texts_file} lacks the whole text of an attempt of prompt "
                         f"{key!r} (record {seq}); rescoring needs every attempt's text "

@@ -99,8 +99,22 @@ def new_run_meta(dataset: Dataset, settings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def provenance_header(version: str, argv: Sequence[str], source: Path | None) -> list[str]:
-    """The comment lines on top of a new run's ``effective_config.yaml``."""
+def provenance_header(
+    version: str, argv: Sequence[str], source: Path | None, *, rescored_from: Path | None = None
+) -> list[str]:
+    """The comment lines on top of a new run's ``effective_config.yaml`` (``rescored_from``:
+    the run a rescore checked again, which is then its source)."""
+    if rescored_from is not None:
+        origin = one_line(str(rescored_from.resolve()))
+        return [
+            "# samplehooks rescore: the resolved settings of this run (defaults included).",
+            f"# Rescored from {origin} (no generation); it is complete: nothing to resume.",
+            f"# samplehooks version: {version}",
+            f"# created (UTC): {utc_now()}",
+            f"# argv: {one_line(shlex.join(argv))}",
+            f"# source: rescored from {origin}",
+            LINEAGE_MARK,
+        ]
     return [
         "# samplehooks run: the resolved settings of this run (defaults included).",
         "# Resume with: samplehooks run CONFIG --out THIS_DIR --resume",

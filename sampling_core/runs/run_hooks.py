@@ -30,7 +30,8 @@ from sampling_core.errors import exception_text
 from sampling_core.hooks.channel import HookChannel
 from sampling_core.hooks.table import HookTable
 from sampling_core.runs.dataset import PromptItem
-from sampling_core.runs.report import build_report
+from sampling_core.runs.run_reading import RunReading
+from sampling_core.runs.store import RunDirectory
 
 __all__ = ["INTERRUPTED", "RunHooks", "interrupted_record"]
 
@@ -57,10 +58,17 @@ class RunHooks:
     """Fires one session's run hooks through ``table`` (``None``: no plugin, nothing fires)."""
 
     def __init__(
-        self, table: HookTable | None, run_dir: Path, session: int, run_id: str | None = None
+        self,
+        table: HookTable | None,
+        run_dir: Path,
+        session: int,
+        run_id: str | None = None,
+        reading: RunReading | None = None,
     ) -> None:
         self.channel = HookChannel(table) if table is not None else None
         self.run_dir = os.path.abspath(run_dir)
+        # the run read once at its end (the runner's, which it reads its summary from too)
+        self.reading = reading or RunReading(RunDirectory(Path(run_dir)))
         self.session = session
         self.run_id = run_id
         self.started: float | None = None  # when run_start fired
@@ -151,22 +159,29 @@ class RunHooks:
 
     async def run_end(self, error: BaseException | None) -> None:
         """Fire ``run_end`` (when :meth:`run_start` fired): the run's report as it stands
-        (empty totals, and a warning, when the run directory cannot be read),
-        ``interrupted`` when ``error`` ended the session. The prompts still in flight get
-        their ``prompt_end`` first."""
+        and its rows, from the run read once (:attr:`reading`; empty totals, and a warning,
+        when the run directory cannot be read), ``interrupted`` when ``error`` ended the
+        session. The prompts still in flight get their ``prompt_end`` first."""
         await self._end_interrupted()
         if self.started is None or self.channel is None or not self.fires(H.RUN_END):
             return
+        rows: Any = ()
         try:
-            report = build_report(self.run_dir).as_dict()
+            made = self.reading.report()
+            report, text, rows = made.as_dict(), made.render(), self.reading.rows()
         except Exception as exc:  # the session's own way out must not be lost to this
             logger.warning("run.report_unreadable", run_dir=self.run_dir, error=_text(exc))
-            report = {"totals": {}, "pass_at_k": None, "pass_hat_k": None, "maj_at_k": None}
+            empty = {"totals": {}, "pass_at_k": None, "pass_hat_k": None, "maj_at_k": None}
+            report, text = empty, ""
+        report.pop("prompts", None)
         fields = self._fields(
             totals=report["totals"],
             pass_at_k=report["pass_at_k"],
             pass_hat_k=report["pass_hat_k"],
             maj_at_k=report["maj_at_k"],
+            report=report,
+            report_text=text,
+            rows=rows,
             interrupted=error is not None,
             error=_fatal_text(error),
             elapsed_s=round(time.perf_counter() - self.started, 3),

@@ -62,6 +62,7 @@ from sampling_core.runs.resume import (
     samplehooks_version,
 )
 from sampling_core.runs.run_cache import open_run_cache, with_cache
+from sampling_core.runs.run_reading import RunReading
 from sampling_core.runs.session import BatchSession, run_locally
 from sampling_core.runs.store import RunDirectory
 from sampling_core.runs.summary import RunSummary, summary_of
@@ -165,12 +166,14 @@ async def run_batch(
     parts = None
     driver = None  # under Ray: the run's plugins in this process, for their run hooks
     index = None
+    reading = RunReading(run_dir)  # the run read once at its end
     failed = interrupted = False
     try:
         if resume:
             index = _prepare_resume(
                 run_dir, config, dataset, argv, retry_failed, say, resolved, kinds, extra_plugins
             )
+            reading = RunReading(run_dir, index)  # it owns the index now, and closes it
         else:
             _create(run_dir, config, dataset, argv, source, resolved, kinds, extra_plugins)
             say(f"started run {run_dir.path}: {dataset.count} prompts")
@@ -183,7 +186,7 @@ async def run_batch(
             driver = build_sampler(
                 None, config.plugins, run_dir.events_file, extra_plugins, batch.pending_count
             )
-            await batch.run(cluster.execute, driver.plugins.hooks(), settings)
+            await batch.run(cluster.execute, driver.plugins.hooks(), settings, reading)
         else:
             parts = build_components(
                 config,
@@ -194,13 +197,11 @@ async def run_batch(
                 total=batch.pending_count,
                 cache=responses,
             )
-            await batch.run(run_locally(parts), parts.sampler.plugins.hooks(), settings)
+            await batch.run(run_locally(parts), parts.sampler.plugins.hooks(), settings, reading)
     except BaseException as exc:
         failed, interrupted = True, _is_interruption(exc)
         raise
     finally:
-        if index is not None:
-            index.close()
         late: BaseException | None = None  # a Ctrl-C while the end waited for observers
         for sampler in (parts.sampler if parts is not None else None, driver):
             if sampler is None:
@@ -216,12 +217,17 @@ async def run_batch(
             await aclose_backend(chosen_backend)
         if responses is not None:
             responses.close()
+        if failed or late is not None:
+            reading.close()
         if late is not None and not failed:
             raise late  # the run's work was done; its end was interrupted
-    with RunIndex.open(run_dir.path) as index:
+    try:  # the run read once at its end: run_end's report, the summary, the caller's report
+        end = reading.index()
         if with_index is not None:
-            with_index(index)
-        return summary_of(index)
+            with_index(end)
+        return summary_of(end)
+    finally:
+        reading.close()
 
 
 def _is_interruption(exc: BaseException) -> bool:

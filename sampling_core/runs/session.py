@@ -26,7 +26,9 @@ from sampling_core.runs.dataset import Dataset, PromptItem
 from sampling_core.runs.index import RunIndex
 from sampling_core.runs.progress import ProgressDisplay
 from sampling_core.runs.prompt_run import run_prompt
+from sampling_core.runs.record import read_record
 from sampling_core.runs.run_hooks import RunHooks
+from sampling_core.runs.run_reading import RunReading
 from sampling_core.runs.store import RunDirectory, utc_now
 
 __all__ = ["BatchSession", "Executor", "run_locally"]
@@ -65,6 +67,8 @@ class BatchSession:
             self._pending(dataset, retry_failed) if self.pending_count > 0 else iter(())
         )
         self.seq = index.scan.last_seq if index is not None else 0
+        if index is not None:  # what this session writes goes into the index too
+            index.start_appending(run_dir.records_file.stat().st_size)
         progress = run_dir.read_progress()
         self.sessions: list[dict[str, Any]] = list(progress.get("sessions", []))
         self.session = {
@@ -94,11 +98,13 @@ class BatchSession:
         execute: Executor,
         hooks: HookTable | None = None,
         settings: Mapping[str, Any] | None = None,
+        reading: RunReading | None = None,
     ) -> None:
         """Fire ``run_start``, run ``execute(self)``, and on every way out flush, record
         progress and fire ``run_end``. ``hooks``: the table of the plugins the run names
-        (their run hooks fire here); ``settings``: the result settings in ``meta.json``."""
-        self.hooks = RunHooks(hooks, self.run_dir.path, self.number, self.run_id)
+        (their run hooks fire here); ``settings``: the result settings in ``meta.json``;
+        ``reading``: where the run is read once at its end (``run_end`` reads it there)."""
+        self.hooks = RunHooks(hooks, self.run_dir.path, self.number, self.run_id, reading)
         self.display.start(self._counts())
         ended: BaseException | None = None
         try:
@@ -123,6 +129,8 @@ class BatchSession:
         finally:
             try:
                 self.writer.close()
+                if reading is not None and self._index is not None:
+                    reading.written_whole(self._index)  # every record is in the file
                 await self.hooks.announce()  # the records flushed last
                 self._save_progress()
                 self.display.stop()
@@ -137,14 +145,20 @@ class BatchSession:
     async def finish(self, record: dict[str, Any]) -> None:
         """Number and append one prompt's record, and count it; ``prompt_end`` once the
         record is in the file."""
+        read = read_record(record)  # as every reader reads it (a Ray worker's, too)
+        if read is None:
+            raise ValueError(f"not a record: {str(record)[:200]}")
         self.seq += 1
         record["seq"] = self.seq
         record["session"] = self.number
-        self.hooks.written(self.writer.append(record))
-        previous = self._status(record["key"])
+        written, size = self.writer.append_sized(record)
+        self.hooks.written(written)
+        if self._index is not None:
+            self._index.append(read_record(written) or read, size)
+        previous = self._status(read.key)
         if previous is not None:  # a prompt run again (--retry-failed)
             self.counts[previous] -= 1
-        self.counts[record["status"]] += 1
+        self.counts[read.status] += 1
         self.session["records"] += 1
         self.display.advance(self._counts())
         if not self.writer.waiting:

@@ -36,8 +36,9 @@ from sampling_core.errors import exception_text
 from sampling_core.runs.errors import RunDirError
 from sampling_core.runs.files import after_last_newline, remove_stale_staging
 from sampling_core.runs.kept_texts import TEXTS_FILE
+from sampling_core.runs.record import RunRecord, read_record
 from sampling_core.runs.record_writer import RecordWriter, interrupts_deferred
-from sampling_core.runs.shapes import is_dataset_meta, is_progress, is_record
+from sampling_core.runs.shapes import is_dataset_meta, is_progress
 
 __all__ = [
     "CONFIG_FILE",
@@ -85,7 +86,7 @@ class RecordsScan:
     """The highest sequence number written so far (0 for none)."""
 
 
-RecordVisitor = Callable[[int, int, dict[str, Any]], None]
+RecordVisitor = Callable[[int, int, RunRecord], None]
 """Called with each record's line number (1-based), its byte offset, and the record."""
 
 
@@ -283,12 +284,12 @@ class RunDirectory:
                 visit(number, offset, record)
         return scan
 
-    def iter_records(self) -> Iterator[dict[str, Any]]:
+    def iter_records(self) -> Iterator[RunRecord]:
         """The records of ``records.jsonl`` as :meth:`scan_records` reads them, one at a time."""
         for _, _, record in self._read_records(RecordsScan()):
             yield record
 
-    def _read_records(self, scan: RecordsScan) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    def _read_records(self, scan: RecordsScan) -> Iterator[tuple[int, int, RunRecord]]:
         """``(line number, byte offset, record)`` of each record; ``scan`` is kept up to date."""
         try:
             handle = self.records_file.open("rb")
@@ -310,9 +311,9 @@ class RunDirectory:
                 yield number, scan.good_size, record
                 scan.count += 1
                 scan.good_size += len(line)
-                scan.last_seq = max(scan.last_seq, int(record.get("seq", 0)))
+                scan.last_seq = max(scan.last_seq, record.seq)
 
-    def read_record_at(self, offset: int) -> dict[str, Any]:
+    def read_record_at(self, offset: int) -> RunRecord:
         """The record whose line starts at byte ``offset`` (as :meth:`scan_records` gave it)."""
         try:
             with self.records_file.open("rb") as handle:
@@ -371,13 +372,12 @@ class RunDirectory:
         )
 
 
-def _parse_record(line: bytes) -> dict[str, Any] | None:
-    """A record, or ``None`` when ``line`` is not one (every field read back is checked)."""
+def _parse_record(line: bytes) -> RunRecord | None:
+    """A record, or ``None`` when ``line`` is not one (:func:`read_record`)."""
     try:
-        record = json.loads(line)
+        return read_record(json.loads(line))
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
-    return record if is_record(record) else None
 
 
 def _write_json(path: Path, data: Any) -> None:

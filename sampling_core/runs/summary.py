@@ -55,6 +55,9 @@ class RunSummary:
     the source never ran (it had stopped them early): their outcome is over fewer attempts."""
     retried: int = 0
     """Prompts with more than one record (sampled again by ``--retry-failed``)."""
+    not_known: int = 0
+    """A rescore's attempts that it could not decide: their text was cut before its end
+    (early stop) and the new checks would need the rest. Neither passed nor failed."""
 
     @property
     def done(self) -> int:
@@ -128,6 +131,12 @@ class RunSummary:
         lines.append(f"Wall time: {self.wall_time_s:.1f} s over {sessions}{per}")
         if self.rescored_from is not None:
             lines.append(f"Rescored from {self.rescored_from} (no generation)")
+            if self.not_known:
+                lines.append(
+                    f"  not known: {self.not_known:,} attempts were cut before their end (early "
+                    "stop) and the new checks cannot judge what was never generated; they are "
+                    "counted apart, never as passed"
+                )
             if self.not_run[0]:
                 lines.append(
                     f"  not known: {self.not_run[1]:,} attempts of {self.not_run[0]:,} prompts "
@@ -168,6 +177,7 @@ class RunSummary:
             "rescored_from": self.rescored_from,
             "not_run": {"prompts": self.not_run[0], "attempts": self.not_run[1]},
             "retried_prompts": self.retried,
+            "not_known": self.not_known,
         }
 
 
@@ -203,14 +213,15 @@ def summary_of(index: RunIndex) -> RunSummary:
         "SELECT TOTAL(input_tokens), TOTAL(output_tokens) FROM latest JOIN rec USING (line)"
     )
     summary.input_tokens, summary.output_tokens = (int(t) for t in next(tokens))
-    unknown, cached_calls, cached_tokens, not_run_prompts, not_run, not_started, early = next(
+    unknown, cached_calls, cached_tokens, not_run_prompts, not_run, not_started, early, u = next(
         index.query(
             "SELECT COUNT(*) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL), "
             "TOTAL(cached_calls), TOTAL(cached_tokens), COUNT(*) FILTER (WHERE not_run > 0), "
-            "TOTAL(not_run), TOTAL(not_started), TOTAL(stopped_early) "
+            "TOTAL(not_run), TOTAL(not_started), TOTAL(stopped_early), TOTAL(not_known) "
             "FROM latest JOIN rec USING (line)"
         )
     )
+    summary.not_known = int(u)
     summary.not_started, summary.stopped_early = int(not_started), int(early)
     summary.usage_unknown = int(unknown)  # the backend did not say: not counted as 0
     summary.cached_calls, summary.cached_tokens = int(cached_calls), int(cached_tokens)

@@ -49,7 +49,7 @@ def _side(index: RunIndex, key: str) -> dict[str, Any] | None:
     line, *values = found[0]
     record = index.read_record(line)
     item = row_from(values).as_dict()
-    text = record.get("text")
-    item["text"] = text[:TEXT_SHOWN] if isinstance(text, str) else None
+    text = record.text
+    item["text"] = text[:TEXT_SHOWN] if text is not None else None
     item["lanes"] = lanes_from_record(record)
     return item

@@ -111,7 +111,7 @@ def indexed_run_data(index: RunIndex, *, whole_texts: bool = False) -> dict[str,
             "first samples (the retries' own pass@k is under the pass@k chart)"
         )
     records = {line: index.read_record(line) for line, _ in listed[:MAX_TIMELINES]}
-    wanted = {str(r["sampling_id"]) for r in records.values() if r.get("sampling_id")}
+    wanted = {r.sampling_id for r in records.values() if r.sampling_id}
     events = read_events_by_call(run_dir.events_file, wanted)
     if not events.present:
         notes.append(
@@ -127,8 +127,8 @@ def indexed_run_data(index: RunIndex, *, whole_texts: bool = False) -> dict[str,
         item = row.as_dict()
         record = records.get(line)
         if record is not None:
-            text = record.get("text")
-            item["text"] = text[:shown] if isinstance(text, str) else None
+            text = record.text
+            item["text"] = text[:shown] if text is not None else None
             call = events.by_call.get(str(row.sampling_id))
             if call is not None:
                 item["lanes"], item["timeline_source"] = lanes_from_call(call), "events"

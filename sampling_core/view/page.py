@@ -21,7 +21,7 @@ from sampling_core.runs.index import RunIndex
 from sampling_core.view.compare import compare_data
 from sampling_core.view.data import charts, indexed_run_data
 
-__all__ = ["build_page", "page_data", "render_page"]
+__all__ = ["build_page", "indexed_page_data", "page_data", "render_page"]
 
 
 def _template() -> str:
@@ -37,12 +37,17 @@ def page_data(paths: list[str | Path], *, whole_texts: bool = False) -> dict[str
     """
     with contextlib.ExitStack() as stack:
         indexes = [stack.enter_context(RunIndex.open(path)) for path in paths]
-        return {
-            "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "runs": [indexed_run_data(index, whole_texts=whole_texts) for index in indexes],
-            "charts": charts(indexes),
-            "compare": compare_data(*indexes, FLIPPED_SHOWN) if len(indexes) == 2 else None,
-        }
+        return indexed_page_data(indexes, whole_texts=whole_texts)
+
+
+def indexed_page_data(indexes: list[RunIndex], *, whole_texts: bool = False) -> dict[str, Any]:
+    """:func:`page_data` of runs already indexed (read once by whoever indexed them)."""
+    return {
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "runs": [indexed_run_data(index, whole_texts=whole_texts) for index in indexes],
+        "charts": charts(indexes),
+        "compare": compare_data(*indexes, FLIPPED_SHOWN) if len(indexes) == 2 else None,
+    }
 
 
 def render_page(data: dict[str, Any]) -> str:

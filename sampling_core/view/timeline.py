@@ -1,9 +1,11 @@
 """Per prompt, its attempts as lanes (one per subsample), from ``events.jsonl`` or the records.
 
 A step is one attempt with its outcome: ``passed``, ``failed``, ``error`` (the backend call
-raised for good) or ``cancelled`` (in flight when another subsample's pass ended the call);
-``stopped_early`` marks a failed one whose generation a prefix check cut short (``score``:
-the strategy's scorer's, from the record), and a
+raised for good), ``cancelled`` (in flight when another subsample's pass ended the call) or,
+in a rescored run, ``not_known`` (cut before its end: the new checks cannot judge it);
+``stopped_early`` marks a failed one whose generation a prefix check cut short (its
+``provenance`` says by which check and after how much; ``score``: the strategy's scorer's,
+from the record), and a
 cancelled one that streamed shows the tokens it received. The hook events say all of it, as
 :mod:`sampling_core.events.attempts` reads them (the same reading ``samplehooks trace show``
 prints): an attempt that no ``sampling_iteration`` or final ``generation_error`` ended was
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_calls
+from sampling_core.runs.record import RunRecord
 
 __all__ = [
     "EventsFile",
@@ -68,13 +71,6 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _sum(inputs: Any, outputs: Any) -> int | None:
-    """Input and output tokens together; ``None`` when either is unknown."""
-    if _int(inputs) is None or _int(outputs) is None:
-        return None
-    return int(inputs) + int(outputs)
-
-
 def _step(attempt: int, outcome: str, **extra: Any) -> dict[str, Any]:
     return {"attempt": attempt, "outcome": outcome, **extra}
 
@@ -94,6 +90,7 @@ def _attempt_step(row: RecordedAttempt) -> dict[str, Any]:
         row.attempt,
         outcome,
         stopped_early=row.stopped_early,
+        provenance=row.provenance,
         sequence=row.sequence,
         reasons=row.reasons,
         latency_s=row.latency_s,
@@ -111,34 +108,30 @@ def _as_lanes(steps: dict[tuple[int, int], dict[str, Any]]) -> list[dict[str, An
     return [{"subsample": index, "steps": lane} for index, lane in sorted(lanes.items())]
 
 
-def lanes_from_record(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Lanes of one prompt from its record (``attempts.each``)."""
-    attempts = record.get("attempts") if isinstance(record.get("attempts"), dict) else {}
+def lanes_from_record(record: RunRecord) -> list[dict[str, Any]]:
+    """Lanes of one prompt from its record (``attempts.each``, read through
+    :class:`~sampling_core.runs.record.RunRecord`)."""
     steps: dict[tuple[int, int], dict[str, Any]] = {}
-    for e in attempts.get("each") or []:
-        if not isinstance(e, dict):
+    for e in record.entries():
+        index, number = e.subsample, e.attempt
+        if e.error is not None:
+            steps[(index, number)] = _step(number, "error", reasons=[e.error])
             continue
-        index, number = _int(e.get("subsample")), _int(e.get("attempt"))
-        if index is None or number is None:
-            continue
-        if e.get("error"):
-            steps[(index, number)] = _step(number, "error", reasons=[str(e["error"])])
-            continue
-        tokens = _sum(e.get("input_tokens"), e.get("output_tokens"))
         steps[(index, number)] = _step(
             number,
-            "passed" if e.get("passed") else "failed",
-            stopped_early=bool(e.get("stopped_early")),
-            sequence=e.get("sequence"),
-            reasons=[str(r) for r in e.get("failed") or []],
-            latency_s=e.get("latency_s"),
-            tokens=tokens if "input_tokens" in e else None,
-            cost_usd=e.get("cost_usd"),
-            text=e.get("text"),
-            score=e.get("score"),
+            "not_known" if e.not_known else "passed" if e.passed else "failed",
+            stopped_early=not e.provenance.whole,
+            provenance=e.provenance.as_json(),
+            sequence=e.sequence,
+            reasons=e.failed,
+            latency_s=e.latency_s,
+            tokens=_sum(e.input_tokens, e.output_tokens),
+            cost_usd=e.cost_usd,
+            text=e.text,
+            score=e.score,
         )
-    loop_budget = _int(attempts.get("loop_budget"))
-    if (attempts.get("cancelled") or 0) > 0 and loop_budget is not None:
+    loop_budget = _int(record.attempts.get("loop_budget"))
+    if record.count("cancelled") > 0 and loop_budget is not None:
         last: dict[int, tuple[int, str]] = {}
         for (index, number), step in steps.items():
             if number >= last.get(index, (0, ""))[0]:
@@ -149,9 +142,9 @@ def lanes_from_record(record: dict[str, Any]) -> list[dict[str, Any]]:
     return _as_lanes(steps)
 
 
-def add_record_details(lanes: list[dict[str, Any]], record: dict[str, Any]) -> None:
+def add_record_details(lanes: list[dict[str, Any]], record: RunRecord) -> None:
     """Fill in what the events left out (text and reasons, when content was not captured)
-    from the record's entry of the same attempt."""
+    and the provenance, from the record's entry of the same attempt."""
     from_record = {
         (lane["subsample"], step["attempt"]): step
         for lane in lanes_from_record(record)
@@ -162,7 +155,7 @@ def add_record_details(lanes: list[dict[str, Any]], record: dict[str, Any]) -> N
             known = from_record.get((lane["subsample"], step["attempt"]))
             if known is None or known["outcome"] != step["outcome"]:
                 continue
-            for name in ("text", "reasons", "cost_usd", "score"):
+            for name in ("text", "reasons", "cost_usd", "score", "provenance"):
                 if not step.get(name) and known.get(name):
                     step[name] = known[name]
 
