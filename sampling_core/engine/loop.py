@@ -8,6 +8,8 @@ attempt reads forward through :meth:`SamplingCall._attempt`:
     generation_pre_call -> backend -> generation_post_call -> checks -> sampling_validate -> record
             -> sampling_iteration -> (stop | repair: sampling_repair -> next attempt)
 
+The backend call itself, from ``generation_pre_call`` to ``generation_post_call`` (retries,
+``generation_call``, a cancelled call), is :mod:`sampling_core.engine.generation_step`.
 When someone needs the pieces of a generation and the backend can stream, the backend call
 is a stream read by :mod:`sampling_core.engine.streaming` (``generation_chunk`` per piece,
 prefix checks, early stop). Subsamples after the first wait for their turn when the launch
