@@ -87,8 +87,8 @@ def truncated_records() -> Iterator[None]:
     """Runs write records as before: each attempt's text cut to its preview, no texts."""
 
     class Truncating(RecordWriter):
-        def append(self, record: dict[str, Any]) -> None:
-            super().append(split_texts(record)[0])
+        def append_sized(self, record: dict[str, Any]) -> tuple[dict[str, Any], int]:
+            return super().append_sized(split_texts(record)[0])
 
     def open_writer(self: RunDirectory, *, flush_every: int, fsync: bool) -> RecordWriter:
         return Truncating(self.records_file, flush_every=flush_every, fsync=fsync)

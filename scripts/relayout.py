@@ -147,6 +147,7 @@ TEST_FILES: dict[str, str] = {
     # engine
     "test_attempt_path_attributes.py": "engine/test_attempt_path_attributes.py",
     "test_launch_matrix.py": "engine/test_launch_matrix.py",
+    "test_tally_owns_its_state.py": "engine/test_tally_owns_its_state.py",
     "test_call_garbage.py": "engine/test_call_garbage.py",
     "test_loop_end_payload.py": "engine/test_loop_end_payload.py",
     "test_sampling_ids.py": "engine/test_sampling_ids.py",
@@ -156,6 +157,7 @@ TEST_FILES: dict[str, str] = {
     # hooks (``dispatch.py`` is gone: its tests are named for what they test)
     "test_call_plugins_cache.py": "hooks/test_call_plugins_cache.py",
     "test_fault_bounds.py": "hooks/test_fault_bounds.py",
+    "test_read_only_views.py": "hooks/test_read_only_views.py",
     "test_dispatch_exact.py": "hooks/test_delivery_exact.py",
     "test_dispatch_faults_exact.py": "hooks/test_delivery_faults_exact.py",
     "test_plugins_dispatch.py": "hooks/test_channel.py",
