@@ -40,14 +40,24 @@ yield (``sampling_core.engine.suspension``); the child scales that interval by t
 the counted runs pay for as many checkpoints per attempt as a native run does."""
 
 
+NO_SCHEDULE_POINTS = "SAMPLEHOOKS_BENCH_NO_SCHEDULE_POINTS"
+"""Set (by ``--no-schedule-points``) in the counted children's environment: the engine's
+schedule points are then never due, so two runs of one tree count the same whatever the load."""
+
+
 def run_calls(variant: str, calls: int, concurrency: int) -> list[str]:
     """Make ``calls`` sample() calls (after a warm-up), as one counted run does.
 
     Returns what the run was, as lines: the backend calls made in all (warm-up included),
-    the plugins registered and the subsample runner the loop used.
+    the plugins registered, the subsample runner the loop used and the schedule points.
     """
     configure_logging()  # as the wall-time benchmarks do
-    suspension.SCHEDULE_INTERVAL_S *= VALGRIND_SLOWDOWN
+    if os.environ.get(NO_SCHEDULE_POINTS):
+        suspension.SCHEDULE_INTERVAL_S = float("inf")
+        schedule_points = "off"
+    else:
+        suspension.SCHEDULE_INTERVAL_S *= VALGRIND_SLOWDOWN
+        schedule_points = f"after {suspension.SCHEDULE_INTERVAL_S * 1000:g} ms without a yield"
     plugins = [TrivialPlugin()] if variant == VARIANTS[1] else []
     if variant == TASK_GROUP:
         loop_module.subsample_tasks = AnyioSubsampleTasks  # type: ignore[assignment]
@@ -68,6 +78,7 @@ def run_calls(variant: str, calls: int, concurrency: int) -> list[str]:
         f"backend calls: {model.calls}",
         f"plugins: {', '.join(type(p).__name__ for p in plugins) or 'none'}",
         f"subsample runner: {getattr(loop_module.subsample_tasks, '__name__', '?')}",
+        f"schedule points: {schedule_points}",
     ]
 
 
@@ -79,7 +90,7 @@ def collected(valgrind_output: str) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def count(variant: str, calls: int, concurrency: int) -> int:
+def count(variant: str, calls: int, concurrency: int, schedule_points: bool = True) -> int:
     """Instructions of one whole process making ``calls`` calls, under callgrind."""
     command = [
         "valgrind",
@@ -100,14 +111,19 @@ def count(variant: str, calls: int, concurrency: int) -> int:
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
+        env={
+            **os.environ,
+            "PYTHONHASHSEED": "0",
+            NO_SCHEDULE_POINTS: "" if schedule_points else "1",
+        },
     )
     return collected(done.stderr)
 
 
-def per_attempt(variant: str, concurrency: int) -> float:
+def per_attempt(variant: str, concurrency: int, schedule_points: bool = True) -> float:
     """Instructions per attempt: the difference of two runs over their difference in attempts."""
-    extra = count(variant, MANY, concurrency) - count(variant, FEW, concurrency)
+    many = count(variant, MANY, concurrency, schedule_points)
+    extra = many - count(variant, FEW, concurrency, schedule_points)
     return extra / ((MANY - FEW) * LOOP_BUDGET * concurrency)
 
 
@@ -119,6 +135,11 @@ def main(argv: list[str] | None = None) -> None:
         "--variants",
         default=",".join(VARIANTS),
         help=f"comma-separated, among: {', '.join((*VARIANTS, TASK_GROUP))}",
+    )
+    parser.add_argument(
+        "--no-schedule-points",
+        action="store_true",
+        help="never due: counts that do not move with the machine's load (compare like with like)",
     )
     parser.add_argument("--child", nargs=3, metavar=("VARIANT", "CALLS", "CONCURRENCY"))
     args = parser.parse_args(argv)
@@ -137,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     for concurrency in (int(c) for c in args.concurrency.split(",")):
         base = None
         for variant in variants:
-            value = per_attempt(variant, concurrency)
+            value = per_attempt(variant, concurrency, not args.no_schedule_points)
             base = base or value
             print(f"| {concurrency} | {variant} | {value / 1000:.1f} k | {value / base:.2f} |")
 

@@ -17,7 +17,7 @@ from types import MappingProxyType
 
 from hook_specs import specs
 from hook_specs.names import HookName
-from hook_specs.payloads import HookPayload
+from hook_specs.payload_base import HookPayload
 
 __all__ = ["CALL_HOOKS", "OBSERVE_ONLY_HOOKS", "PAYLOAD_TYPES", "WRITABLE_HOOKS", "may_write"]
 

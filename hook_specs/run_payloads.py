@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from hook_specs.names import HookName
-from hook_specs.payloads import ObserveOnlyPayload
+from hook_specs.payload_base import ObserveOnlyPayload
 
 
 class RunPayload(ObserveOnlyPayload):

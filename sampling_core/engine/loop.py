@@ -8,6 +8,8 @@ attempt reads forward through :meth:`SamplingCall._attempt`:
     generation_pre_call -> backend -> generation_post_call -> checks -> sampling_validate -> record
             -> sampling_iteration -> (stop | repair: sampling_repair -> next attempt)
 
+The backend call itself, from ``generation_pre_call`` to ``generation_post_call`` (retries,
+``generation_call``, a cancelled call), is :mod:`sampling_core.engine.generation_step`.
 When someone needs the pieces of a generation and the backend can stream, the backend call
 is a stream read by :mod:`sampling_core.engine.streaming` (``generation_chunk`` per piece,
 prefix checks, early stop). Subsamples after the first wait for their turn when the launch
@@ -27,7 +29,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Awaitable
-from contextlib import AbstractContextManager
 from functools import partial
 from operator import attrgetter
 from typing import Any
@@ -39,7 +40,6 @@ from hook_specs.errors import StopSampling
 from hook_specs.names import HookName as H
 from hook_specs.records import (
     STOPPED_EARLY,
-    UNKNOWN_USAGE,
     WHOLE,
     Attempt,
     Generation,
@@ -48,42 +48,31 @@ from hook_specs.records import (
     provenance_of,
 )
 from sampling_core.backends.base import (
-    Answered,
-    Backend,
-    GenerationRequest,
-    as_generation,
     can_stream,
-    generate_within,
 )
-from sampling_core.backends.transport import is_transient
 from sampling_core.engine.context import (
     Entered,
     enter_next_attempt,
     enter_subsample,
     leave_subsample,
 )
+from sampling_core.engine.generation_step import NO_CHECKS, BackendFailed, GenerationStep
 from sampling_core.engine.launch import Launcher
 from sampling_core.engine.results import SamplingResult
-from sampling_core.engine.seeds import derive_seed
 from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import (
-    Failed,
-    Flight,
     call_notes,
     judge_whole,
     prefixes_in_force,
-    read_stream,
-    read_stream_within,
     readers_of,
     stopped_names,
     unmet_early,
 )
 from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
-from sampling_core.engine.suspension import finish, note_yield, overdue
+from sampling_core.engine.suspension import note_yield, overdue
 from sampling_core.engine.tally import Tally
 from sampling_core.errors import CheckCallFailed
 from sampling_core.hooks.call_hooks import CallHooks
-from sampling_core.hooks.faults import describe
 from sampling_core.requirements.checks import validate_all
 from sampling_core.requirements.context import CheckContext
 from sampling_core.requirements.scorers import score_of
@@ -93,18 +82,11 @@ logger = structlog.get_logger("samplehooks")
 _description = attrgetter("description")
 
 
-_NO_CHECKS: frozenset[Any] = frozenset()
-
-
 def _is_result(outcome: object) -> bool:
     return isinstance(outcome, SamplingResult)
 
 
-class _BackendFailed(Exception):
-    """Internal: the attempt's backend call raised for good (already reported)."""
-
-
-class SamplingCall:
+class SamplingCall(GenerationStep):
     """One ``sample()`` call while it runs: its settings, hook channel and tally (which holds
     the subsample tasks, ``None`` while none runs)."""
 
@@ -146,7 +128,7 @@ class SamplingCall:
         if self.scorer is not None:
             self.wants_context = True
         # for generation_call's payload: the same set for each backend call of the call
-        self.prefix_checks = frozenset(r for _, r in prefixes) if prefixes else _NO_CHECKS
+        self.prefix_checks = frozenset(r for _, r in prefixes) if prefixes else NO_CHECKS
         self.json_schema: dict[str, Any] | None = settings.tokens.json_schema
         self.launcher: Launcher | None = None  # a launch policy other than "all"
         self.streams = bool(
@@ -336,7 +318,7 @@ class SamplingCall:
         tally = self.tally
         try:
             generation, sent, stopped = await self._generate(info, messages)
-        except _BackendFailed:
+        except BackendFailed:
             tally.dropped()
             return None
         context = None
@@ -384,284 +366,3 @@ class SamplingCall:
             if pending is not None:
                 await pending
         return attempt
-
-    async def _judge_call(
-        self, info: IterationInfo, request: GenerationRequest, backend: Backend | None = None
-    ) -> Generation:
-        """A check's model call (``CheckContext.generate``), through the backend path."""
-        generation, _, _ = await self._generate(
-            info, request.messages, backend or self.s.backend, "judge", dict(request.options)
-        )
-        return generation
-
-    async def _generate(
-        self,
-        info: IterationInfo,
-        messages: list[Message],
-        backend: Backend | None = None,
-        purpose: str = "sample",
-        options: dict[str, Any] | None = None,
-    ) -> tuple[Generation, GenerationRequest, Failed]:
-        """The backend's answer, after ``generation_pre_call`` and transport retries, the
-        request it answered (the messages and options as plugins left them), and the
-        requirements whose prefix check stopped it early (none: it ran to its end).
-
-        ``purpose="judge"``: a call a check makes for this attempt; it is no attempt of its
-        own (not in flight): a failure for good is kept in ``result.errors`` and raises
-        :class:`CheckCallFailed`, which ends the attempt as an error.
-        """
-        s, hooks = self.s, self.hooks
-        firing = hooks.firing
-        judging = purpose != "sample"
-        backend = backend or s.backend
-        if options is None:
-            options = s.options
-            if s.seed is not None:
-                seed = derive_seed(s.seed, info.subsample_index, info.attempt)
-                options = {**options, "seed": seed}
-        retry = 0
-        while True:
-            call_messages, call_options = messages, options
-            began = 0.0
-            stopped: Failed = ()  # the prefix checks that stopped a streamed answer early
-            try:
-                if firing.generation_pre_call:
-                    sent = hooks.pre_call(info, messages, options, retry, purpose)
-                    call_messages, call_options = sent if isinstance(sent, tuple) else await sent
-                request = GenerationRequest(call_messages, call_options, info, self.json_schema)
-                began = time.perf_counter()
-                if firing.generation_call:  # plugins around the call, or answering for it
-                    streamed = self.streams and not judging
-                    verdict: list[Failed] = []  # what the innermost call's stream says
-                    answer = partial(
-                        self._answer, info, request, backend, retry, judging, began, verdict
-                    )
-                    generation = await hooks.around_generation(
-                        info,
-                        request,
-                        backend,
-                        self.prefix_checks if streamed else _NO_CHECKS,
-                        streamed,
-                        retry,
-                        purpose,
-                        answer,
-                    )
-                    self.answered.pop(info.iteration, None)
-                    if verdict:
-                        stopped = verdict[0]
-                elif self.streams and not judging:
-                    generation, stopped = await self._stream(info, request, backend, retry)
-                    ended = time.perf_counter()
-                    note_yield(ended)
-                    generation = as_generation(generation, ended - began)
-                else:
-                    # Awaited by hand to learn whether it suspended (see engine.suspension).
-                    pending = (
-                        backend.generate(request)
-                        if s.attempt_timeout is None
-                        else generate_within(s.attempt_timeout, backend, request)
-                    )
-                    try:
-                        step = pending.send(None)  # up to its first suspension, if any
-                    except StopIteration as answered:  # answered without suspending
-                        reply = answered.value
-                        ended = time.perf_counter()
-                    else:
-                        reply = await finish(pending, step)
-                        ended = time.perf_counter()
-                        note_yield(ended)
-                    generation = as_generation(reply, ended - began)
-                # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
-                self.tally.count_usage(generation.usage)
-            except StopSampling as stop:
-                if not began and retry == 0 and not judging:
-                    self.tally.dropped()  # refused before its backend call: never in flight
-                answered = self._answered_before(info, firing.generation_call)
-                if firing.generation_cancelled:
-                    await self._cancelled(info, stop, began, retry, purpose, answered)
-                raise
-            except Exception as exc:
-                if firing.generation_call and self.answered:  # answered, then a wrapper raised
-                    spent = self.answered.pop(info.iteration, None)
-                    if spent is not None:
-                        self.tally.count_usage(spent.usage)
-                if not began:  # generation_pre_call failed closed: no backend call began
-                    if retry == 0 and not judging:
-                        self.tally.dropped()  # never in flight
-                    if firing.generation_cancelled:
-                        await self._cancelled(info, exc, began, retry, purpose)
-                    raise
-                failed_after = time.perf_counter() - began
-                will_retry = is_transient(exc) and retry < s.retry.max_retries
-                delay = (
-                    s.retry.delay(retry + 1, getattr(exc, "retry_after", None))
-                    if will_retry
-                    else None
-                )
-                if firing.generation_error:
-                    await hooks.error(info, exc, failed_after, will_retry, delay, retry, purpose)
-                if not will_retry:
-                    self.tally.record_error(info, exc)
-                    if judging:  # nothing was graded: the attempt ends as an error
-                        raise CheckCallFailed(describe(exc)) from exc
-                    raise _BackendFailed from exc
-                retry += 1
-                await anyio.sleep(delay or 0.0)
-                continue
-            except BaseException as exc:  # cancelled (or interrupted) while the backend worked
-                answered = self._answered_before(info, firing.generation_call)
-                if not began:  # ...or before its backend call began: never in flight
-                    if retry == 0 and not judging:
-                        self.tally.dropped()
-                elif answered is None and not judging and not self.streams:
-                    self.tally.cut()  # what it spent is unknown
-                if firing.generation_cancelled:
-                    await self._cancelled(info, exc, began, retry, purpose, answered)
-                raise
-            if firing.generation_post_call:
-                pending = hooks.post_call(info, generation, retry, purpose)
-                if pending is not None:
-                    await pending
-            return generation, request, stopped
-
-    async def _answer(
-        self,
-        info: IterationInfo,
-        request: GenerationRequest,
-        backend: Backend,
-        retry: int,
-        judging: bool,
-        began: float,
-        verdict: list[Failed],
-        answer: Any,
-        answered_by: str | None,
-    ) -> Generation:
-        """The innermost ``generation_call``: the backend's generation, or the answer of the
-        plugin that answered for it (a ``Generation``, a string, or for a streamed call
-        chunks read as the backend's stream would be), named by ``answered_by``. A
-        ``Generation`` answered in a streamed call with prefix checks in force (or one
-        stopped early) is read as a stream too (of no chunks), so that the prefix checks
-        judge it as they judge the backend's. A streamed answer's prefix verdict goes into
-        ``verdict``, for :meth:`_generate` to return."""
-        streamed = self.streams and not judging
-        if answer is None:
-            if streamed:
-                reply, failed = await self._stream(info, request, backend, retry)
-                verdict.append(failed)
-            elif self.s.attempt_timeout is None:
-                reply = await backend.generate(request)
-            else:
-                reply = await generate_within(self.s.attempt_timeout, backend, request)
-        elif isinstance(answer, Generation | str):
-            reply = answer
-            if (
-                streamed
-                and isinstance(answer, Generation)
-                and (answer.finish_reason == STOPPED_EARLY or self.prefixes)
-            ):
-                reply, failed = await self._stream(info, request, Answered((answer,)), retry)
-                verdict.append(failed)
-        elif streamed:
-            reply, failed = await self._stream(info, request, Answered(answer), retry)
-            verdict.append(failed)
-        else:
-            raise TypeError(
-                f"plugin {answered_by} answered generation_call with {type(answer).__name__}; "
-                "answer with a Generation or a string (chunks only for a streamed call)"
-            )
-        ended = time.perf_counter()
-        note_yield(ended)
-        generation = as_generation(reply, ended - began)
-        if answered_by is not None:
-            generation.answered_by = answered_by
-        if not judging:  # until the wrappers around it return (see _answered_before)
-            self.answered[info.iteration] = generation
-        return generation
-
-    def _answered_before(self, info: IterationInfo, wrapped: bool) -> Generation | None:
-        """The backend's answer to an attempt's call that ended without returning (a
-        wrapper still at work after the answer was cancelled, or raised): what it spent
-        is known, and counted as a cancelled attempt's spend (once)."""
-        answered = self.answered.pop(info.iteration, None) if wrapped else None
-        if answered is not None:
-            self.tally.count_answered(answered.usage)
-        return answered
-
-    async def _cancelled(
-        self,
-        info: IterationInfo,
-        exc: BaseException,
-        began: float,
-        retry: int,
-        purpose: str,
-        answered: Generation | None = None,
-    ) -> None:
-        """Fire ``generation_cancelled`` for a backend call that began (its
-        ``generation_pre_call`` fired) and ends by ``exc`` without returning an answer
-        (``answered``: the one the backend gave, when wrappers were still at work)."""
-        flight = self.tally.flights.get(info.iteration) if self.streams else None
-        text, usage = None, UNKNOWN_USAGE
-        if answered is not None:
-            text, usage = answered.text, answered.usage
-        elif flight is not None and flight.info is info:
-            free = bool(getattr(self.s.backend, "free_of_charge", False))
-            text, usage = flight.text, flight.spent(free)
-        latency = time.perf_counter() - began if began else 0.0
-        reason = self.tally.cancel_reason(exc)
-        with self._shield(info.subsample_index):
-            pending = self.hooks.cancelled(info, reason, text, usage, latency, retry, purpose)
-            if pending is not None:
-                await pending
-
-    async def _stream(
-        self, info: IterationInfo, request: GenerationRequest, backend: Backend, retry: int
-    ) -> tuple[Generation, Failed]:
-        """The backend's answer, streamed: chunks to plugins, prefix checks, early stop;
-        and the prefix checks that stopped it (none when it ran to its end).
-
-        While it runs, its :class:`~sampling_core.engine.streaming.Flight` is in the tally:
-        one left there when the call ends was cancelled, and counts what it streamed.
-        """
-        tally = self.tally
-        flight = tally.take_off(info)
-        on_chunk = None
-        if self.hooks.firing.generation_chunk:
-
-            async def on_chunk(flight: Flight, delta: str, logprobs: tuple[Any, ...]) -> None:
-                pending = self.hooks.chunk(
-                    info, delta, flight.text, flight.chunks - 1, retry, logprobs
-                )
-                if pending is not None:
-                    await pending
-
-        free = bool(getattr(backend, "free_of_charge", False))
-        timeout = self.s.attempt_timeout
-        try:
-            if timeout is None:
-                generation, failed = await read_stream(
-                    backend, request, flight, self.prefixes, self.prefix_notes, on_chunk, free
-                )
-            else:
-                generation, failed = await read_stream_within(
-                    timeout,
-                    backend,
-                    request,
-                    flight,
-                    self.prefixes,
-                    self.prefix_notes,
-                    on_chunk,
-                    free,
-                )
-        except StopSampling:
-            raise  # the flight stays: the loop ends, and it counts what it streamed
-        except Exception:
-            tally.landed(info)  # ended by an error: not cut short
-            raise
-        tally.landed(info)
-        return generation, failed
-
-    def _shield(self, index: int) -> AbstractContextManager[object]:
-        tasks = self.tally.tasks
-        if tasks is None:
-            return anyio.CancelScope(shield=True)
-        return tasks.shielded(index)

@@ -154,14 +154,14 @@ def _table(
     estimate: Callable[[int, int, int], float], counts: Counts, samples: int, seed: int
 ) -> list[PassAtK]:
     given = Counter(dict(counts)) if isinstance(counts, Mapping) else Counter(counts)
-    tally: Counter[tuple[int, int, int]] = Counter()
+    profiles: Counter[tuple[int, int, int]] = Counter()
     for (n, c, *u), prompts in given.items():
-        tally[(n, c, u[0] if u else 0)] += prompts
-    not_known = sum(u * prompts for (_, _, u), prompts in tally.items())
+        profiles[(n, c, u[0] if u else 0)] += prompts
+    not_known = sum(u * prompts for (_, _, u), prompts in profiles.items())
     table = []
-    for k in ks_for(max((n for n, _, _ in tally), default=0)):
+    for k in ks_for(max((n for n, _, _ in profiles), default=0)):
         weights: Counter[float] = Counter()
-        for (n, c, _), prompts in tally.items():
+        for (n, c, _), prompts in profiles.items():
             if n >= k:
                 weights[estimate(n, c, k)] += prompts
         # the same resamples for every k and every report
@@ -170,8 +170,8 @@ def _table(
         if not_known:
             entry = PassAtK(
                 *(k, value, low, high, entry.prompts, not_known),
-                _mean(estimate, tally, k, passed=False),
-                _mean(estimate, tally, k, passed=True),
+                _mean(estimate, profiles, k, passed=False),
+                _mean(estimate, profiles, k, passed=True),
             )
         table.append(entry)
     return table
@@ -179,14 +179,14 @@ def _table(
 
 def _mean(
     estimate: Callable[[int, int, int], float],
-    tally: Mapping[tuple[int, int, int], int],
+    profiles: Mapping[tuple[int, int, int], int],
     k: int,
     *,
     passed: bool,
 ) -> float:
     """The mean over prompts with the samples not known counted as passed or as failed."""
     total = size = 0.0
-    for (n, c, u), prompts in tally.items():
+    for (n, c, u), prompts in profiles.items():
         if n + u >= k:
             total += estimate(n + u, c + u if passed else c, k) * prompts
             size += prompts
