@@ -128,6 +128,8 @@ TEST_FOLDERS: dict[str, str] = {
     " surface, exception text, package docstrings, test isolation.",
     "reliability": "cross-cutting reliability suites: bad input, hangs, secrets, damaged runs,"
     " hostile plugins and replies.",
+    "seams": "features together (the response cache, early stop, confidence, scorers, votes,"
+    " rescore, retries, cancelled calls): the numbers each gives are right with the others.",
     "properties": "property tests: the engine's invariants over random scenarios and faults.",
 }
 """Folders of test files under ``tests/``, with what each one tests."""
@@ -219,6 +221,7 @@ TEST_PREFIXES: list[tuple[str, str, bool]] = [
     ("test_plugin_", "plugins", True),
     ("test_runs_", "runs", True),
     ("test_reliability_", "reliability", True),
+    ("test_seams_", "seams", True),
     ("test_cli_", "cli", True),
     ("test_view_", "view", True),
     ("test_benchmarks_", "benchmarks", True),
