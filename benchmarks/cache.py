@@ -27,7 +27,7 @@ import anyio
 from benchmarks.tokens import counters, spent
 from sampling_core.backends.local import LlamaServer, LocalBackend
 from sampling_core.runs import load_config, run_batch
-from sampling_core.runs.config import RunConfig
+from sampling_core.runs.config.config import RunConfig
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "quickstart.yaml"
 

@@ -1,7 +1,7 @@
 """What keeping every attempt's whole text costs: ``python -m benchmarks.kept_texts``.
 
 A run keeps each attempt's whole text in ``texts.jsonl`` beside its records, and the record
-a 400-character preview (``sampling_core.runs.kept_texts``). Before, a record kept the
+a 400-character preview (``sampling_core.runs.store.kept_texts``). Before, a record kept the
 preview only and the rest of the text was lost. This runs the quickstart's prompts
 (``examples/data/quickstart.jsonl``, repeated to ``--prompts``) the way
 ``examples/quickstart.yaml`` does (repair strategy, ``loop_budget=3``, its requirements,
@@ -34,9 +34,9 @@ import yaml
 from sampling_core import ScriptedBackend
 from sampling_core.backends.base import GenerationRequest
 from sampling_core.runs import run_batch_sync
-from sampling_core.runs.kept_texts import split_texts
-from sampling_core.runs.record_writer import RecordWriter
-from sampling_core.runs.store import RunDirectory
+from sampling_core.runs.store.kept_texts import split_texts
+from sampling_core.runs.store.record_writer import RecordWriter
+from sampling_core.runs.store.store import RunDirectory
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "examples" / "data" / "quickstart.jsonl"

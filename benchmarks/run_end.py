@@ -34,7 +34,7 @@ __all__ = ["main"]
 _CHILD = """
 import json, sys, time
 from sampling_core.cli.app import app
-from sampling_core.runs.store import RunDirectory
+from sampling_core.runs.store.store import RunDirectory
 reads = []
 reader = RunDirectory._read_records
 def counted(self, scan):

@@ -63,7 +63,7 @@ class ScaleRow:
 def measure(executor: str, latency_ms: float, dataset: Path, count: int, out: Path) -> ScaleRow:
     """Run the whole dataset once, in this process, watching the records file and the RSS."""
     from sampling_core.runs import RunConfig, run_batch_sync
-    from sampling_core.runs.report import build_report
+    from sampling_core.runs.reports.report import build_report
 
     config = RunConfig.model_validate(
         {

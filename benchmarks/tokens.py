@@ -37,9 +37,9 @@ from sampling_core import Sampler
 from sampling_core.backends.local import LlamaServer, LocalBackend
 from sampling_core.kinds import default_kinds
 from sampling_core.runs import load_config, run_batch
-from sampling_core.runs.components import build_requirements, prompt_seed
-from sampling_core.runs.config import RunConfig
-from sampling_core.runs.dataset import read_dataset
+from sampling_core.runs.config.components import build_requirements, prompt_seed
+from sampling_core.runs.config.config import RunConfig
+from sampling_core.runs.config.dataset import read_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "examples" / "quickstart.yaml"

@@ -41,7 +41,7 @@ from sampling_core import Sampler
 from sampling_core.backends.local import LlamaServer, LocalBackend
 from sampling_core.requirements.checks import Requirement, matches
 from sampling_core.requirements.confidence import min_confidence
-from sampling_core.runs.components import prompt_seed
+from sampling_core.runs.config.components import prompt_seed
 from sampling_core.strategies import MajorityVote, last_number
 
 ROOT = Path(__file__).resolve().parent.parent

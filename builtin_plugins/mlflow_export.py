@@ -48,7 +48,7 @@ import structlog
 from hook_specs import RunEndPayload, RunStartPayload, background, hookimpl
 from sampling_core.errors import exception_text
 from sampling_core.redaction import ScrubbedLogger, shown
-from sampling_core.runs.report import write_report
+from sampling_core.runs.reports.report import write_report
 
 __all__ = ["RUN_DIR_TAG", "RUN_ID_TAG", "MlflowExporter", "metrics_of", "status_of"]
 

@@ -1,7 +1,7 @@
 """Write ``docs/hooks.md``, the hook reference, from the hook contract in ``hook_specs``.
 
 Run ``python docs/gen_hooks.py`` after changing a hookspec, a payload field or an example;
-``tests/test_docs.py`` fails while the committed page differs from what this script writes.
+``tests/docs/test_docs.py`` fails while the committed page differs from what this script writes.
 Signatures and docstrings come from :mod:`hook_specs.specs`, payload fields (type as written
 in the source, description, whether writable) from the pydantic models in
 :data:`hook_specs.PAYLOAD_TYPES`; only the examples below are written here by hand.
@@ -21,7 +21,7 @@ from hook_specs.records import Generation, IterationInfo, Provenance, Usage, Val
 
 OUTPUT = Path(__file__).with_name("hooks.md")
 
-# One example implementation per hook. Every one is a complete plugin: tests/test_docs.py
+# One example implementation per hook. Every one is a complete plugin: tests/docs/test_docs.py
 # runs them all together in a `sample()` call.
 EXAMPLES: dict[HookName, str] = {
     HookName.SAMPLING_LOOP_START: '''

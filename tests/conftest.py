@@ -33,7 +33,7 @@ def _structlog_configuration_restored() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def llama_server() -> Iterator[Any]:
     """llama.cpp's HTTP server on the embedded model, started once for the whole session."""
-    from _servers.llama import running_llama_server
+    from tests.support._servers.llama import running_llama_server
 
     yield from running_llama_server()
 

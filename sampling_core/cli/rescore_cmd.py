@@ -15,9 +15,9 @@ from sampling_core.cli.sample_cmd import REQUIRE_HELP
 from sampling_core.errors import exception_text
 from sampling_core.kinds import KindError, collect_kinds
 from sampling_core.runs import RunError, rescore_sync
-from sampling_core.runs.index import RunIndex
-from sampling_core.runs.report import report_of
-from sampling_core.runs.runner import default_log
+from sampling_core.runs.execution.runner import default_log
+from sampling_core.runs.reports.report import report_of
+from sampling_core.runs.store.index import RunIndex
 from sampling_core.view.page import indexed_page_data, render_page
 
 __all__ = ["VIEW_FILE", "rescore_command"]

@@ -17,9 +17,9 @@ from sampling_core.cli.logs import logs_to_stderr
 from sampling_core.cli.readable import fail
 from sampling_core.errors import exception_text
 from sampling_core.runs import RunError, run_batch_sync
-from sampling_core.runs.index import RunIndex
-from sampling_core.runs.report import RunReport, build_report, report_of, write_report_json
-from sampling_core.runs.runner import default_log
+from sampling_core.runs.execution.runner import default_log
+from sampling_core.runs.reports.report import RunReport, build_report, report_of, write_report_json
+from sampling_core.runs.store.index import RunIndex
 
 __all__ = ["report_command", "run_command"]
 

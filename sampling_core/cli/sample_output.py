@@ -12,7 +12,7 @@ from rich.text import Text
 
 from sampling_core.engine.results import SamplingResult
 from sampling_core.redaction import printable
-from sampling_core.runs.record import AttemptEntry
+from sampling_core.runs.store.record import AttemptEntry
 
 __all__ = ["attempts_table", "print_report", "result_as_dict"]
 

@@ -34,7 +34,7 @@ from sampling_core.errors import exception_text
 from sampling_core.events.attempts import RecordedAttempt, RecordedCall, iter_calls
 from sampling_core.redaction import printable
 from sampling_core.runs.errors import RunError
-from sampling_core.runs.kept_texts import TEXTS_FILE, texts_of_calls
+from sampling_core.runs.store.kept_texts import TEXTS_FILE, texts_of_calls
 
 __all__ = ["timeline_as_dict", "trace_app"]
 

@@ -10,7 +10,7 @@ import typer
 from sampling_core.cli.readable import fail
 from sampling_core.errors import exception_text
 from sampling_core.runs import RunError
-from sampling_core.runs.outputs import check_output, write_output
+from sampling_core.runs.reports.outputs import check_output, write_output
 from sampling_core.view import build_page
 
 __all__ = ["view_command"]

@@ -21,11 +21,17 @@ prompt, with paired intervals and a verdict (``docs/comparing-runs.md``).
 
 This package's ``__all__`` is its public surface; its modules are internal (each one's
 ``__all__`` is what it offers the others).
+
+Its subpackages, downhill (each imports only those after it): ``rescoring`` (a finished run
+checked again), ``execution`` (running a batch), ``reports`` (what a run's records say),
+``resume`` (what may change when a run continues), ``store`` (the run directory and its index),
+``config`` (what a run is made from), ``stats`` (estimators over a run's prompts); below them
+all, the module ``errors`` (the errors a run raises on purpose).
 """
 
-from sampling_core.runs.classification import classified_fields
-from sampling_core.runs.compare import RunComparison, compare_runs
-from sampling_core.runs.config import RunConfig
+from sampling_core.runs.config.classification import classified_fields
+from sampling_core.runs.config.config import RunConfig
+from sampling_core.runs.config.loading import load_config, parse_config
 from sampling_core.runs.errors import (
     ConfigError,
     DatasetError,
@@ -33,11 +39,11 @@ from sampling_core.runs.errors import (
     RunDirError,
     RunError,
 )
-from sampling_core.runs.loading import load_config, parse_config
-from sampling_core.runs.record import AttemptEntry, RunRecord, read_record
-from sampling_core.runs.rescoring import rescore, rescore_sync
-from sampling_core.runs.runner import run_batch, run_batch_sync
-from sampling_core.runs.summary import RunSummary, summarize
+from sampling_core.runs.execution.runner import run_batch, run_batch_sync
+from sampling_core.runs.reports.compare import RunComparison, compare_runs
+from sampling_core.runs.reports.summary import RunSummary, summarize
+from sampling_core.runs.rescoring.rescoring import rescore, rescore_sync
+from sampling_core.runs.store.record import AttemptEntry, RunRecord, read_record
 
 __all__ = [
     "AttemptEntry",

@@ -1,6 +1,6 @@
 """Two runs compared on the page: the paired comparison, and the flipped prompts side by side.
 
-The comparison is :func:`~sampling_core.runs.compare.compare_indexes` (the same numbers as
+The comparison is :func:`~sampling_core.runs.reports.compare.compare_indexes` (the same numbers as
 ``samplehooks compare``: both runs' prompts merged by key as they are read). The prompts
 that flipped (ok in one run only) are embedded with both runs' attempts, one lane per
 subsample each, so the page shows them side by side whether or not they are among the
@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from sampling_core.errors import exception_text
-from sampling_core.runs.compare import compare_indexes
 from sampling_core.runs.errors import RunError
-from sampling_core.runs.index import RunIndex
-from sampling_core.runs.report import row_columns, row_from
+from sampling_core.runs.reports.compare import compare_indexes
+from sampling_core.runs.reports.report import row_columns, row_from
+from sampling_core.runs.store.index import RunIndex
 from sampling_core.view.timeline import TEXT_SHOWN, lanes_from_record
 
 __all__ = ["compare_data"]

@@ -13,9 +13,9 @@ from math import ceil, floor, sqrt
 from pathlib import Path
 from typing import Any
 
-from sampling_core.runs.index import RunIndex
-from sampling_core.runs.kept_texts import texts_of_calls
-from sampling_core.runs.report import RunReport, report_of, row_columns, row_from
+from sampling_core.runs.reports.report import RunReport, report_of, row_columns, row_from
+from sampling_core.runs.store.index import RunIndex
+from sampling_core.runs.store.kept_texts import texts_of_calls
 from sampling_core.view.timeline import (
     TEXT_SHOWN,
     add_record_details,

@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sampling_core.runs.compare import FLIPPED_SHOWN
-from sampling_core.runs.index import RunIndex
+from sampling_core.runs.reports.compare import FLIPPED_SHOWN
+from sampling_core.runs.store.index import RunIndex
 from sampling_core.view.compare import compare_data
 from sampling_core.view.data import charts, indexed_run_data
 

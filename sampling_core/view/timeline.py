@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sampling_core.events.attempts import RecordedAttempt, RecordedCall, read_calls
-from sampling_core.runs.record import RunRecord
+from sampling_core.runs.store.record import RunRecord
 
 __all__ = [
     "EventsFile",
@@ -110,7 +110,7 @@ def _as_lanes(steps: dict[tuple[int, int], dict[str, Any]]) -> list[dict[str, An
 
 def lanes_from_record(record: RunRecord) -> list[dict[str, Any]]:
     """Lanes of one prompt from its record (``attempts.each``, read through
-    :class:`~sampling_core.runs.record.RunRecord`)."""
+    :class:`~sampling_core.runs.store.record.RunRecord`)."""
     steps: dict[tuple[int, int], dict[str, Any]] = {}
     for e in record.entries():
         index, number = e.subsample, e.attempt

@@ -1,0 +1,1 @@
+"""Tests of the ``samplehooks`` command line (``sampling_core.cli``)."""

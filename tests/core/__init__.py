@@ -1,0 +1,1 @@
+"""Tests of ``sampling_core``'s top-level modules: prices and secret scrubbing."""

@@ -1,0 +1,1 @@
+"""Tests of ``sampling_core.events``: recorded hook events read back."""

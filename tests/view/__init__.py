@@ -1,0 +1,1 @@
+"""Tests of ``samplehooks view`` (``sampling_core.view``)."""
