@@ -126,7 +126,12 @@ def test_verdicts_are_recorded_as_the_plugins_left_them(tmp_path, sampler, scrip
     assert result.success
     (validate,) = [e["payload"] for e in lines(path) if e["hook"] == "sampling_validate"]
     assert validate["results"] == [
-        {"requirement": validate["results"][0]["requirement"], "passed": True, "score": None}
+        {
+            "requirement": validate["results"][0]["requirement"],
+            "passed": True,
+            "score": None,
+            "answer": None,
+        }
     ]
     assert "SECRET" not in path.read_text() and "waived" not in path.read_text()
     assert "text" not in validate and "messages" not in validate
@@ -306,17 +311,19 @@ def test_an_exception_that_cannot_be_printed_is_recorded_as_unprintable(tmp_path
     s = Sampler(ScriptedBackend(reply), plugins=[RecorderPlugin(path)], load_entrypoints=False)
     with pytest.raises(Unprintable):
         s.sample_sync("q")
-    # All four events are written in one batch, at the call's end, by the background
+    # All six events are written in one batch, at the call's end, by the background
     # worker, where the exception's str() raises: it is written as unprintable.
     events = lines(path)
     assert [e["hook"] for e in events] == [
         "sampling_loop_start",
+        "sampling_call",
         "generation_pre_call",
+        "generation_call",
         "generation_error",
         "sampling_loop_end",
     ]
-    assert events[2]["payload"]["exception"] == "Unprintable: <unprintable Unprintable>"
-    end = events[3]["payload"]
+    assert events[4]["payload"]["exception"] == "Unprintable: <unprintable Unprintable>"
+    end = events[5]["payload"]
     assert end["exception"] == "Unprintable: <unprintable Unprintable>"
     assert end["failure_reason"] == "Unprintable: down"  # made on the raising thread
     assert s.background_faults == []

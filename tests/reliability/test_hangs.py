@@ -227,7 +227,10 @@ def test_counting_finished_prompts_does_not_walk_every_record(tmp_path: Path) ->
         BatchSession.__init__ = original_init  # type: ignore[method-assign]
         RunIndex.query = original_query  # type: ignore[method-assign]
     assert len(sessions) == 1 and sessions[0].counts["ok"] == 50
-    assert scans == []  # counts are kept up to date, never recounted
+    # Counts are kept up to date, never recounted per record: the only queries are the few
+    # that the run's end makes of the same index for its summary and report (read once).
+    # A recount per record would make at least 50.
+    assert len(scans) < 10, scans
 
 
 def test_scripted_backend_keeps_a_bounded_history() -> None:
