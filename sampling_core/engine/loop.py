@@ -58,6 +58,7 @@ from sampling_core.engine.context import (
 )
 from sampling_core.engine.generation_step import NO_CHECKS, BackendFailed, GenerationStep
 from sampling_core.engine.launch import Launcher
+from sampling_core.engine.loop_end import loop_end_fields
 from sampling_core.engine.results import SamplingResult
 from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import (
@@ -165,11 +166,13 @@ class SamplingCall(GenerationStep):
             if self.hooks.firing.sampling_loop_end:
                 with anyio.CancelScope(shield=True):
                     await self.hooks.fire(
-                        H.SAMPLING_LOOP_END, self.tally.end_fields(self.s, None, exc)
+                        H.SAMPLING_LOOP_END, loop_end_fields(self.tally, self.s, None, exc)
                     )
             raise
         if self.hooks.firing.sampling_loop_end:
-            await self.hooks.fire(H.SAMPLING_LOOP_END, self.tally.end_fields(self.s, result, None))
+            await self.hooks.fire(
+                H.SAMPLING_LOOP_END, loop_end_fields(self.tally, self.s, result, None)
+            )
         return result
 
     async def _around_work(self, answer: object, answered_by: str | None) -> SamplingResult:

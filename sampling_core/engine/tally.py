@@ -34,8 +34,7 @@ from hook_specs.records import (
     ValidationResult,
     count_passed,
 )
-from sampling_core.engine.results import AttemptError, SamplingResult, error_label
-from sampling_core.engine.settings import CallSettings
+from sampling_core.engine.results import AttemptError, SamplingResult
 from sampling_core.engine.streaming import Flight
 from sampling_core.engine.subsample_tasks import SubsampleTasks
 from sampling_core.errors import StrategyError, exception_text
@@ -427,49 +426,6 @@ class Tally:
             "not one of this call's attempts; return one of the attempts it was given "
             "(the very object, not a copy)"
         )
-
-    def end_fields(
-        self, s: CallSettings, result: SamplingResult | None, exc: BaseException | None
-    ) -> dict[str, Any]:
-        """The fields of ``sampling_loop_end`` (``result`` is ``None`` on the error path)."""
-        if self.flights or self.cut_short:
-            self.settle_cancelled(s.backend)
-        if result is not None:
-            attempts = list(result.attempts)  # the payload's own list (the result is the user's)
-            picked = result.picked.sequence if result.picked is not None else None
-        else:
-            attempts = sorted(self.attempts, key=_by_position)
-            picked = None
-        return {
-            "success": result.success if result else False,
-            "stop_reason": result.stop_reason if result else "error",
-            "iterations_used": len(self.attempts),
-            "cancelled": self.in_flight,
-            "not_started": self.not_started,
-            "text": result.text if result else None,
-            "usage": result.usage if result else self.usage,
-            "cancelled_usage": self.cancelled_spent,
-            "loop_budget": s.loop_budget,
-            "concurrency_budget": s.concurrency_budget,
-            "elapsed_s": result.elapsed_s if result else time.perf_counter() - self.started,
-            "error_count": len(self.errors),
-            "exception": exc,
-            "attempts": attempts,
-            "picked": picked,
-            "failure_reason": result.failure_reason
-            if result is not None
-            else self.failure_reason(None, exc),
-        }
-
-    def failure_reason(
-        self, result: SamplingResult | None, exc: BaseException | None
-    ) -> str | None:
-        """Why the call did not succeed, in one line (``None`` when it did): ``exc``'s
-        :func:`~sampling_core.engine.results.error_label`, else the result's
-        ``failure_reason`` (the one label of an outcome)."""
-        if exc is not None:
-            return error_label(exc)
-        return None if result is None else result.failure_reason
 
 
 NO_FLIGHTS: dict[int, Flight] = {}

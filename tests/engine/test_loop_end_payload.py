@@ -218,11 +218,11 @@ async def test_a_call_without_completed_attempts_never_asks_the_strategy_to_pick
 
 
 async def test_no_plugin_on_the_loop_end_builds_no_fields(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sampling_core.engine.tally import Tally
+    from sampling_core.engine import loop
 
     def refuse(*args: Any) -> Any:
-        raise AssertionError("end_fields built with no plugin on sampling_loop_end")
+        raise AssertionError("loop_end_fields built with no plugin on sampling_loop_end")
 
-    monkeypatch.setattr(Tally, "end_fields", refuse)
+    monkeypatch.setattr(loop, "loop_end_fields", refuse)
     result = await strict(ScriptedBackend(["ok"])).sample("q", requirements=[passes])
     assert result.success
