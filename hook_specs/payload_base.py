@@ -168,57 +168,6 @@ def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
     return build
 
 
-_new = object.__new__
-_set = object.__setattr__
-
-credit_writes: Callable[[HookPayload, str | None], None] = HookPayload.__dict__[
-    "_writer_now"
-].__set__
-"""``credit_writes(payload, plugin_name)``: :meth:`HookPayload.track_writes` without a Python
-call (the slot's own setter), for hosts that deliver several payloads per attempt."""
-_BUILDERS: dict[type[HookPayload], Callable[[dict[str, Any]], Any]] = {}
-_SHARED_FIELDS_SETS: dict[type[HookPayload], set[str]] = {}
-"""The set of the fields set that the payloads a class's builder made share, by class."""
-
-
-def _make_builder(cls: type[HookPayload]) -> Callable[[dict[str, Any]], Any]:
-    """``cls``'s :meth:`HookPayload.builder` (see there)."""
-    count = len(cls.model_fields)
-    defaults = {
-        name: info.get_default(call_default_factory=True)
-        for name, info in cls.model_fields.items()
-        if not info.is_required()
-    }
-    template = cls.model_construct(**{name: None for name in cls.model_fields})
-    state = template.__getstate__()
-    # The one key we fill is Python's own ``__dict__``. The set of the fields set (the
-    # state's one set) names every field, as every payload gives every field: the payloads
-    # of the class share it (pydantic only ever adds a field's name to it) until
-    # ``model_fields_set`` is read, which gives the payload read a set of its own. Copying it
-    # for every payload cost 2 k instructions a payload, 13 k an attempt with a plugin.
-    for value in state.values():
-        if isinstance(value, set):
-            _SHARED_FIELDS_SETS[cls] = value
-    restore = cls.__setstate__
-    new = _new
-
-    order = tuple(cls.model_fields)
-
-    def build(fields: dict[str, Any]) -> Any:
-        if len(fields) != count:  # defaults filled in, in the fields' declared order
-            given = fields
-            for name, value in defaults.items():
-                given.setdefault(name, value)
-            fields = {name: given[name] for name in order if name in given}
-        own = state.copy()
-        own["__dict__"] = fields
-        payload = new(cls)
-        restore(payload, own)
-        return payload
-
-    return build
-
-
 class ObserveOnlyPayload(HookPayload):
     """The payload of a hook that may change nothing: read-only all the way down.
 
