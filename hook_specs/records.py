@@ -261,12 +261,24 @@ class IterationInfo:
     def __init__(
         self, sampling_id: str, subsample_index: int, attempt: int, iteration: int
     ) -> None:
-        # What the generated __init__ of a frozen dataclass does, with object.__setattr__
-        # looked up once, not once per field: one is made for every attempt.
-        _set_frozen(self, "sampling_id", sampling_id)
-        _set_frozen(self, "subsample_index", subsample_index)
-        _set_frozen(self, "attempt", attempt)
-        _set_frozen(self, "iteration", iteration)
+        # What the generated __init__ of a frozen dataclass does, through each field's slot
+        # (no attribute lookup by name): one is made for every attempt.
+        _set_sampling_id(self, sampling_id)
+        _set_subsample_index(self, subsample_index)
+        _set_attempt(self, attempt)
+        _set_iteration(self, iteration)
+
+
+def _slot_setter(cls: type, name: str) -> Any:
+    """How a frozen, slotted record's own ``__init__`` sets field ``name``: its slot's
+    ``__set__`` (what ``object.__setattr__`` ends in, without looking the name up)."""
+    return vars(cls)[name].__set__
+
+
+_set_sampling_id = _slot_setter(IterationInfo, "sampling_id")
+_set_subsample_index = _slot_setter(IterationInfo, "subsample_index")
+_set_attempt = _slot_setter(IterationInfo, "attempt")
+_set_iteration = _slot_setter(IterationInfo, "iteration")
 
 
 @dataclass(frozen=True, slots=True)
