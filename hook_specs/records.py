@@ -16,9 +16,10 @@ Message = dict[str, Any]
 """One chat message: ``{"role": "user" | "assistant" | "system", "content": str}``."""
 
 
-_set_frozen = object.__setattr__
-"""How a frozen record's own ``__init__`` sets its fields (what dataclasses' generated one
-does, with the lookup of ``object.__setattr__`` made once instead of once per field)."""
+def _slot_setter(cls: type, name: str) -> Any:
+    """How a frozen, slotted record's own ``__init__`` sets field ``name``: its slot's
+    ``__set__`` (what ``object.__setattr__`` ends in, without looking the name up)."""
+    return vars(cls)[name].__set__
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -44,9 +45,9 @@ class Usage:
         cost_usd: float | None = None,
     ) -> None:
         # As IterationInfo's: one is made per call, and per backend call that reports usage.
-        _set_frozen(self, "input_tokens", input_tokens)
-        _set_frozen(self, "output_tokens", output_tokens)
-        _set_frozen(self, "cost_usd", cost_usd)
+        _set_input_tokens(self, input_tokens)
+        _set_output_tokens(self, output_tokens)
+        _set_cost_usd(self, cost_usd)
 
     @property
     def total_tokens(self) -> int | None:
@@ -87,6 +88,10 @@ def add_counts(one: int | None, other: int | None) -> int | None:
         return None
     return one + other
 
+
+_set_input_tokens = _slot_setter(Usage, "input_tokens")
+_set_output_tokens = _slot_setter(Usage, "output_tokens")
+_set_cost_usd = _slot_setter(Usage, "cost_usd")
 
 ZERO_USAGE = Usage()
 UNKNOWN_USAGE = Usage(None, None, None)
@@ -267,12 +272,6 @@ class IterationInfo:
         _set_subsample_index(self, subsample_index)
         _set_attempt(self, attempt)
         _set_iteration(self, iteration)
-
-
-def _slot_setter(cls: type, name: str) -> Any:
-    """How a frozen, slotted record's own ``__init__`` sets field ``name``: its slot's
-    ``__set__`` (what ``object.__setattr__`` ends in, without looking the name up)."""
-    return vars(cls)[name].__set__
 
 
 _set_sampling_id = _slot_setter(IterationInfo, "sampling_id")
