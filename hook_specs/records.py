@@ -16,9 +16,10 @@ Message = dict[str, Any]
 """One chat message: ``{"role": "user" | "assistant" | "system", "content": str}``."""
 
 
-_set_frozen = object.__setattr__
-"""How a frozen record's own ``__init__`` sets its fields (what dataclasses' generated one
-does, with the lookup of ``object.__setattr__`` made once instead of once per field)."""
+def _slot_setter(cls: type, name: str) -> Any:
+    """How a frozen, slotted record's own ``__init__`` sets field ``name``: its slot's
+    ``__set__`` (what ``object.__setattr__`` ends in, without looking the name up)."""
+    return vars(cls)[name].__set__
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -44,9 +45,9 @@ class Usage:
         cost_usd: float | None = None,
     ) -> None:
         # As IterationInfo's: one is made per call, and per backend call that reports usage.
-        _set_frozen(self, "input_tokens", input_tokens)
-        _set_frozen(self, "output_tokens", output_tokens)
-        _set_frozen(self, "cost_usd", cost_usd)
+        _set_input_tokens(self, input_tokens)
+        _set_output_tokens(self, output_tokens)
+        _set_cost_usd(self, cost_usd)
 
     @property
     def total_tokens(self) -> int | None:
@@ -87,6 +88,10 @@ def add_counts(one: int | None, other: int | None) -> int | None:
         return None
     return one + other
 
+
+_set_input_tokens = _slot_setter(Usage, "input_tokens")
+_set_output_tokens = _slot_setter(Usage, "output_tokens")
+_set_cost_usd = _slot_setter(Usage, "cost_usd")
 
 ZERO_USAGE = Usage()
 UNKNOWN_USAGE = Usage(None, None, None)
@@ -261,12 +266,18 @@ class IterationInfo:
     def __init__(
         self, sampling_id: str, subsample_index: int, attempt: int, iteration: int
     ) -> None:
-        # What the generated __init__ of a frozen dataclass does, with object.__setattr__
-        # looked up once, not once per field: one is made for every attempt.
-        _set_frozen(self, "sampling_id", sampling_id)
-        _set_frozen(self, "subsample_index", subsample_index)
-        _set_frozen(self, "attempt", attempt)
-        _set_frozen(self, "iteration", iteration)
+        # What the generated __init__ of a frozen dataclass does, through each field's slot
+        # (no attribute lookup by name): one is made for every attempt.
+        _set_sampling_id(self, sampling_id)
+        _set_subsample_index(self, subsample_index)
+        _set_attempt(self, attempt)
+        _set_iteration(self, iteration)
+
+
+_set_sampling_id = _slot_setter(IterationInfo, "sampling_id")
+_set_subsample_index = _slot_setter(IterationInfo, "subsample_index")
+_set_attempt = _slot_setter(IterationInfo, "attempt")
+_set_iteration = _slot_setter(IterationInfo, "iteration")
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,11 +79,17 @@ class Strategy:
         (``None`` too) is a ``TypeError`` naming the strategy, and an exception it raises
         ends the call as a :class:`~sampling_core.errors.StrategyError` naming it.
         """
-        return max(attempts, key=_passed_then_score)  # max keeps the first of equals
-
-
-def _passed_then_score(attempt: Attempt) -> tuple[bool, float]:
-    return attempt.passed, attempt.score
+        # What max(attempts, key=(passed, score)) does (it keeps the first of equals), as a
+        # loop: no call of a key function per attempt.
+        best: Attempt | None = None
+        best_key: tuple[bool, float] = (False, 0.0)
+        for attempt in attempts:
+            key = (attempt.passed, attempt.score)
+            if best is None or key > best_key:
+                best, best_key = attempt, key
+        if best is None:
+            raise ValueError("pick() needs at least one attempt")  # as max() did
+        return best
 
 
 class RejectionSampling(Strategy):

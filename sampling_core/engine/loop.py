@@ -118,7 +118,11 @@ class SamplingCall(GenerationStep):
         # attribute found on the instance is read faster than a default on the class).
         # A CheckContext is built only when a check asks for one; the backend streams when
         # someone needs the pieces (prefix checks, generation_chunk), and it can.
-        self.wants_context = any(r.wants_context for r in settings.requirements)
+        self.wants_context = False
+        for requirement in settings.requirements:  # a loop, not any(): no generator per call
+            if requirement.wants_context:
+                self.wants_context = True
+                break
         prefixes = prefixes_in_force(settings.requirements, settings.tokens.early_stop)
         self.prefixes = prefixes
         # what the checks' readers keep per call; the readers that judge what no reader read

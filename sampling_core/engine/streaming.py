@@ -66,9 +66,11 @@ def prefixes_in_force(requirements: Sequence[Requirement], early_stop: bool) -> 
     (a ``prefix`` function or a ``reader``), while early stop is on."""
     if not early_stop:
         return ()
-    return tuple(
-        (i, r) for i, r in enumerate(requirements) if r.prefix is not None or r.reader is not None
-    )
+    found = []  # a loop, not a generator: one frame less, for every call
+    for i, r in enumerate(requirements):
+        if r.prefix is not None or r.reader is not None:
+            found.append((i, r))
+    return tuple(found) if found else ()
 
 
 def call_notes(
@@ -81,8 +83,13 @@ def call_notes(
     calibrated per call: the threshold is in the call's notes), so a generation no reader
     read as it arrived (early stop off, a backend that does not stream) is read whole after
     it arrived (:func:`judge_whole`), by these."""
+    readers: Prefixes = ()
+    for i, r in enumerate(requirements):
+        if r.reader is not None:
+            readers += ((i, r),)
+    if not prefixes and not readers:  # the common case: nothing to keep (and no frames made)
+        return [], readers, []
     kept: dict[int, dict[str, Any]] = {}
-    readers = tuple((i, r) for i, r in enumerate(requirements) if r.reader is not None)
     return (
         [kept.setdefault(i, {}) for i, _ in prefixes],
         readers,

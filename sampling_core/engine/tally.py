@@ -32,7 +32,6 @@ from hook_specs.records import (
     Provenance,
     Usage,
     ValidationResult,
-    count_passed,
 )
 from sampling_core.engine.results import AttemptError, SamplingResult
 from sampling_core.engine.streaming import Flight
@@ -197,6 +196,11 @@ class Tally:
         strategy's scorer's)."""
         self.in_flight -= 1
         self.sequence += 1
+        passed = True  # count_passed(validations) == len(validations), without a call
+        for verdict in validations:
+            if not verdict.passed:
+                passed = False
+                break
         attempt = Attempt(
             info.subsample_index,
             info.attempt,
@@ -205,7 +209,7 @@ class Tally:
             generation.text,
             generation,
             validations,
-            count_passed(validations) == len(validations),
+            passed,
             messages,
             provenance,
             scored,

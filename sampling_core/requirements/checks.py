@@ -168,7 +168,7 @@ def validate_all(
     interrupted) fails the same way once it returns.
     """
     results: list[ValidationResult] = []
-    for position, requirement in enumerate(requirements):
+    for requirement in requirements:  # the position of this one is len(results)
         began = time.perf_counter() if check_timeout is not None else 0.0
         try:
             verdict = requirement.validate_now(text, context)
@@ -178,7 +178,7 @@ def validate_all(
             verdict = _check_raised(requirement, exc)
         if not isinstance(verdict, ValidationResult):
             return _validate_rest(
-                requirements, text, results, position, verdict, context, check_timeout
+                requirements, text, results, len(results), verdict, context, check_timeout
             )
         if check_timeout is not None and time.perf_counter() - began > check_timeout:
             verdict = _timed_out(requirement, check_timeout)
