@@ -25,9 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchmarks.datasets import write_prompts
+from benchmarks.run_memory import write_config  # the same scripted run: two samples a prompt
 
 __all__ = ["main"]
 
@@ -51,20 +50,6 @@ if code:
     raise SystemExit(f"samplehooks {args[0]} exited with {code}")
 print(json.dumps({"seconds": time.perf_counter() - started, "reads": len(reads)}))
 """
-
-
-def write_config(path: Path, dataset: Path) -> Path:
-    """Two samples a prompt (pass@k is measured)."""
-    config = {
-        "dataset": {"path": str(dataset), "id_field": "id"},
-        "backend": {"kind": "scripted", "replies": ["far too many words to pass", "red"]},
-        "requirements": [{"max_words": 3}],
-        "budgets": {"loop_budget": 1, "concurrency_budget": 2, "early_exit": False},
-        "run": {"max_concurrent_prompts": 32, "flush_every": 64, "progress": "off"},
-        "seed": 7,
-    }
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return path
 
 
 def step(code: Path, args: list[str], cwd: Path) -> dict[str, Any]:
