@@ -227,9 +227,9 @@ def compare_indexes(a: RunIndex, b: RunIndex, *, flipped: int = FLIPPED_SHOWN) -
         known = [f"pass@{p.k} {100 * p.value:.1f}%{p.note()}" for p in report.pass_at_k]
         if samples and report.not_known[0] and known:
             out.notes.append(
-                f"{run} has {report.not_known[0]} samples not known (a rescore's cut attempts, "
-                f"in {report.not_known[1]} prompts): pass@k and pass^k compare its known samples "
-                f"only; {run} alone: {', '.join(known)}"
+                f"{run} has {report.not_known[0]} samples not known (a rescore could not judge "
+                f"them, in {report.not_known[1]} prompts): pass@k and pass^k compare its known "
+                f"samples only; {run} alone: {', '.join(known)}"
             )
     success: Counter[tuple[float, float]] = Counter()
     tables: dict[tuple[str, int], Counter[tuple[float, float]]] = {}

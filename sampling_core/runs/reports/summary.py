@@ -57,7 +57,8 @@ class RunSummary:
     """Prompts with more than one record (sampled again by ``--retry-failed``)."""
     not_known: int = 0
     """A rescore's attempts that it could not decide: their text was cut before its end
-    (early stop) and the new checks would need the rest. Neither passed nor failed."""
+    (early stop) and the new checks would need the rest, or a check needs what the run did
+    not keep (log-probabilities, a model's reply). Neither passed nor failed."""
 
     @property
     def done(self) -> int:
@@ -133,9 +134,9 @@ class RunSummary:
             lines.append(f"Rescored from {self.rescored_from} (no generation)")
             if self.not_known:
                 lines.append(
-                    f"  not known: {self.not_known:,} attempts were cut before their end (early "
-                    "stop) and the new checks cannot judge what was never generated; they are "
-                    "counted apart, never as passed"
+                    f"  not known: {self.not_known:,} attempts the new checks cannot judge (cut "
+                    "before their end by early stop, or a check needs what the run did not "
+                    "keep); they are counted apart, never as passed"
                 )
             if self.not_run[0]:
                 lines.append(
