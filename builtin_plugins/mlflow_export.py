@@ -15,7 +15,8 @@ process that writes the run directory fires them):
   directory), and logs the run's result settings as params (named by their paths:
   ``backend.model``, ``backend.resolved.model``);
 * ``run_end``: logs the metrics ``success_rate``, ``ok``, ``failed``, ``error``,
-  ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``pass_at_<k>``,
+  ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``cached_calls``,
+  ``cached_tokens`` (the response cache's hits, apart), ``pass_at_<k>``,
   ``pass_hat_<k>`` and ``maj_at_<k>`` (when measured) at step ``session``, and the artifacts
   ``samplehooks/report.json`` (as ``samplehooks report --json`` gives it),
   ``samplehooks/report.txt`` and ``samplehooks/prompts.csv`` (one row per prompt); then
@@ -199,7 +200,16 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
     """The metrics ``run_end`` logs, by name."""
     totals = payload.totals
     metrics: dict[str, float] = {}
-    for name in ("success_rate", "ok", "failed", "error", "input_tokens", "output_tokens"):
+    for name in (
+        "success_rate",
+        "ok",
+        "failed",
+        "error",
+        "input_tokens",
+        "output_tokens",
+        "cached_calls",  # answered by the response cache: no backend call, apart
+        "cached_tokens",
+    ):
         value = totals.get(name)
         if isinstance(value, int | float) and not isinstance(value, bool):
             metrics[name] = float(value)

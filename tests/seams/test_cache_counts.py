@@ -12,10 +12,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from builtin_plugins.budget_guard import BudgetGuard, Totals
+from builtin_plugins.mlflow_export import metrics_of
 from builtin_plugins.otel import OtelPlugin
 from builtin_plugins.tracing import TracingPlugin
-from hook_specs import Generation, Usage, hookimpl
+from hook_specs import Generation, RunEndPayload, Usage, hookimpl
 from sampling_core import Sampler, ScriptedBackend
+from sampling_core.runs import run_batch
+from sampling_core.runs.reports.report import build_report
+from tests.support.runs_helpers import records, write_config, write_dataset
 
 pytestmark = pytest.mark.anyio
 
@@ -125,3 +129,29 @@ async def test_opentelemetry_measures_backend_calls_only(tmp_path: Path, provide
         for p in found["gen_ai.client.token.usage"].data.data_points
     }
     assert (tokens["input"].count, tokens["input"].sum, tokens["output"].sum) == (2, 4, 6)
+
+
+async def test_a_second_run_with_the_same_cache_reports_no_tokens_spent(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 3)
+    config = write_config(
+        tmp_path / "c.yaml",
+        dataset,
+        backend={"kind": "scripted", "replies": ["a b c"]},
+        requirements=[{"contains": "zebra"}],
+        budgets={"loop_budget": 2},
+        run={"cache": str(tmp_path / "c.sqlite")},
+    )
+    await run_batch(config, tmp_path / "first")
+    await run_batch(config, tmp_path / "again")
+    first = build_report(tmp_path / "first").as_dict()["totals"]
+    again = build_report(tmp_path / "again").as_dict()["totals"]
+    assert first["cached_calls"] == 0 and first["output_tokens"] == 18
+    assert (again["input_tokens"], again["output_tokens"]) == (0, 0)
+    assert (again["cached_calls"], again["cached_tokens"]) == (6, first["input_tokens"] + 18)
+    for record in records(tmp_path / "again"):
+        assert record["usage"]["input_tokens"] == record["usage"]["output_tokens"] == 0
+        assert record["usage"]["cached"]["calls"] == 2
+    ended = {"run_dir": "/r", "session": 1, "interrupted": False, "elapsed_s": 1.0}
+    logged = metrics_of(RunEndPayload(**ended, totals=again, pass_at_k=None, pass_hat_k=None))
+    assert (logged["input_tokens"], logged["output_tokens"]) == (0.0, 0.0)
+    assert (logged["cached_calls"], logged["cached_tokens"]) == (6.0, again["cached_tokens"])
