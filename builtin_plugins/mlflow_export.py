@@ -17,7 +17,8 @@ process that writes the run directory fires them):
 * ``run_end``: logs the metrics ``success_rate``, ``ok``, ``failed``, ``error``,
   ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``cached_calls``,
   ``cached_tokens`` (the response cache's hits, apart), ``pass_at_<k>``,
-  ``pass_hat_<k>`` and ``maj_at_<k>`` (when measured) at step ``session``, and the artifacts
+  ``pass_hat_<k>`` and ``maj_at_<k>`` (when measured; ``maj_at_<k>_unweighted`` for a run
+  whose vote weighed answers: maj@k counts each sample once) at step ``session``, and the artifacts
   ``samplehooks/report.json`` (as ``samplehooks report --json`` gives it),
   ``samplehooks/report.txt`` and ``samplehooks/prompts.csv`` (one row per prompt); then
   ends the MLflow run (``KILLED`` when the session was interrupted, ``FAILED`` after a fatal
@@ -222,10 +223,12 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
         ("maj_at", payload.maj_at_k),
     ):
         for entry in table or []:
-            metrics[f"{prefix}_{entry['k']}"] = float(entry["value"])
+            # maj@k of a run whose vote weighed answers counts each sample once: said so
+            name = f"{prefix}_{entry['k']}" + ("_unweighted" if entry.get("unweighted") else "")
+            metrics[name] = float(entry["value"])
             for bound in ("if_failed", "if_passed"):  # some samples not known: the bounds too
                 if isinstance(entry.get(bound), int | float):
-                    metrics[f"{prefix}_{entry['k']}_{bound}"] = float(entry[bound])
+                    metrics[f"{name}_{bound}"] = float(entry[bound])
     return metrics
 
 

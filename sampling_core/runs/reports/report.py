@@ -30,6 +30,7 @@ from sampling_core.runs.stats.passk import PassAtK, pass_at_k_table, pass_hat_k_
 from sampling_core.runs.store.index import RunIndex
 from sampling_core.runs.store.record import PromptRow
 from sampling_core.runs.store.store import RunDirectory
+from sampling_core.runs.store.votes import maj_caption, maj_entries, vote_weight_of
 
 __all__ = [
     "Retries",
@@ -117,6 +118,11 @@ class RunReport:
         return budgets.get("early_exit", True) is not False
 
     @property
+    def vote_weight(self) -> str | None:
+        """What the run's vote weighed answers by (maj@k is then labelled unweighted)."""
+        return vote_weight_of(self.config)
+
+    @property
     def cost_usd(self) -> float | None:
         """The priced prompts' total cost (``None`` when no prompt was priced)."""
         return self.priced_cost if self.priced else None
@@ -143,7 +149,7 @@ class RunReport:
             "totals": totals,
             "pass_at_k": [p.as_dict() for p in self.pass_at_k] if self.pass_at_k else None,
             "pass_hat_k": [p.as_dict() for p in self.pass_hat_k] if self.pass_hat_k else None,
-            "maj_at_k": [p.as_dict() for p in self.maj_at_k] if self.maj_at_k else None,
+            "maj_at_k": maj_entries(self.maj_at_k, self.vote_weight) if self.maj_at_k else None,
             "pass_at_k_partial_prompts": self.partial_samples,
             "pass_at_k_not_known": {
                 "samples": self.not_known[0],
@@ -182,9 +188,7 @@ class RunReport:
                 )
                 lines += _passk_lines(self.pass_hat_k, "^")
             if self.maj_at_k:
-                lines.append(
-                    "maj@k (the majority answer of k samples is right, ties split; same intervals):"
-                )
+                lines.append(maj_caption(self.vote_weight))
                 lines += _passk_lines(self.maj_at_k, "maj")
             if self.not_known[0]:
                 lines.append(
