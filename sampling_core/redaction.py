@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 __all__ = [
+    "KNOWN_SECRETS",
     "MASK",
     "MIN_PIECE",
     "clean_text",
@@ -71,7 +72,22 @@ _lock = threading.Lock()
 _registered: set[str] = set()
 _environment: frozenset[str] = frozenset()
 _pieces: frozenset[str] = frozenset()
-_whole: tuple[str, ...] = ()  # every secret matched whole, longest first
+
+
+class KnownSecrets:
+    """The secrets known now (:attr:`whole`: each matched whole, longest first), in one
+    attribute: a reply's boundary reads it (``KNOWN_SECRETS.whole``) to decide whether
+    there is anything to scrub, without a call per reply."""
+
+    __slots__ = ("whole",)
+
+    def __init__(self) -> None:
+        self.whole: tuple[str, ...] = ()
+
+
+KNOWN_SECRETS = KnownSecrets()
+"""The process's :class:`KnownSecrets` (its tuple is replaced, under the lock, when a secret
+is added)."""
 
 
 def register_secret(value: str | None) -> None:
@@ -100,8 +116,7 @@ def refresh_environment() -> None:
 
 
 def _update_whole() -> None:
-    global _whole
-    _whole = tuple(sorted(_registered | _environment, key=len, reverse=True))
+    KNOWN_SECRETS.whole = tuple(sorted(_registered | _environment, key=len, reverse=True))
 
 
 def register_headers(headers: Iterable[tuple[str, str]]) -> None:
@@ -226,17 +241,17 @@ def clean_text(text: str) -> str:
 
 def has_secrets() -> bool:
     """Whether any secret is known (nothing to scrub otherwise, but unencodable text)."""
-    return bool(_whole)
+    return bool(KNOWN_SECRETS.whole)
 
 
 def scrub(text: str) -> str:
     """``text`` with every secret (and every long piece of a registered one) as ``***``."""
-    return _scrub(text, _whole)
+    return _scrub(text, KNOWN_SECRETS.whole)
 
 
 def scrub_data(value: Any) -> Any:
     """A copy of JSON-like ``value`` (dicts, lists, strings) with every string scrubbed."""
-    return _scrub_data(value, _whole)
+    return _scrub_data(value, KNOWN_SECRETS.whole)
 
 
 def _scrub_data(value: Any, secrets: tuple[str, ...]) -> Any:

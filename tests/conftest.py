@@ -65,7 +65,7 @@ def fresh_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(redaction, "_registered", set())
     monkeypatch.setattr(redaction, "_environment", frozenset())
     monkeypatch.setattr(redaction, "_pieces", frozenset())
-    monkeypatch.setattr(redaction, "_whole", ())
+    monkeypatch.setattr(redaction.KNOWN_SECRETS, "whole", ())
 
 
 @pytest.fixture(autouse=True)

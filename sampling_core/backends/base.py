@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 
 from hook_specs.records import Generation, IterationInfo, Message, TokenLogprob, Usage
-from sampling_core.redaction import has_secrets, scrub, scrub_data
+from sampling_core.redaction import KNOWN_SECRETS, scrub, scrub_data
 
 
 @dataclass(slots=True)
@@ -190,7 +190,7 @@ def as_generation(reply: Any, latency: float) -> Generation:
     text = reply.text
     if not isinstance(text, str):
         raise BadReply(f"backend returned a Generation whose text is {type(text).__name__}")
-    secrets = has_secrets()
+    secrets = KNOWN_SECRETS.whole  # read, not called: once per reply
     if secrets or not text.isascii():  # else there is nothing to scrub or repair
         reply.text = scrub(text)
     if secrets and reply.raw is not None:

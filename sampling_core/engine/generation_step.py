@@ -29,7 +29,7 @@ from sampling_core.backends.transport import is_transient
 from sampling_core.engine.seeds import derive_seed
 from sampling_core.engine.settings import CallSettings
 from sampling_core.engine.streaming import Failed, Flight, read_stream, read_stream_within
-from sampling_core.engine.suspension import finish, note_yield
+from sampling_core.engine.suspension import YieldClock, finish, note_yield
 from sampling_core.engine.tally import Tally
 from sampling_core.errors import CheckCallFailed
 from sampling_core.hooks.call_hooks import CallHooks
@@ -57,6 +57,7 @@ class GenerationStep:
     prefix_checks: frozenset[Any]
     prefixes: Any
     prefix_notes: list[dict[str, Any]]
+    clock: YieldClock
 
     async def _judge_call(
         self, info: IterationInfo, request: GenerationRequest, backend: Backend | None = None
@@ -127,7 +128,7 @@ class GenerationStep:
                 elif self.streams and not judging:
                     generation, stopped = await self._stream(info, request, backend, retry)
                     ended = time.perf_counter()
-                    note_yield(ended)
+                    note_yield(self.clock, ended)
                     generation = as_generation(generation, ended - began)
                     self.tally.count_usage(generation.usage)  # the backend's: all spent
                 else:
@@ -145,7 +146,7 @@ class GenerationStep:
                     else:
                         reply = await finish(pending, step)
                         ended = time.perf_counter()
-                        note_yield(ended)
+                        note_yield(self.clock, ended)
                     generation = as_generation(reply, ended - began)
                     # Counted at once: a cancellation or a plugin stopping the loop must not
                     # hide it (the backend answered: all it used is spent).
@@ -247,7 +248,7 @@ class GenerationStep:
                 "answer with a Generation or a string (chunks only for a streamed call)"
             )
         ended = time.perf_counter()
-        note_yield(ended)
+        note_yield(self.clock, ended)
         generation = as_generation(reply, ended - began)
         if answered_by is not None:
             generation.answered_by = answered_by

@@ -70,7 +70,7 @@ from sampling_core.engine.streaming import (
     unmet_early,
 )
 from sampling_core.engine.subsample_tasks import one_of, subsample_tasks
-from sampling_core.engine.suspension import note_yield, overdue
+from sampling_core.engine.suspension import note_yield, overdue, thread_clock
 from sampling_core.engine.tally import Tally
 from sampling_core.errors import CheckCallFailed
 from sampling_core.hooks.call_hooks import CallHooks
@@ -94,6 +94,7 @@ class SamplingCall(GenerationStep):
     __slots__ = (
         "after_notes",
         "answered",
+        "clock",
         "hooks",
         "json_schema",
         "judged_after",
@@ -111,6 +112,7 @@ class SamplingCall(GenerationStep):
     def __init__(self, settings: CallSettings, hooks: CallHooks) -> None:
         self.s = settings
         self.hooks = hooks
+        self.clock = thread_clock()  # the call runs in this thread: its event loop's
         self.tally = Tally(
             settings.sampling_id, settings.strategy, settings.selection, settings.early_exit
         )
@@ -276,6 +278,7 @@ class SamplingCall(GenerationStep):
 
     async def _subsample(self, index: int) -> None:
         s, tally, firing, launcher = self.s, self.tally, self.hooks.firing, self.launcher
+        clock = self.clock
         failures: deque[Attempt] = deque(maxlen=s.strategy.keep_failures)
         messages = s.messages
         # In a task of its own, the subsample's context is dropped when it ends; run inline,
@@ -297,9 +300,9 @@ class SamplingCall(GenerationStep):
                 ends = attempt is None or attempt.passed or number == s.loop_budget
                 if launcher is not None and not ends and not tally.over:
                     launcher.attempt_ended()  # failed, and goes on (its end hands on too)
-                if overdue():  # a schedule point: see sampling_core.engine.suspension
+                if overdue(clock):  # a schedule point: see sampling_core.engine.suspension
                     # Noted before yielding: a sibling that runs meanwhile runs after it.
-                    note_yield(time.perf_counter())
+                    note_yield(clock, time.perf_counter())
                     await anyio.lowlevel.checkpoint()
                 if ends or tally.over:
                     return

@@ -16,9 +16,9 @@ costs one ``send`` and no wrapper.
 from __future__ import annotations
 
 import threading
-import time
 import types
 from collections.abc import Coroutine, Generator
+from time import perf_counter
 from typing import Any
 
 SCHEDULE_INTERVAL_S = 0.001
@@ -48,23 +48,40 @@ def finish(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, 
                 return done.value
 
 
-class _LastYield(threading.local):
-    at = 0.0  # perf_counter() when this thread's engine last knew it had yielded
+class YieldClock:
+    """When the engine, in one thread, last knew it had yielded to the event loop
+    (:attr:`at`, a ``perf_counter()`` reading)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = 0.0
 
 
-_last_yield = _LastYield()
+class _ThisThread(threading.local):
+    def __init__(self) -> None:
+        self.clock = YieldClock()
 
 
-def note_yield(at: float) -> None:
-    """The engine, in this thread, is known to have yielded at ``at`` (``perf_counter``)."""
-    _last_yield.at = at
+_this_thread = _ThisThread()
 
 
-def overdue() -> bool:
-    """Whether no yield was noted in this thread for longer than the interval.
+def thread_clock() -> YieldClock:
+    """This thread's :class:`YieldClock`. A call runs in one thread (its event loop's): it
+    reads the clock once and hands it to :func:`note_yield` and :func:`overdue`."""
+    return _this_thread.clock
+
+
+def note_yield(clock: YieldClock, at: float) -> None:
+    """The engine, in ``clock``'s thread, is known to have yielded at ``at`` (``perf_counter``)."""
+    clock.at = at
+
+
+def overdue(clock: YieldClock) -> bool:
+    """Whether no yield was noted on ``clock`` (its thread's) for longer than the interval.
 
     One value per thread, not per task: any task running now got control after the
     latest yield noted by any task, so the time since then never underestimates how long
     the current task has run.
     """
-    return time.perf_counter() - _last_yield.at > SCHEDULE_INTERVAL_S
+    return perf_counter() - clock.at > SCHEDULE_INTERVAL_S

@@ -83,9 +83,10 @@ async def test_siblings_that_run_while_one_takes_the_schedule_point_do_not_take_
     from sampling_core.engine import loop, suspension
 
     now = [100.0]  # a clock that moves only when the test says
-    monkeypatch.setattr(suspension.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(suspension, "perf_counter", lambda: now[0])
     monkeypatch.setattr(loop.time, "perf_counter", lambda: now[0])
-    suspension.note_yield(now[0] - 1.0)  # a second since the last yield: overdue
+    # a second since the last yield: overdue
+    suspension.note_yield(suspension.thread_clock(), now[0] - 1.0)
     taken = []
     checkpoint = anyio.lowlevel.checkpoint
 
