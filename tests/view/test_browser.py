@@ -154,6 +154,35 @@ def test_a_run_whose_answers_vote_draws_maj_at_k(browser: Any, tmp_path: Path) -
     page.close()
 
 
+def by_length(text: str) -> float:
+    """a vote weight: longer answers weigh more"""
+    return float(len(text))
+
+
+def test_maj_at_k_beside_a_weighted_vote_says_unweighted(browser: Any, tmp_path: Path) -> None:
+    budgets = {"loop_budget": 1, "concurrency_budget": 3, "early_exit": False}
+    counted = make_run(tmp_path, "counted", count=4, strategy="majority", budgets=budgets)
+    weight = {"kind": "python", "function": f"{__name__}:by_length"}
+    weighted = make_run(
+        tmp_path,
+        "weighted",
+        count=4,
+        strategy={"name": "majority", "weight": weight},
+        budgets=budgets,
+    )
+    opened = Opened(browser, view(counted, weighted))
+    page = opened.page
+    labels = page.eval_on_selector_all(
+        "#verdict-table tbody tr td:first-child", "t => t.map(x => x.textContent)"
+    )
+    assert "maj@1 unweighted" in labels and "maj@1" not in labels
+    caption = page.inner_text("#chart-passk")
+    assert "weighted: maj@k unweighted (each sample counted once" in caption
+    assert "counted: maj@k unweighted" not in caption
+    opened.clean()
+    page.close()
+
+
 def test_the_compare_page_shows_the_verdict_the_flipped_prompts_and_both_runs_attempts(
     browser: Any, tmp_path: Path
 ) -> None:
