@@ -90,7 +90,9 @@ async def test_an_attempt_whose_check_needs_what_the_run_did_not_keep_is_not_kno
     assert (at_1["value"], at_1["prompts"]) == (0.0, 2)  # over the known samples only
     assert (at_1["not_known"], at_1["if_failed"]) == (1, 0.0)
     assert at_1["if_passed"] == pytest.approx(1 / 3, abs=1e-6)
-    assert "a check needs what the run did not keep" in report.render()
+    text = report.render()
+    assert "a check needs what the run did not keep" in text
+    assert rescored["p1"]["reason"].endswith("(not known)")  # never called unmet
     (row,) = [p for p in run_data(tmp_path / "new")["prompts"] if p["key"] == "p1"]
     assert [s["outcome"] for lane in row["lanes"] for s in lane["steps"]] == ["not_known"]
 

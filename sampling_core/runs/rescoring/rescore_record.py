@@ -33,7 +33,7 @@ budget), and the report adds them up.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hook_specs.errors import StopSampling
@@ -180,6 +180,8 @@ async def rescore_record(
         validations = validate_all(requirements, text, context, how.check_timeout, undecided)
         if not isinstance(validations, tuple):
             validations = await validations
+        if undecided:  # named as not known, never as unmet
+            validations = _not_known_named(validations, undecided)
         if not entry.provenance.whole:  # only the start of what the model was writing
             failed = _failing_prefix(prefixes, notes, generation, undecided)
             if failed:  # that requirement fails whatever followed
@@ -228,6 +230,17 @@ async def rescore_record(
         rescored={"from_seq": record.seq, "not_run": not_run},
     )
     return out
+
+
+def _not_known_named(
+    validations: tuple[ValidationResult, ...], undecided: set[int]
+) -> tuple[ValidationResult, ...]:
+    """``validations`` with each undecided one's requirement named ``"... (not known)"``:
+    the record's unmet requirements and failure label never call it unmet."""
+    return tuple(
+        replace(v, requirement=f"{v.requirement} (not known)") if i in undecided else v
+        for i, v in enumerate(validations)
+    )
 
 
 def _failing_prefix(
