@@ -148,12 +148,13 @@ def bare_delivery(
 ) -> Callable[[Any, dict[str, Any]], Any]:
     """A direct route's delivery that builds the payload and calls each implementation, and
     nothing else: no fault policy, no crediting of writes, no check for an unawaited
-    coroutine (what :func:`sampling_core.hooks.table.direct_delivery` adds). Measurement
-    only: a plugin raising would escape."""
+    coroutine (what :func:`sampling_core.hooks.table.delivery` adds). Measurement
+    only: a plugin raising would escape, an async one is not awaited."""
     functions = tuple(impl.function for impl in inline)
 
-    def deliver(channel: Any, fields: dict[str, Any]) -> Any:
-        payload = build(fields)
+    def deliver(channel: Any, fields: dict[str, Any] | None, payload: Any = None) -> Any:
+        if payload is None:
+            payload = build(fields)  # type: ignore[arg-type]
         for function in functions:
             function(payload)
         return payload
@@ -166,7 +167,7 @@ def bare_engine(plugins: list[Any]) -> Runner:
     :func:`bare_delivery`: its hook table is made by a first call while that delivery is in
     place (the sampler keeps it while no plugin is registered)."""
     run = engine_runner(FakeModel(), loop_budget=LOOP_BUDGET, concurrency_budget=1, plugins=plugins)
-    with mock.patch.object(hook_table, "direct_delivery", bare_delivery):
+    with mock.patch.object(hook_table, "delivery", bare_delivery):
         asyncio.run(run())
     return run
 

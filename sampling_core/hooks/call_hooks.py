@@ -113,7 +113,10 @@ class CallHooks(HookChannel):
         route = self._routes.generation_pre_call
         if route.direct:
             payload = route.deliver(self, fields)
-            return payload.messages, payload.options
+            messages, options = payload.messages, payload.options
+            if type(messages) is list and type(options) is dict:
+                return messages, options
+            return _sent(payload)
         return self._fire_then(route, fields, _sent)
 
     def post_call(
@@ -386,8 +389,19 @@ def _is_generation(outcome: object) -> bool:
 
 
 def _sent(payload: Any) -> Sent:
-    """What ``generation_pre_call`` left to send."""
-    return payload.messages, payload.options
+    """What ``generation_pre_call`` left to send: ``PluginError`` naming the plugin that
+    wrote something other than a list of messages or a dict of options."""
+    messages, options = payload.messages, payload.options
+    for field, value, kind, what in (
+        ("messages", messages, list, "a list of messages"),
+        ("options", options, dict, "a dict of options"),
+    ):
+        if not isinstance(value, kind):
+            writer = payload.written_by(field) or "a plugin"
+            raise PluginError(
+                writer, H.GENERATION_PRE_CALL.value, f"payload.{field} must be {what}"
+            )
+    return messages, options
 
 
 def _verdicts(payload: Any) -> tuple[ValidationResult, ...]:

@@ -35,7 +35,6 @@ path are derived from those; the engine then fires it where it happens with
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -45,10 +44,10 @@ import structlog
 
 from hook_specs.errors import StopSampling
 from hook_specs.names import HookName
-from hook_specs.payloads import HookPayload, credit_writes
+from hook_specs.payloads import HookPayload
 from sampling_core.errors import PluginError
 from sampling_core.hooks.around import Inner, call_around
-from sampling_core.hooks.faults import Faults, PluginTimeout, describe, not_awaited
+from sampling_core.hooks.faults import Faults, PluginTimeout, describe
 from sampling_core.hooks.table import HookTable, Route
 
 logger = structlog.get_logger("samplehooks")
@@ -85,9 +84,10 @@ class HookChannel:
     async def _fire(self, route: Route, fields: dict[str, Any]) -> Any:
         """Build the hook's payload, deliver it, and return it (as plugins left it).
 
-        A direct route is delivered by its ``deliver`` (the hooks fired per attempt call it
-        themselves, which saves a coroutine per event). A table with monitors has them
-        wrap each delivery (:meth:`_monitored`); the delivery itself knows nothing of them.
+        The route's ``deliver`` calls the implementations (the hooks fired per attempt call
+        it themselves on a direct route, which saves a coroutine per event). A table with
+        monitors has them wrap each delivery (:meth:`_monitored`); the delivery itself
+        knows nothing of them.
         """
         if route.direct:
             return route.deliver(self, fields)
@@ -95,36 +95,23 @@ class HookChannel:
         if self.table.monitors:
             await self._monitored(route, payload)
         else:
-            await self._deliver(route, payload)
+            pending = route.deliver(self, None, payload)
+            if pending is not payload:
+                await pending
         delivery = self.table.delivery
         if route.background and delivery is not None:
             for impl in route.background:
                 await delivery.put(route.hook, impl, payload)
         return payload
 
-    async def _deliver(self, route: Route, payload: HookPayload) -> None:
-        """Deliver to every inline implementation in turn, awaiting async ones."""
-        hook, writable = route.hook, route.writable
-        for impl in route.inline:
-            if writable:
-                credit_writes(payload, impl.plugin_name)
-            try:
-                out = impl.call(payload)
-                if impl.is_async:
-                    await self._awaited(out)
-                elif out is not None and inspect.isawaitable(out):
-                    raise not_awaited(out)
-            except Exception as exc:
-                self.fault(hook, impl.plugin_name, exc, writable)
-        if writable and route.inline:
-            credit_writes(payload, None)
-
     async def _monitored(self, route: Route, payload: HookPayload) -> None:
-        """:meth:`_deliver` with the monitors around it, as pluggy has them around a hook
-        call (``before``, then ``after`` with the outcome)."""
+        """The delivery with the monitors around it, as pluggy has them around a hook call
+        (``before``, then ``after`` with the outcome)."""
         monitored = self._before(route, payload)
         try:
-            await self._deliver(route, payload)
+            pending = route.deliver(self, None, payload)
+            if pending is not payload:
+                await pending
         except BaseException as exc:
             self._after(route.hook, monitored, _outcome_of(exc))
             raise
@@ -160,7 +147,9 @@ class HookChannel:
         self._after(route.hook, monitored, pluggy.Result.from_call(lambda: outcome))
         return outcome
 
-    async def _awaited(self, pending: Any) -> None:
+    async def awaited(self, pending: Any) -> None:
+        """Await an async implementation's work, cancelled after the table's timeout
+        (:class:`PluginTimeout`)."""
         timeout = self.table.timeout
         if timeout is None:
             await pending

@@ -145,15 +145,21 @@ def required_arguments(function: Callable[..., Any]) -> tuple[str, ...]:
 
 
 class FaultPolicy(Protocol):
-    """What a delivery hands an implementation's exception to (a hook channel)."""
+    """What a delivery hands an implementation's exception to, and has an async
+    implementation's work awaited by (a hook channel)."""
 
     def fault(self, hook: HookName, plugin_name: str, exc: Exception, writable: bool) -> None:
         """Raise or isolate ``exc``, as the hook's rules say."""
 
+    async def awaited(self, pending: Any) -> None:
+        """Await an async implementation's work (within the channel's timeout)."""
 
-Deliver = Callable[[FaultPolicy, dict[str, Any]], Any]
-"""A direct route's delivery: ``deliver(channel, fields)`` builds the payload from
-``fields``, calls every implementation and returns the payload as they left it."""
+
+Deliver = Callable[..., Any]
+"""A route's delivery, ``deliver(channel, fields)``: builds the payload from ``fields``,
+calls the inline implementations in order and returns the payload as they left it, or,
+once an async implementation's work must be awaited, an awaitable of it (never on a direct
+route). ``deliver(channel, None, payload)`` delivers a payload already built."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +168,7 @@ class Route:
 
     ``direct`` holds when nothing can suspend the delivery: every inline implementation is
     a plain function, no monitor watches and no background observer waits. ``deliver``
-    (made by :func:`direct_delivery`) then builds the payload and calls the implementations
-    in a plain loop, without a coroutine.
+    (made by :func:`delivery`) then returns the payload itself, with no coroutine made.
     """
 
     hook: HookName
@@ -176,33 +181,61 @@ class Route:
     wrappers: tuple[HookImplementation, ...] = ()  # a call hook's, in call order
 
 
-def direct_delivery(
+def delivery(
     hook: HookName,
     build: Callable[[dict[str, Any]], Any],
     inline: tuple[HookImplementation, ...],
     writable: bool,
 ) -> Deliver:
-    """The delivery of a direct route, made once per table: what it reads per event (the
-    builder, each implementation's function, whether it takes the payload, its name) is
-    bound here, so an event costs the payload and the calls, little more. Writes to a
-    writable payload are credited to the implementation making them
-    (:func:`~hook_specs.payloads.credit_writes`); a write made after the hook is nobody's."""
-    calls = tuple((impl.call, impl.plugin_name) for impl in inline)
+    """The one place a hook's inline implementations are called, made once per route.
+
+    What it reads per event (the builder, each implementation's call, its name, whether its
+    work is awaited) is bound here, so an event costs the payload and the calls, little
+    more. The implementations are called in a plain loop; at an async one whose work must
+    be awaited, the loop hands back a coroutine that awaits it and then goes on with the
+    same loop from the next implementation (so a hook whose implementations are all plain
+    makes no coroutine). Writes to a writable payload are credited to the implementation
+    making them (:func:`~hook_specs.payloads.credit_writes`); a write made after the hook
+    is nobody's. Faults go to the channel's policy.
+    """
+    # (call, plugin name, where the loop goes on after this one's work when it is awaited,
+    # 0 for a plain function)
+    calls = tuple(
+        (impl.call, impl.plugin_name, index + 1 if impl.is_async else 0)
+        for index, impl in enumerate(inline)
+    )
     isawaitable = inspect.isawaitable
 
-    def deliver(channel: FaultPolicy, fields: dict[str, Any]) -> Any:
-        payload = build(fields)
-        for call, name in calls:
+    def deliver(
+        channel: FaultPolicy, fields: dict[str, Any] | None, payload: Any = None, start: int = 0
+    ) -> Any:
+        if payload is None:
+            payload = build(fields)  # type: ignore[arg-type]
+        for call, name, goes_on_at in calls[start:] if start else calls:
             if writable:
                 credit_writes(payload, name)
             try:
                 out = call(payload)
                 if out is not None and isawaitable(out):
+                    if goes_on_at:
+                        return resume(channel, payload, out, name, goes_on_at)
                     raise not_awaited(out)
             except Exception as exc:
                 channel.fault(hook, name, exc, writable)
         if writable:
             credit_writes(payload, None)
+        return payload
+
+    async def resume(
+        channel: FaultPolicy, payload: Any, pending: Any, name: str, goes_on_at: int
+    ) -> Any:
+        try:
+            await channel.awaited(pending)
+        except Exception as exc:
+            channel.fault(hook, name, exc, writable)
+        rest = deliver(channel, None, payload, goes_on_at)
+        if rest is not payload:  # another async implementation further on
+            await rest
         return payload
 
     return deliver
@@ -286,7 +319,7 @@ class HookTable:
             background=background,
             writable=writable,
             direct=not (self.monitors or background or any(i.is_async for i in inline)),
-            deliver=direct_delivery(hook, build, inline, writable),
+            deliver=delivery(hook, build, inline, writable),
             wrappers=wrappers,
         )
 

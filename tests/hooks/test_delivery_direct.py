@@ -273,3 +273,81 @@ async def test_a_repair_may_write_a_list_of_its_own_kind(plugin):
     result = await sampler.sample("q", requirements=[starts_ok], loop_budget=2)
     assert result.success and len(result.attempts) == 2
     assert type(result.attempts[1].messages) is _Messages
+
+
+def _step(label: str, awaits: bool, bad: bool = False) -> object:
+    """A plugin on ``generation_pre_call`` that adds ``label`` to the options it sends
+    (after an ``await`` when ``awaits``), or writes a bad ``messages`` when ``bad``."""
+
+    def write(payload) -> None:
+        if bad:
+            payload.messages = "not a list"
+        else:
+            payload.options = {**payload.options, "seen": [*payload.options["seen"], label]}
+
+    if awaits:
+
+        async def generation_pre_call(self, payload):
+            await anyio.sleep(0)
+            write(payload)
+
+    else:
+
+        def generation_pre_call(self, payload):
+            write(payload)
+
+    return type(label, (), {"generation_pre_call": hookimpl(generation_pre_call)})()
+
+
+class SeenBackend:
+    def __init__(self) -> None:
+        self.options: list[dict] = []
+
+    async def generate(self, request):
+        self.options.append(dict(request.options))
+        return "x"
+
+
+async def test_the_loop_goes_on_after_each_async_implementation_in_order():
+    # pluggy calls the last registered first: a, b (async), c, d (async), e
+    steps = [_step("e", False), _step("d", True), _step("c", False), _step("b", True)]
+    steps.append(_step("a", False))
+    backend = SeenBackend()
+    sampler = Sampler(backend, plugins=steps, load_entrypoints=False)
+    assert not sampler.plugins.hooks().routes.generation_pre_call.direct
+    result = await sampler.sample("q", options={"seen": []})
+    assert result.plugin_errors == []
+    assert backend.options == [{"seen": ["a", "b", "c", "d", "e"]}]
+
+
+async def test_a_bad_write_after_a_second_await_names_its_plugin():
+    steps = [_step("late", True, bad=True), _step("plain", False), _step("first", True)]
+    sampler = Sampler(SeenBackend(), plugins=steps, load_entrypoints=False)
+    with pytest.raises(PluginError) as raised:
+        await sampler.sample("q", options={"seen": []})
+    assert raised.value.plugin_name == "late"
+
+
+@pytest.mark.parametrize("awaits", [False, True], ids=["direct", "awaiting"])
+@pytest.mark.parametrize("field", ["messages", "options"])
+async def test_pre_call_fields_of_the_wrong_kind_fail_closed_naming_the_writer(field, awaits):
+    class Breaks:
+        @hookimpl
+        def generation_pre_call(self, payload):
+            setattr(payload, field, "not a container")
+
+    class BreaksLater:
+        @hookimpl
+        async def generation_pre_call(self, payload):
+            await anyio.sleep(0)
+            setattr(payload, field, "not a container")
+
+    plugin = BreaksLater() if awaits else Breaks()
+    backend = SeenBackend()
+    sampler = Sampler(backend, plugins=[plugin], load_entrypoints=False)
+    assert sampler.plugins.hooks().routes.generation_pre_call.direct is not awaits
+    with pytest.raises(PluginError) as raised:
+        await sampler.sample("q")
+    assert raised.value.plugin_name == type(plugin).__name__
+    assert f"payload.{field} must be" in str(raised.value)
+    assert backend.options == []  # nothing was sent
