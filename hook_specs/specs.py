@@ -109,8 +109,9 @@ def sampling_loop_end(payload: SamplingLoopEndPayload) -> None:
 def generation_pre_call(payload: GenerationPreCallPayload) -> None:
     """Before each backend call, transport retries included.
 
-    A plugin may change ``payload.messages`` and ``payload.options`` for this call. A fault
-    here fails closed.
+    A plugin may change ``payload.messages`` (a list of messages) and ``payload.options``
+    (a dict) for this call; a value of another kind fails the call with ``PluginError``
+    naming the plugin that wrote it. A fault here fails closed.
     """
 
 
