@@ -206,6 +206,7 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
         "ok",
         "failed",
         "error",
+        "not_known_prompts",  # a rescore's prompts whose outcome it could not decide
         "input_tokens",
         "output_tokens",
         "cached_calls",  # answered by the response cache: no backend call, apart

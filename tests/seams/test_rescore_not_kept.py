@@ -15,6 +15,7 @@ from sampling_core import Sampler, ScriptedBackend
 from sampling_core.kinds import KindRegistry, collect_kinds
 from sampling_core.requirements import CannotDecide, CheckContext, Requirement, llm_judge
 from sampling_core.runs import rescore, run_batch
+from sampling_core.runs.reports.compare import compare_runs
 from sampling_core.runs.reports.report import build_report
 from sampling_core.view.data import run_data
 from tests.support.runs_helpers import records, write_config, write_dataset
@@ -84,6 +85,13 @@ async def test_an_attempt_whose_check_needs_what_the_run_did_not_keep_is_not_kno
     for key in ("p0", "p2"):  # its own check, which can decide, failed it: known
         assert rescored[key]["attempts"]["samples"] == {"ran": 1, "passed": 0, "not_known": 0}
     assert summary.not_known == 1 and "not known: 1 attempts" in summary.render()
+    # the prompt's outcome is not known either: neither ok nor failed, never a bare rate
+    assert (summary.ok, summary.failed, summary.not_known_prompts) == (0, 2, 1)
+    assert summary.success_rate == 0.0 and summary.done == 3 and summary.complete
+    assert "success rate: 0.0% of finished prompts whose outcome is known (1 not known: " in (
+        summary.render()
+    )
+    assert compare_runs(run, tmp_path / "new").as_dict()["prompts"]["not_known"] == 1
     report = build_report(tmp_path / "new")
     assert report.not_known == (1, 1)
     (at_1,) = report.as_dict()["pass_at_k"]

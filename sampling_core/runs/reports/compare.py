@@ -29,7 +29,7 @@ from sampling_core.runs.reports.report import report_of
 from sampling_core.runs.stats.majk import Profile, maj_at_k, maj_ks, profile_of
 from sampling_core.runs.stats.paired import PairedDifference, paired_difference
 from sampling_core.runs.stats.passk import ks_for, pass_at_k, pass_hat_k
-from sampling_core.runs.store.index import RunIndex
+from sampling_core.runs.store.index import RunIndex, outcome
 
 __all__ = [
     "FLIPPED_SHOWN",
@@ -43,7 +43,7 @@ FLIPPED_SHOWN = 200
 """Flipped prompts listed each way (by key); the counts are of all of them."""
 
 _BY_KEY = (
-    "SELECT l.key, r.status, r.hash, f.n, f.c, f.votes FROM latest l "
+    f"SELECT l.key, {outcome('r')}, r.hash, f.n, f.c, f.votes FROM latest l "
     "JOIN rec r ON r.line = l.line LEFT JOIN first fi ON fi.key = l.key "
     "LEFT JOIN rec f ON f.line = fi.line ORDER BY l.key"
 )
