@@ -16,7 +16,7 @@ from sampling_core.kinds import KindRegistry, collect_kinds
 from sampling_core.requirements import CannotDecide, CheckContext, Requirement, llm_judge
 from sampling_core.runs import rescore, run_batch
 from sampling_core.runs.reports.compare import compare_runs
-from sampling_core.runs.reports.report import build_report
+from sampling_core.runs.reports.report import build_report, report_rows
 from sampling_core.view.data import run_data
 from tests.support.runs_helpers import records, write_config, write_dataset
 
@@ -101,6 +101,9 @@ async def test_an_attempt_whose_check_needs_what_the_run_did_not_keep_is_not_kno
     text = report.render()
     assert "a check needs what the run did not keep" in text
     assert rescored["p1"]["reason"].endswith("(not known)")  # never called unmet
+    assert "  not known p1: " in text and "  failed p0: " in text
+    rows = {row.key: row.status for row in report_rows(tmp_path / "new")}
+    assert rows == {"p0": "failed", "p1": "not_known", "p2": "failed"}
     (row,) = [p for p in run_data(tmp_path / "new")["prompts"] if p["key"] == "p1"]
     assert [s["outcome"] for lane in row["lanes"] for s in lane["steps"]] == ["not_known"]
 

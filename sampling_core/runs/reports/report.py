@@ -27,7 +27,7 @@ from sampling_core.redaction import printable
 from sampling_core.runs.reports.summary import RETRIED, RunSummary, summary_of
 from sampling_core.runs.stats.majk import Profile, maj_at_k_table, profile_of
 from sampling_core.runs.stats.passk import PassAtK, pass_at_k_table, pass_hat_k_table
-from sampling_core.runs.store.index import RunIndex
+from sampling_core.runs.store.index import RunIndex, outcome
 from sampling_core.runs.store.record import PromptRow
 from sampling_core.runs.store.store import RunDirectory
 from sampling_core.runs.store.votes import maj_caption, maj_entries, vote_weight_of
@@ -223,10 +223,12 @@ class RunReport:
         if self.failed_count:
             lines.append(f"Prompts not ok ({self.failed_count}; the first {len(shown)}):")
             for row in shown:
-                why = ", ".join(row.unmet) if row.status == "failed" and row.unmet else row.reason
+                failed = row.status in ("failed", "not_known")
+                why = ", ".join(row.unmet) if failed and row.unmet else row.reason
                 key, why = printable(str(row.key)), printable(str(why or ""))[:120]
                 score = "" if row.score is None else _score_text(row.score)
-                lines.append(f"  {row.status:<7}{key}: {why}{score}")
+                status = row.status.replace("_", " ")  # "not known" is wider than the rest
+                lines.append(f"  {status:<6} {key}: {why}{score}")
         return "\n".join(lines)
 
 
@@ -401,8 +403,10 @@ _ROW_FIELDS = (
 
 
 def row_columns(table: str) -> str:
-    """The columns of ``table`` (``rec`` or an alias of it) that :func:`row_from` reads."""
-    return ", ".join(f"{table}.{name.strip()}" for name in _ROW_FIELDS.split(","))
+    """The columns of ``table`` (``rec`` or an alias of it) that :func:`row_from` reads
+    (its status is the prompt's outcome: ``not_known`` when a rescore could not decide it)."""
+    names = (name.strip() for name in _ROW_FIELDS.split(","))
+    return ", ".join(outcome(table) if n == "status" else f"{table}.{n}" for n in names)
 
 
 def row_from(values: Iterable[Any]) -> PromptRow:
