@@ -4,7 +4,10 @@
   every other plugin wrote them (its ``sampling_loop_start`` runs last).
 * ``max_generations_per_call`` / ``max_generations_total``: at most this many backend calls
   (transport retries included) per ``sample()`` call / in total. A backend call that would
-  go over is not made: the guard raises ``StopSampling`` in ``generation_pre_call``.
+  go over is not made: the guard raises ``StopSampling`` in ``generation_pre_call``. An
+  answer the response cache or another plugin gave (``generation.answered_by``) is no
+  backend call: it spends no token and no dollar, and it is not counted (it holds a place
+  only while in flight, since whether it will be answered so is known only then).
 * ``max_tokens_per_call`` (also written ``max_tokens``) / ``max_tokens_total``: input plus
   output tokens, as the backend reports them. Tokens are known only once spent, so the guard
   raises ``StopSampling`` in ``generation_post_call`` as soon as a total goes over its
@@ -70,7 +73,8 @@ class Totals:
 
     ``started`` counts backend calls begun (the generation ceiling is checked against
     it), ``generations`` those that returned or raised, ``tokens`` the tokens they
-    reported, ``cost_usd`` what they cost.
+    reported, ``cost_usd`` what they cost. A call the response cache or another plugin
+    answered is none of these (:attr:`~hook_specs.records.Generation.spent`).
     """
 
     started: int = 0
@@ -239,9 +243,19 @@ class BudgetGuard:
 
     @hookimpl
     def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
-        """Count the call and its tokens; stop when a token ceiling is crossed."""
-        self._call(payload.sampling_id).streaming.pop(payload.iteration, None)
+        """Count the call and its tokens; stop when a token ceiling is crossed. An answer
+        the cache or another plugin gave was no backend call: its place is given back."""
+        call = self._call(payload.sampling_id)
+        call.streaming.pop(payload.iteration, None)
         generation = payload.generation
+        if generation.answered_by is not None:
+            if payload.purpose == "sample":  # a cached one still says its request's input
+                self._requests(payload.sampling_id).returned(payload.iteration, generation)
+            total = self.totals
+            with total.lock:
+                total.started -= 1
+                call.started -= 1
+            return
         usage = generation.usage
         tokens, cost, unpriced = usage.total_tokens, usage.cost_usd, None
         if payload.purpose == "sample":

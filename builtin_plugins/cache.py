@@ -42,7 +42,13 @@ import pluggy
 import structlog
 
 from hook_specs import GenerationCallPayload, hookimpl
-from hook_specs.records import STOPPED_EARLY, CachedGeneration, Generation, IterationInfo, Usage
+from hook_specs.records import (
+    NOTHING_SPENT,
+    STOPPED_EARLY,
+    CachedGeneration,
+    Generation,
+    IterationInfo,
+)
 from sampling_core.backends.base import GenerationRequest
 from sampling_core.backends.cache_keys import (
     CacheError,
@@ -58,7 +64,7 @@ __all__ = ["NO_NEW_TOKENS", "ResponseCachePlugin", "default_path"]
 
 logger = structlog.get_logger("samplehooks")
 
-NO_NEW_TOKENS = Usage(0, 0, 0.0)
+NO_NEW_TOKENS = NOTHING_SPENT
 """The usage of an answer from the cache: nothing was spent (known, not unknown)."""
 
 _IDENTITIES_KEPT = 64

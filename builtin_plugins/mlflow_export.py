@@ -15,8 +15,10 @@ process that writes the run directory fires them):
   directory), and logs the run's result settings as params (named by their paths:
   ``backend.model``, ``backend.resolved.model``);
 * ``run_end``: logs the metrics ``success_rate``, ``ok``, ``failed``, ``error``,
-  ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``pass_at_<k>``,
-  ``pass_hat_<k>`` and ``maj_at_<k>`` (when measured) at step ``session``, and the artifacts
+  ``input_tokens``, ``output_tokens``, ``cost_usd`` (when known), ``cached_calls``,
+  ``cached_tokens`` (the response cache's hits, apart), ``pass_at_<k>``,
+  ``pass_hat_<k>`` and ``maj_at_<k>`` (when measured; ``maj_at_<k>_unweighted`` for a run
+  whose vote weighed answers: maj@k counts each sample once) at step ``session``, and the artifacts
   ``samplehooks/report.json`` (as ``samplehooks report --json`` gives it),
   ``samplehooks/report.txt`` and ``samplehooks/prompts.csv`` (one row per prompt); then
   ends the MLflow run (``KILLED`` when the session was interrupted, ``FAILED`` after a fatal
@@ -199,7 +201,17 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
     """The metrics ``run_end`` logs, by name."""
     totals = payload.totals
     metrics: dict[str, float] = {}
-    for name in ("success_rate", "ok", "failed", "error", "input_tokens", "output_tokens"):
+    for name in (
+        "success_rate",
+        "ok",
+        "failed",
+        "error",
+        "not_known_prompts",  # a rescore's prompts whose outcome it could not decide
+        "input_tokens",
+        "output_tokens",
+        "cached_calls",  # answered by the response cache: no backend call, apart
+        "cached_tokens",
+    ):
         value = totals.get(name)
         if isinstance(value, int | float) and not isinstance(value, bool):
             metrics[name] = float(value)
@@ -212,10 +224,12 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
         ("maj_at", payload.maj_at_k),
     ):
         for entry in table or []:
-            metrics[f"{prefix}_{entry['k']}"] = float(entry["value"])
+            # maj@k of a run whose vote weighed answers counts each sample once: said so
+            name = f"{prefix}_{entry['k']}" + ("_unweighted" if entry.get("unweighted") else "")
+            metrics[name] = float(entry["value"])
             for bound in ("if_failed", "if_passed"):  # some samples not known: the bounds too
                 if isinstance(entry.get(bound), int | float):
-                    metrics[f"{prefix}_{entry['k']}_{bound}"] = float(entry[bound])
+                    metrics[f"{name}_{bound}"] = float(entry[bound])
     return metrics
 
 

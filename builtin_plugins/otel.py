@@ -283,16 +283,18 @@ class OtelPlugin:
         return generation
 
     def _returned(self, span: Span, attributes: dict[str, Any], generation: Generation) -> None:
-        """End a backend-call span with the response's model, finish reason and usage."""
-        measured = dict(attributes)
-        if generation.model:
-            measured["gen_ai.response.model"] = generation.model
-        self.metrics.record_call(
-            measured,
-            generation.latency_s,  # the backend's reported latency, else the engine's measure
-            input_tokens=generation.usage.input_tokens,
-            output_tokens=generation.usage.output_tokens,
-        )
+        """End a backend-call span with the response's model, finish reason and usage (an
+        answer the cache or another plugin gave is no backend call: not measured)."""
+        if generation.answered_by is None:
+            measured = dict(attributes)
+            if generation.model:
+                measured["gen_ai.response.model"] = generation.model
+            self.metrics.record_call(
+                measured,
+                generation.latency_s,  # the backend's reported latency, else the engine's
+                input_tokens=generation.usage.input_tokens,
+                output_tokens=generation.usage.output_tokens,
+            )
         if span.is_recording():
             if generation.model:
                 span.set_attribute("gen_ai.response.model", generation.model)

@@ -183,16 +183,20 @@ class TracingPlugin:
 
     @hookimpl
     def generation_post_call(self, payload: GenerationPostCallPayload) -> None:
-        """Emit ``generation.post_call`` with latency and tokens."""
+        """Emit ``generation.post_call`` with latency and the tokens spent (none for an
+        answer the cache or another plugin gave: ``answered_by`` names it)."""
         generation = payload.generation
         extra = {"text": generation.text} if self.capture_content else {}
+        if generation.answered_by is not None:
+            extra["answered_by"] = generation.answered_by
+        spent = generation.spent
         self.logger.debug(
             "generation.post_call",
             **_attempt_fields(payload),
             retry=payload.retry,
             latency_s=payload.latency_s,
-            input_tokens=generation.usage.input_tokens,
-            output_tokens=generation.usage.output_tokens,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
             finish_reason=generation.finish_reason,
             model=generation.model,
             **extra,

@@ -96,6 +96,8 @@ _set_cost_usd = _slot_setter(Usage, "cost_usd")
 ZERO_USAGE = Usage()
 UNKNOWN_USAGE = Usage(None, None, None)
 """The usage of a reply that did not report it: tokens and cost unknown (never zero)."""
+NOTHING_SPENT = Usage(0, 0, 0.0)
+"""What an answer that made no backend call spent: no token, no dollar (known, not unknown)."""
 
 STOPPED_EARLY = "stopped_early"
 """The ``finish_reason`` of a generation the engine stopped because the text so far already
@@ -122,7 +124,7 @@ class Generation:
     implementation answered instead of the backend (``None``: the backend answered).
     ``logprobs`` holds the generated tokens' log-probabilities when the request asked for
     them (options ``logprobs: true``, ``top_logprobs: N``) and the backend gave them; else
-    ``None``.
+    ``None``. ``spent`` is what it adds to a call's tokens and cost.
     """
 
     text: str
@@ -134,6 +136,15 @@ class Generation:
     answered_by: str | None = None
     logprobs: tuple[TokenLogprob, ...] | None = field(default=None, repr=False)
     cached: ClassVar[bool] = False
+
+    @property
+    def spent(self) -> Usage:
+        """What it adds to the tokens and cost spent (usage, ceilings, totals): its
+        ``usage`` when the backend answered; nothing when the response cache or another
+        plugin answered instead (``answered_by``): that is no backend call, and generated
+        no new token (its own ``usage``, and a cached one's ``cached_usage``, stay on it,
+        reported apart)."""
+        return self.usage if self.answered_by is None else NOTHING_SPENT
 
 
 @dataclass(slots=True)

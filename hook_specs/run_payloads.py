@@ -94,7 +94,8 @@ class RunEndPayload(RunPayload):
         default=None,
         description="maj@k (the chance that the majority answer of k samples is right), shaped "
         "like `pass_at_k` (`None` unless the samples' answers are known: a field check or a "
-        "majority strategy).",
+        "majority strategy). It counts each sample once: when the run's vote weighed answers, "
+        'each entry says `"unweighted": true` and the weight (`run_vote_weight`).',
     )
     interrupted: bool = Field(
         description="Whether the session ended before its prompts did (Ctrl-C, SIGTERM, or a "

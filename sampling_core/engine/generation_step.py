@@ -123,11 +123,14 @@ class GenerationStep:
                     self.answered.pop(info.iteration, None)
                     if verdict:
                         stopped = verdict[0]
+                    # Counted at once: an answer the cache or a plugin gave spent nothing
+                    self.tally.count_usage(generation.spent)
                 elif self.streams and not judging:
                     generation, stopped = await self._stream(info, request, backend, retry)
                     ended = time.perf_counter()
                     note_yield(self.clock, ended)
                     generation = as_generation(generation, ended - began)
+                    self.tally.count_usage(generation.usage)  # the backend's: all spent
                 else:
                     # Awaited by hand to learn whether it suspended (see engine.suspension).
                     pending = (
@@ -145,8 +148,9 @@ class GenerationStep:
                         ended = time.perf_counter()
                         note_yield(self.clock, ended)
                     generation = as_generation(reply, ended - began)
-                # Counted at once: a cancellation or a plugin stopping the loop must not hide it.
-                self.tally.count_usage(generation.usage)
+                    # Counted at once: a cancellation or a plugin stopping the loop must not
+                    # hide it (the backend answered: all it used is spent).
+                    self.tally.count_usage(generation.usage)
             except StopSampling as stop:
                 if not began and retry == 0 and not judging:
                     self.tally.dropped()  # refused before its backend call: never in flight
@@ -158,7 +162,7 @@ class GenerationStep:
                 if firing.generation_call and self.answered:  # answered, then a wrapper raised
                     spent = self.answered.pop(info.iteration, None)
                     if spent is not None:
-                        self.tally.count_usage(spent.usage)
+                        self.tally.count_usage(spent.spent)
                 if not began:  # generation_pre_call failed closed: no backend call began
                     if retry == 0 and not judging:
                         self.tally.dropped()  # never in flight
@@ -258,7 +262,7 @@ class GenerationStep:
         is known, and counted as a cancelled attempt's spend (once)."""
         answered = self.answered.pop(info.iteration, None) if wrapped else None
         if answered is not None:
-            self.tally.count_answered(answered.usage)
+            self.tally.count_answered(answered.spent)
         return answered
 
     async def _cancelled(

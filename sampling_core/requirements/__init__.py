@@ -6,7 +6,8 @@
 
 This package's ``__all__`` is its public surface. Its modules: ``checks`` (``Requirement``
 and the built-in checks), ``fields`` (checks that compare with the dataset line),
-``context`` (``CheckContext``, what a check taking ``(text, context)`` is given),
+``context`` (``CheckContext``, what a check taking ``(text, context)`` is given, and
+``CannotDecide``, what it raises when that lacks what it needs),
 ``formats`` (JSON answers to a schema, and ``format=``) and ``linear_regex`` (regular
 expressions that run in linear time; internal).
 """
@@ -26,12 +27,13 @@ from sampling_core.requirements.checks import (
     not_contains,
     parses_as,
 )
-from sampling_core.requirements.context import CheckContext
+from sampling_core.requirements.context import CannotDecide, CheckContext
 from sampling_core.requirements.fields import contains_field, equals_field, normalize_text
 from sampling_core.requirements.formats import matches_schema
 from sampling_core.requirements.judge import llm_judge
 
 __all__ = [
+    "CannotDecide",
     "Check",
     "CheckContext",
     "Prefix",

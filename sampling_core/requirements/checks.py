@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from hook_specs.errors import StopSampling
 from hook_specs.records import ValidationResult
 from sampling_core.errors import CheckCallFailed, exception_text
-from sampling_core.requirements.context import CheckContext, takes_context
+from sampling_core.requirements.context import CannotDecide, CheckContext, takes_context
 from sampling_core.requirements.linear_regex import compile_linear
 from sampling_core.requirements.prefix import CharCount, NeedleWatch, ReaderFactory, WordCount
 
@@ -155,6 +155,7 @@ def validate_all(
     text: str,
     context: CheckContext | None = None,
     check_timeout: float | None = None,
+    undecided: set[int] | None = None,
 ) -> tuple[ValidationResult, ...] | Coroutine[Any, Any, tuple[ValidationResult, ...]]:
     """Every requirement's verdict on ``text``, in order (checks that want it get ``context``).
 
@@ -166,6 +167,8 @@ def validate_all(
     With ``check_timeout``, an async check still running after that many seconds is
     cancelled and fails with the reason; a sync check that took longer (it cannot be
     interrupted) fails the same way once it returns.
+    A check raising :class:`~sampling_core.requirements.context.CannotDecide` fails with
+    its message; with ``undecided`` (a rescore) its position is added there instead.
     """
     results: list[ValidationResult] = []
     for requirement in requirements:  # the position of this one is len(results)
@@ -175,11 +178,10 @@ def validate_all(
         except (StopSampling, CheckCallFailed):
             raise
         except Exception as exc:
-            verdict = _check_raised(requirement, exc)
+            verdict = _check_raised(requirement, exc, undecided, len(results))
         if not isinstance(verdict, ValidationResult):
-            return _validate_rest(
-                requirements, text, results, len(results), verdict, context, check_timeout
-            )
+            rest = (verdict, context, check_timeout, undecided)
+            return _validate_rest(requirements, text, results, len(results), *rest)
         if check_timeout is not None and time.perf_counter() - began > check_timeout:
             verdict = _timed_out(requirement, check_timeout)
         results.append(verdict)
@@ -203,6 +205,7 @@ async def _validate_rest(
     pending: Any,
     context: CheckContext | None = None,
     check_timeout: float | None = None,
+    undecided: set[int] | None = None,
 ) -> tuple[ValidationResult, ...]:
     for index in range(position, len(requirements)):
         requirement = requirements[index]
@@ -216,7 +219,7 @@ async def _validate_rest(
             except (StopSampling, CheckCallFailed):
                 raise
             except Exception as exc:
-                verdict = _check_raised(requirement, exc)
+                verdict = _check_raised(requirement, exc, undecided, index)
         if verdict is None:  # cut off by the timeout
             if inspect.iscoroutine(pending):
                 pending.close()
@@ -228,13 +231,17 @@ async def _validate_rest(
     return tuple(results)
 
 
-def _check_raised(requirement: Requirement, exc: Exception) -> ValidationResult:
-    return ValidationResult(
-        False,
-        f"the check raised {type(exc).__name__}: {exception_text(exc)}",
-        None,
-        requirement.description,
-    )
+def _check_raised(
+    requirement: Requirement, exc: Exception, undecided: set[int] | None, position: int
+) -> ValidationResult:
+    if not isinstance(exc, CannotDecide):
+        reason = f"the check raised {type(exc).__name__}: {exception_text(exc)}"
+    elif undecided is None:  # the attempt lacks what it needs: it fails, saying so
+        reason = exception_text(exc)
+    else:  # a rescore: the run did not keep it
+        undecided.add(position)
+        reason = exc.not_known
+    return ValidationResult(False, reason, None, requirement.description)
 
 
 def _as_result(outcome: Any, description: str) -> ValidationResult:

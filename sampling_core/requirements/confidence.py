@@ -19,7 +19,9 @@ window of every generation from then on is held to it (those running meanwhile t
 
 The requirement asks the backend for log-probabilities itself (options ``logprobs: true``,
 ``top_logprobs: k``, unless the call sets them); a backend that gives none fails the
-attempt with a reason that says so.
+attempt with a reason that says so (:class:`NoLogprobs`, a
+:class:`~sampling_core.requirements.context.CannotDecide`: in a rescore of a run that kept
+none, the attempt is not known).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from hook_specs.records import Generation, TokenLogprob, ValidationResult
 from sampling_core.requirements.checks import Requirement
-from sampling_core.requirements.context import CheckContext
+from sampling_core.requirements.context import CannotDecide, CheckContext
 
 __all__ = [
     "ConfidenceReader",
@@ -51,18 +53,24 @@ NO_LOGPROBS = (
 )
 
 
-class NoLogprobs(ValueError):
+class NoLogprobs(CannotDecide, ValueError):
     """A generation came without the token log-probabilities a check needs."""
+
+    def __init__(self, message: str, needs: str = "token log-probabilities") -> None:
+        super().__init__(message, needs)
+
+
+NO_TOP = (
+    "min_confidence needs the top tokens' log-probabilities (option top_logprobs); "
+    "the backend gave only the chosen tokens'"
+)
 
 
 def token_confidence(token: TokenLogprob) -> float:
     """DeepConf's token confidence: the negative mean log-probability of the top tokens."""
     top = token.top
     if not top:
-        raise NoLogprobs(
-            "min_confidence needs the top tokens' log-probabilities (option top_logprobs); "
-            "the backend gave only the chosen tokens'"
-        )
+        raise NoLogprobs(NO_TOP, "the top tokens' log-probabilities")
     total = 0.0
     for _, logprob in top:
         total += logprob
@@ -183,9 +191,12 @@ def confidence_check(fixed: float | None, window: int) -> Any:
         generation = context.generation
         if generation is None:
             return ValidationResult(True)  # no generation to judge (a check run on its own)
-        if generation.logprobs is None:
-            return ValidationResult(False, NO_LOGPROBS)
+        logprobs = generation.logprobs
+        if logprobs is None:
+            raise NoLogprobs(NO_LOGPROBS)
         if fixed is None:
+            if logprobs and not logprobs[0].top:  # what its reader needs
+                raise NoLogprobs(NO_TOP, "the top tokens' log-probabilities")
             return ValidationResult(True)  # calibrated: judged while it streamed
         lowest = lowest_group_confidence(generation.logprobs, window)
         if lowest is not None and lowest < fixed:

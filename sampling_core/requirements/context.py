@@ -1,7 +1,9 @@
 """``CheckContext``: what a check may know besides the text, and how a check asks for it.
 
 A check takes ``(text)`` or ``(text, context)``; which one is decided once, from its
-signature, when the :class:`~sampling_core.requirements.checks.Requirement` is built.
+signature, when the :class:`~sampling_core.requirements.checks.Requirement` is built. A
+check whose verdict needs more than the text (the tokens' log-probabilities, a model's
+reply) and does not have it raises :class:`CannotDecide`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,27 @@ from typing import Any
 
 from hook_specs.records import Generation, IterationInfo, Message
 
-__all__ = ["CheckContext", "takes_context"]
+__all__ = ["CannotDecide", "CheckContext", "takes_context"]
+
+
+class CannotDecide(Exception):
+    """A check cannot decide: the attempt lacks what its verdict needs besides the text.
+
+    ``needs`` names it (``"token log-probabilities"``, ``"a model's reply"``). Inside
+    ``sample()`` the backend gave none, so the attempt fails with the message as its
+    reason; in a rescore the run did not keep it, so the attempt is **not known** (never
+    passed, never failed for it: see ``docs/rescore.md``). A check of your own that reads
+    ``context.generation`` (or makes a model call) raises it when what it reads is missing.
+    """
+
+    def __init__(self, message: str, needs: str = "more than the text") -> None:
+        super().__init__(message)
+        self.needs = needs
+
+    @property
+    def not_known(self) -> str:
+        """The reason of its verdict in a rescore (the run did not keep what it needs)."""
+        return f"(not known: the check needs {self.needs}, which the run did not keep)"
 
 
 @dataclass(frozen=True, slots=True)

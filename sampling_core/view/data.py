@@ -16,6 +16,7 @@ from typing import Any
 from sampling_core.runs.reports.report import RunReport, report_of, row_columns, row_from
 from sampling_core.runs.store.index import RunIndex
 from sampling_core.runs.store.kept_texts import texts_of_calls
+from sampling_core.runs.store.votes import maj_entries
 from sampling_core.view.timeline import (
     TEXT_SHOWN,
     add_record_details,
@@ -147,7 +148,7 @@ def indexed_run_data(index: RunIndex, *, whole_texts: bool = False) -> dict[str,
         "model": _model(report.config),
         "pass_at_k": [p.as_dict() for p in report.pass_at_k],
         "pass_hat_k": [p.as_dict() for p in report.pass_hat_k],
-        "maj_at_k": [p.as_dict() for p in report.maj_at_k],
+        "maj_at_k": maj_entries(report.maj_at_k, report.vote_weight),
         "retries": report.retries.as_dict() if report.retries is not None else None,
         "mean_attempts": index.value(f"SELECT AVG(attempts) {LATEST}"),
         "ok_by_attempts": [

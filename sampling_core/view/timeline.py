@@ -2,7 +2,8 @@
 
 A step is one attempt with its outcome: ``passed``, ``failed``, ``error`` (the backend call
 raised for good), ``cancelled`` (in flight when another subsample's pass ended the call) or,
-in a rescored run, ``not_known`` (cut before its end: the new checks cannot judge it);
+in a rescored run, ``not_known`` (the new checks cannot judge it: cut before its end, or a
+check needs what the run did not keep);
 ``stopped_early`` marks a failed one whose generation a prefix check cut short (its
 ``provenance`` says by which check and after how much; ``score``: the strategy's scorer's,
 from the record), and a

@@ -35,7 +35,7 @@ EXPECTED: dict[str, list[str]] = {
         "cache_identity",
     ],
     "sampling_core.requirements": [
-        "Check", "CheckContext", "Prefix", "Requirement",
+        "CannotDecide", "Check", "CheckContext", "Prefix", "Requirement",
         "ValidationResult", "as_requirements", "contains", "contains_field", "equals_field",
         "is_json", "llm_judge", "matches", "matches_schema", "max_chars", "max_words",
         "min_words", "normalize_text", "not_contains", "parses_as",

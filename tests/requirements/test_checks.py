@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from hook_specs.errors import StopSampling
 from sampling_core import CheckContext, Requirement, ScriptedBackend, ValidationResult
+from sampling_core.requirements import CannotDecide
 from sampling_core.requirements.checks import (
     as_requirements,
     contains,
@@ -343,6 +344,34 @@ async def test_validate_all_runs_every_check_in_order() -> None:
             outcome = validate_all(as_requirements(checks), "x")
             if inspect.iscoroutine(outcome):
                 await outcome
+
+
+def lacks_logprobs(text: str) -> bool:
+    """lacks"""
+    raise CannotDecide("no log-probabilities came", "token log-probabilities")
+
+
+async def late_lacks(text: str) -> bool:
+    """late lacks"""
+    raise CannotDecide("no model here", "a model's reply")
+
+
+async def test_a_check_that_cannot_decide_fails_in_a_call_and_is_undecided_in_a_rescore() -> None:
+    checks = as_requirements([lacks_logprobs, contains("x"), late, late_lacks, boom])
+    in_a_call = await validate_all(checks, "x")  # type: ignore[misc]
+    assert in_a_call[0] == ValidationResult(False, "no log-probabilities came", None, "lacks")
+    assert in_a_call[3] == ValidationResult(False, "no model here", None, "late lacks")
+    undecided: set[int] = set()
+    rescored = await validate_all(checks, "x", undecided=undecided)  # type: ignore[misc]
+    assert undecided == {0, 3}  # a check that raised anything else failed: it decided
+    assert rescored[0].reason == (
+        "(not known: the check needs token log-probabilities, which the run did not keep)"
+    )
+    assert rescored[3].reason == (
+        "(not known: the check needs a model's reply, which the run did not keep)"
+    )
+    assert [v.passed for v in rescored] == [False, True, True, False, False]
+    assert rescored[4].reason == "the check raised ValueError: no good"
 
 
 async def test_validate_all_fails_checks_slower_than_check_timeout() -> None:

@@ -1,7 +1,7 @@
 """Rescoring a run whose strategy scores its attempts (``BestOfN(scorer=...)``, a weighted
 vote) or whose requirements read the generation itself (``min_confidence``): a rescore
-keeps the strategy, so it picks by the scores the run kept, and it never passes an
-attempt a check could not judge."""
+keeps the strategy, so it picks by the scores the run kept, and an attempt a check could
+not judge is not known, never passed (``tests/seams/test_rescore_not_kept.py``)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ async def test_a_rescore_judges_min_confidence_by_the_kept_log_probabilities(
     }
 
 
-async def test_a_rescore_never_passes_min_confidence_without_log_probabilities(
+async def test_a_rescore_without_kept_log_probabilities_says_min_confidence_is_not_known(
     tmp_path: Path,
 ) -> None:
     dataset = write_dataset(tmp_path / "d.jsonl", 2)
@@ -80,7 +80,8 @@ async def test_a_rescore_never_passes_min_confidence_without_log_probabilities(
     await rescore(tmp_path / "run", tmp_path / "new", requirements=[added])
     for record in records(tmp_path / "new"):
         (entry,) = record["attempts"]["each"]
-        assert not entry["passed"] and record["status"] != "ok"
+        assert entry["not_known"] is True and not entry["passed"]  # never passed nor failed
+        assert record["attempts"]["samples"] == {"ran": 0, "passed": 0, "not_known": 1}
         assert any("needs token log-probabilities" in reason for reason in entry["failed"])
 
 

@@ -26,7 +26,8 @@ def check_result(
     assert result.usage == returned + result.cancelled_usage
     if result.cancelled == 0:
         assert result.cancelled_usage == Usage()
-    completed = sum((a.generation.usage for a in result.attempts), Usage())
+    # what the completed attempts spent (an answer the cache or a plugin gave: nothing)
+    completed = sum((a.generation.spent for a in result.attempts), Usage())
     if result.usage.known:
         assert completed.total_tokens <= result.usage.total_tokens
     assert result.cancelled >= 0

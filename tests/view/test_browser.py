@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sampling_core.cli import app
+from sampling_core.runs import rescore_sync
 from sampling_core.view import data as view_data
 from tests.support.runs_helpers import records
 from tests.support.view_helpers import make_run
@@ -150,6 +152,54 @@ def test_a_run_whose_answers_vote_draws_maj_at_k(browser: Any, tmp_path: Path) -
     labels = page.eval_on_selector_all("#chart-passk svg text", "t => t.map(x => x.textContent)")
     assert {"1", "2", "3"} <= set(labels)
     assert "dotted: maj@k" in page.inner_text("#chart-passk")
+    opened.clean()
+    page.close()
+
+
+def by_length(text: str) -> float:
+    """a vote weight: longer answers weigh more"""
+    return float(len(text))
+
+
+def test_maj_at_k_beside_a_weighted_vote_says_unweighted(browser: Any, tmp_path: Path) -> None:
+    budgets = {"loop_budget": 1, "concurrency_budget": 3, "early_exit": False}
+    counted = make_run(tmp_path, "counted", count=4, strategy="majority", budgets=budgets)
+    weight = {"kind": "python", "function": f"{__name__}:by_length"}
+    weighted = make_run(
+        tmp_path,
+        "weighted",
+        count=4,
+        strategy={"name": "majority", "weight": weight},
+        budgets=budgets,
+    )
+    opened = Opened(browser, view(counted, weighted))
+    page = opened.page
+    labels = page.eval_on_selector_all(
+        "#verdict-table tbody tr td:first-child", "t => t.map(x => x.textContent)"
+    )
+    assert "maj@1 unweighted" in labels and "maj@1" not in labels
+    caption = page.inner_text("#chart-passk")
+    assert "weighted: maj@k unweighted (each sample counted once" in caption
+    assert "counted: maj@k unweighted" not in caption
+    opened.clean()
+    page.close()
+
+
+def test_a_rescore_whose_outcomes_are_not_known_shows_them_apart(
+    browser: Any, tmp_path: Path
+) -> None:
+    run = make_run(tmp_path, "kept", count=4)  # no log-probabilities kept
+    out = tmp_path / "rescored"
+    added = [{"min_confidence": 0.5}]
+    with ThreadPoolExecutor(1) as pool:  # a run of its own, beside Playwright's event loop
+        pool.submit(rescore_sync, run, out, requirements=added).result()
+    opened = Opened(browser, view(out))
+    page = opened.page
+    titles = page.eval_on_selector_all(
+        "#chart-outcomes rect.bar title", "t => t.map(x => x.textContent)"
+    )
+    assert any(t.startswith("not known") for t in titles)
+    assert "prompts not known" in page.inner_text("#cards")
     opened.clean()
     page.close()
 

@@ -29,7 +29,7 @@ from sampling_core.runs.reports.report import report_of
 from sampling_core.runs.stats.majk import Profile, maj_at_k, maj_ks, profile_of
 from sampling_core.runs.stats.paired import PairedDifference, paired_difference
 from sampling_core.runs.stats.passk import ks_for, pass_at_k, pass_hat_k
-from sampling_core.runs.store.index import RunIndex
+from sampling_core.runs.store.index import RunIndex, outcome
 
 __all__ = [
     "FLIPPED_SHOWN",
@@ -43,7 +43,7 @@ FLIPPED_SHOWN = 200
 """Flipped prompts listed each way (by key); the counts are of all of them."""
 
 _BY_KEY = (
-    "SELECT l.key, r.status, r.hash, f.n, f.c, f.votes FROM latest l "
+    f"SELECT l.key, {outcome('r')}, r.hash, f.n, f.c, f.votes FROM latest l "
     "JOIN rec r ON r.line = l.line LEFT JOIN first fi ON fi.key = l.key "
     "LEFT JOIN rec f ON f.line = fi.line ORDER BY l.key"
 )
@@ -81,6 +81,14 @@ class RunComparison:
     """Prompts in both left out of the success rate (an outcome not known in a run)."""
     notes: list[str] = field(default_factory=list)
     """What was not compared, and why."""
+    vote_weights: tuple[str | None, str | None] = (None, None)
+    """What each run's vote weighed answers by (``None``: counted once each); when either
+    did, maj@k (which counts each sample once) is labelled unweighted."""
+
+    @property
+    def maj_unweighted(self) -> bool:
+        """Whether maj@k is labelled unweighted (a run's vote weighed answers)."""
+        return self.vote_weights != (None, None)
 
     def measure(self, name: str, k: int | None = None) -> PairedDifference | None:
         """The comparison of one measure (``success_rate``, ``pass@k``, ``pass^k``,
@@ -102,7 +110,8 @@ class RunComparison:
             "checks_differ": bool(self.checks),
             "checks": self.checks,
             "rescored_from": {"a": self.rescored_from[0], "b": self.rescored_from[1]},
-            "measures": [m.as_dict() for m in self.measures],
+            "measures": [self._measure_dict(m) for m in self.measures],
+            "vote_weight": {"a": self.vote_weights[0], "b": self.vote_weights[1]},
             "notes": self.notes,
             "flipped": {
                 "better_in_b": self.flipped[0],
@@ -111,6 +120,12 @@ class RunComparison:
                 "better_in_a_keys": self.better_in_a,
             },
         }
+
+    def _measure_dict(self, measure: PairedDifference) -> dict[str, Any]:
+        data = measure.as_dict()
+        if measure.measure == "maj@k" and self.maj_unweighted:
+            data["unweighted"] = True
+        return data
 
     def render(self) -> str:
         """The comparison as text, as ``samplehooks compare`` prints it."""
@@ -139,8 +154,10 @@ class RunComparison:
                 if m.detectable < 1
                 else "  too few prompts to detect any difference"
             )
+            unweighted = m.measure == "maj@k" and self.maj_unweighted
+            label = f"{m.label} unweighted" if unweighted else m.label
             lines.append(
-                f"  {m.label:<13}{100 * m.a:5.1f}% -> {100 * m.b:5.1f}%  "
+                f"  {label:<13}{100 * m.a:5.1f}% -> {100 * m.b:5.1f}%  "
                 f"{100 * m.difference:+5.1f} [{100 * m.low:+5.1f}, {100 * m.high:+5.1f}]  "
                 f"{m.verdict}{test}{detect}  ({m.prompts} prompts)"
             )
@@ -223,13 +240,20 @@ def compare_indexes(a: RunIndex, b: RunIndex, *, flipped: int = FLIPPED_SHOWN) -
             f"only {one} sampled every prompt several times (budgets.early_exit: false): "
             "pass@k, pass^k and maj@k are compared only between two such runs"
         )
+    out.vote_weights = (report_a.vote_weight, report_b.vote_weight)
+    for run, weight in (("A", out.vote_weights[0]), ("B", out.vote_weights[1])):
+        if samples and weight is not None:
+            out.notes.append(
+                f"{run}'s vote weighed answers by {weight}; maj@k counts each sample once "
+                "(unweighted), so it is not the accuracy of that vote"
+            )
     for run, report in (("A", report_a), ("B", report_b)):
         known = [f"pass@{p.k} {100 * p.value:.1f}%{p.note()}" for p in report.pass_at_k]
         if samples and report.not_known[0] and known:
             out.notes.append(
-                f"{run} has {report.not_known[0]} samples not known (a rescore's cut attempts, "
-                f"in {report.not_known[1]} prompts): pass@k and pass^k compare its known samples "
-                f"only; {run} alone: {', '.join(known)}"
+                f"{run} has {report.not_known[0]} samples not known (a rescore could not judge "
+                f"them, in {report.not_known[1]} prompts): pass@k and pass^k compare its known "
+                f"samples only; {run} alone: {', '.join(known)}"
             )
     success: Counter[tuple[float, float]] = Counter()
     tables: dict[tuple[str, int], Counter[tuple[float, float]]] = {}

@@ -27,9 +27,10 @@ from sampling_core.redaction import printable
 from sampling_core.runs.reports.summary import RETRIED, RunSummary, summary_of
 from sampling_core.runs.stats.majk import Profile, maj_at_k_table, profile_of
 from sampling_core.runs.stats.passk import PassAtK, pass_at_k_table, pass_hat_k_table
-from sampling_core.runs.store.index import RunIndex
+from sampling_core.runs.store.index import RunIndex, outcome
 from sampling_core.runs.store.record import PromptRow
 from sampling_core.runs.store.store import RunDirectory
+from sampling_core.runs.store.votes import maj_caption, maj_entries, vote_weight_of
 
 __all__ = [
     "Retries",
@@ -117,6 +118,11 @@ class RunReport:
         return budgets.get("early_exit", True) is not False
 
     @property
+    def vote_weight(self) -> str | None:
+        """What the run's vote weighed answers by (maj@k is then labelled unweighted)."""
+        return vote_weight_of(self.config)
+
+    @property
     def cost_usd(self) -> float | None:
         """The priced prompts' total cost (``None`` when no prompt was priced)."""
         return self.priced_cost if self.priced else None
@@ -143,7 +149,7 @@ class RunReport:
             "totals": totals,
             "pass_at_k": [p.as_dict() for p in self.pass_at_k] if self.pass_at_k else None,
             "pass_hat_k": [p.as_dict() for p in self.pass_hat_k] if self.pass_hat_k else None,
-            "maj_at_k": [p.as_dict() for p in self.maj_at_k] if self.maj_at_k else None,
+            "maj_at_k": maj_entries(self.maj_at_k, self.vote_weight) if self.maj_at_k else None,
             "pass_at_k_partial_prompts": self.partial_samples,
             "pass_at_k_not_known": {
                 "samples": self.not_known[0],
@@ -182,16 +188,14 @@ class RunReport:
                 )
                 lines += _passk_lines(self.pass_hat_k, "^")
             if self.maj_at_k:
-                lines.append(
-                    "maj@k (the majority answer of k samples is right, ties split; same intervals):"
-                )
+                lines.append(maj_caption(self.vote_weight))
                 lines += _passk_lines(self.maj_at_k, "maj")
             if self.not_known[0]:
                 lines.append(
                     f"  not known: {self.not_known[0]} samples of {self.not_known[1]} prompts "
-                    "were cut before their end and cannot be judged by the new checks; they "
-                    "are left out (those prompts' n is smaller), never counted as passed; "
-                    "counted as failed, pass@k would be:"
+                    "cannot be judged by the new checks (cut before their end, or a check "
+                    "needs what the run did not keep); they are left out (those prompts' n is "
+                    "smaller), never counted as passed; counted as failed, pass@k would be:"
                 )
                 lines += ["  " + line for line in _passk_lines(self.pass_at_k_if_failed)]
             if self.partial_samples:
@@ -219,10 +223,12 @@ class RunReport:
         if self.failed_count:
             lines.append(f"Prompts not ok ({self.failed_count}; the first {len(shown)}):")
             for row in shown:
-                why = ", ".join(row.unmet) if row.status == "failed" and row.unmet else row.reason
+                failed = row.status in ("failed", "not_known")
+                why = ", ".join(row.unmet) if failed and row.unmet else row.reason
                 key, why = printable(str(row.key)), printable(str(why or ""))[:120]
                 score = "" if row.score is None else _score_text(row.score)
-                lines.append(f"  {row.status:<7}{key}: {why}{score}")
+                status = row.status.replace("_", " ")  # "not known" is wider than the rest
+                lines.append(f"  {status:<6} {key}: {why}{score}")
         return "\n".join(lines)
 
 
@@ -397,8 +403,10 @@ _ROW_FIELDS = (
 
 
 def row_columns(table: str) -> str:
-    """The columns of ``table`` (``rec`` or an alias of it) that :func:`row_from` reads."""
-    return ", ".join(f"{table}.{name.strip()}" for name in _ROW_FIELDS.split(","))
+    """The columns of ``table`` (``rec`` or an alias of it) that :func:`row_from` reads
+    (its status is the prompt's outcome: ``not_known`` when a rescore could not decide it)."""
+    names = (name.strip() for name in _ROW_FIELDS.split(","))
+    return ", ".join(outcome(table) if n == "status" else f"{table}.{n}" for n in names)
 
 
 def row_from(values: Iterable[Any]) -> PromptRow:

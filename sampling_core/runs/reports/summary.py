@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sampling_core.runs.store.index import RunIndex
+from sampling_core.runs.store.index import RunIndex, outcome
 
 __all__ = ["RETRIED", "RunSummary", "summarize", "summary_of"]
 
@@ -29,6 +29,9 @@ class RunSummary:
     ok: int = 0
     failed: int = 0
     error: int = 0
+    not_known_prompts: int = 0
+    """Prompts whose outcome a rescore could not decide (none passed, and an attempt not
+    known might have): neither ok nor failed, left out of the success rate."""
     attempts_histogram: dict[int, int] = field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
@@ -57,12 +60,13 @@ class RunSummary:
     """Prompts with more than one record (sampled again by ``--retry-failed``)."""
     not_known: int = 0
     """A rescore's attempts that it could not decide: their text was cut before its end
-    (early stop) and the new checks would need the rest. Neither passed nor failed."""
+    (early stop) and the new checks would need the rest, or a check needs what the run did
+    not keep (log-probabilities, a model's reply). Neither passed nor failed."""
 
     @property
     def done(self) -> int:
         """Prompts with a record."""
-        return self.ok + self.failed + self.error
+        return self.ok + self.failed + self.error + self.not_known_prompts
 
     @property
     def pending(self) -> int:
@@ -71,8 +75,10 @@ class RunSummary:
 
     @property
     def success_rate(self) -> float | None:
-        """``ok / done``; ``None`` before any prompt finished (no rate yet, not 0%)."""
-        return self.ok / self.done if self.done else None
+        """``ok`` over the prompts done whose outcome is known; ``None`` before any such
+        prompt (no rate yet, not 0%)."""
+        known = self.done - self.not_known_prompts
+        return self.ok / known if known else None
 
     @property
     def complete(self) -> bool:
@@ -83,14 +89,25 @@ class RunSummary:
         """The summary as plain text, as ``samplehooks run`` and ``report`` print it."""
         state = "complete" if self.complete else f"{self.pending} pending; resume to finish"
         lines = [f"Run {self.run_dir}: {self.done} of {self.total} prompts done ({state})"]
-        for name, count in (("ok", self.ok), ("failed", self.failed), ("error", self.error)):
+        counts = [("ok", self.ok), ("failed", self.failed), ("error", self.error)]
+        if self.not_known_prompts:
+            counts.append(("not known", self.not_known_prompts))
+        width = max(len(name) for name, _ in counts) + 2
+        for name, count in counts:
             share = f"{100 * count / self.done:5.1f}%" if self.done else "    -"
-            lines.append(f"  {name:<7}{count:>6}  {share}")
+            lines.append(f"  {name:<{width}}{count:>6}  {share}")
         rate = self.success_rate
+        known = ""
+        if self.not_known_prompts:  # never bare: its bounds, every one failed or passed
+            low, high = self.ok / self.done, (self.ok + self.not_known_prompts) / self.done
+            known = (
+                f" whose outcome is known ({self.not_known_prompts} not known: "
+                f"{100 * low:.1f}% to {100 * high:.1f}%)"
+            )
         lines.append(
             "  success rate: -, no prompt finished yet"
             if rate is None
-            else f"  success rate: {100 * rate:.1f}% of finished prompts"
+            else f"  success rate: {100 * rate:.1f}% of finished prompts{known}"
         )
         if self.retried:
             lines.append(
@@ -133,9 +150,9 @@ class RunSummary:
             lines.append(f"Rescored from {self.rescored_from} (no generation)")
             if self.not_known:
                 lines.append(
-                    f"  not known: {self.not_known:,} attempts were cut before their end (early "
-                    "stop) and the new checks cannot judge what was never generated; they are "
-                    "counted apart, never as passed"
+                    f"  not known: {self.not_known:,} attempts the new checks cannot judge (cut "
+                    "before their end by early stop, or a check needs what the run did not "
+                    "keep); they are counted apart, never as passed"
                 )
             if self.not_run[0]:
                 lines.append(
@@ -161,6 +178,7 @@ class RunSummary:
             "ok": self.ok,
             "failed": self.failed,
             "error": self.error,
+            "not_known_prompts": self.not_known_prompts,
             "pending": self.pending,
             "success_rate": self.success_rate,
             "attempts_histogram": {str(k): v for k, v in sorted(self.attempts_histogram.items())},
@@ -198,12 +216,14 @@ def summary_of(index: RunIndex) -> RunSummary:
     total = int(index.meta.get("dataset", {}).get("count", 0))
     summary = RunSummary(index.run_dir.path, total=total)
     for status, count in index.query(
-        "SELECT status, COUNT(*) FROM latest JOIN rec USING (line) GROUP BY status"
+        f"SELECT {outcome()} AS o, COUNT(*) FROM latest JOIN rec USING (line) GROUP BY o"
     ):
         if status == "ok":
             summary.ok = count
         elif status == "failed":
             summary.failed = count
+        elif status == "not_known":
+            summary.not_known_prompts = count
         else:
             summary.error += count
     summary.attempts_histogram = dict(

@@ -16,6 +16,13 @@ judging it would need the text that was never generated, so it is **not known**
 pick (a verdict ``(not known: cut before its end)`` is added), is never passed, and its
 subsample is left out of pass@k and pass^k (``attempts.samples.not_known``).
 
+So is an attempt a check cannot judge because the run did not keep what the check needs
+besides the text: a check (or its prefix reader) that raises
+:class:`~sampling_core.requirements.context.CannotDecide` (``min_confidence`` without the
+tokens' log-probabilities, a check asking a model: a rescore calls none). Its verdict says
+so (``(not known: the check needs ...)``); the attempt is not known unless a check that
+could decide failed it.
+
 What rescoring cannot know is counted, not guessed: when the new checks fail an attempt
 that ended its subsample (it passed before) or a prompt the source stopped at its first
 pass, the engine would have gone on and made attempts that never ran. Each rescored record
@@ -26,7 +33,7 @@ budget), and the report adds them up.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hook_specs.errors import StopSampling
@@ -54,7 +61,8 @@ from sampling_core.engine.streaming import (
 )
 from sampling_core.engine.tally import Tally
 from sampling_core.requirements.checks import Requirement, validate_all
-from sampling_core.requirements.context import CheckContext
+from sampling_core.requirements.context import CannotDecide, CheckContext
+from sampling_core.requirements.prefix import PrefixReader
 from sampling_core.runs.config.dataset import PromptItem
 from sampling_core.runs.store.record import AttemptEntry, RunRecord, count_samples
 from sampling_core.runs.store.record_fields import result_fields
@@ -67,15 +75,51 @@ NOT_KNOWN = "(not known: cut before its end)"
 """The verdict a rescore adds to an attempt it cannot judge (its text was cut short)."""
 
 
-class NoModelInRescore(RuntimeError):
-    """A check asked for a model call (``CheckContext.generate``) while rescoring."""
+class NoModelInRescore(CannotDecide, RuntimeError):
+    """A check asked for a model call (``CheckContext.generate``) while rescoring: its
+    attempt is not known."""
 
 
 async def _no_model(request: GenerationRequest, backend: Any = None) -> Generation:
     raise NoModelInRescore(
         "rescoring calls no model: this check asks one (an LLM judge); run it with "
-        "`samplehooks run` instead"
+        "`samplehooks run` instead",
+        "a model's reply (a rescore calls no model)",
     )
+
+
+class _Undecided:
+    """A prefix reader in a rescore: one that cannot decide (it raised
+    :class:`~sampling_core.requirements.context.CannotDecide`) fails nothing; its
+    requirement's position goes into ``undecided``."""
+
+    __slots__ = ("_out", "_position", "_reader", "_undecided")
+
+    def __init__(self, reader: PrefixReader, position: int, undecided: set[int]) -> None:
+        self._reader, self._position, self._undecided = reader, position, undecided
+        self._out = False
+
+    def feed(self, delta: str, logprobs: tuple[TokenLogprob, ...]) -> bool:
+        if self._out:
+            return True
+        try:
+            return self._reader.feed(delta, logprobs)
+        except CannotDecide:
+            self._out = True
+            self._undecided.add(self._position)
+            return True
+
+    def finished(self, generation: Generation) -> None:
+        if not self._out:
+            self._reader.finished(generation)
+
+
+def _readers(
+    prefixes: Prefixes, notes: Notes, undecided: set[int]
+) -> list[tuple[int, PrefixReader]]:
+    """The readers of one attempt (see :func:`~sampling_core.engine.streaming.readers_of`),
+    each one that cannot decide noted in ``undecided``."""
+    return [(i, _Undecided(r, i, undecided)) for i, r in readers_of(prefixes, notes)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +164,7 @@ async def rescore_record(
     tally = Tally(sampling_id, how.strategy, how.selection, how.early_exit)
     if attempts.get("stop_reason") == "stopped_by_plugin":
         tally.stop(StopSampling())
-    undecided: set[tuple[int, int]] = set()
+    not_known: set[tuple[int, int]] = set()
     for entry in record.completed():
         index, number = entry.subsample, entry.attempt
         kept = texts[(index, number)]
@@ -132,20 +176,29 @@ async def rescore_record(
             options["seed"] = derive_seed(seed, index, number)
         generation = _generation(entry, text)  # a check may read it (its logprobs)
         context = CheckContext(messages, item.row, info, options, _no_model, generation)
-        validations = validate_all(requirements, text, context, how.check_timeout)
+        undecided: set[int] = set()  # the checks that need what the run did not keep
+        validations = validate_all(requirements, text, context, how.check_timeout, undecided)
         if not isinstance(validations, tuple):
             validations = await validations
+        if undecided:  # named as not known, never as unmet
+            validations = _not_known_named(validations, undecided)
         if not entry.provenance.whole:  # only the start of what the model was writing
-            failed = _failing_prefix(prefixes, notes, generation)
+            failed = _failing_prefix(prefixes, notes, generation, undecided)
             if failed:  # that requirement fails whatever followed
                 validations = unmet_early(validations, failed, requirements)
             else:  # deciding needs the text that was never generated
-                undecided.add((index, number))
+                not_known.add((index, number))
                 validations = (*validations, ValidationResult(False, NOT_KNOWN, None, NOT_KNOWN))
-        elif judging:  # whole: the readers judge it as the engine would have, read whole
-            failed = judge_whole(readers_of(judging, judging_notes), generation)
-            if failed:
-                validations = unmet_early(validations, failed, requirements)
+        else:
+            if judging:  # whole: the readers judge it as the engine would have, read whole
+                failed = judge_whole(_readers(judging, judging_notes, undecided), generation)
+                if failed:
+                    validations = unmet_early(validations, failed, requirements)
+                    undecided.difference_update(position for position, _ in failed)
+            if undecided and all(
+                v.passed for i, v in enumerate(validations) if i not in undecided
+            ):  # no check that could decide failed it
+                not_known.add((index, number))
         tally.began()
         # the strategy is the run's: its scorer's scores are the ones the run kept
         tally.record(info, messages, generation, validations, entry.provenance, entry.score)
@@ -153,7 +206,7 @@ async def rescore_record(
     fields = result_fields(result, voted_answer(how.strategy))
     each = fields["attempts"]["each"]
     for data in each:
-        if (data["subsample"], data["attempt"]) in undecided:
+        if (data["subsample"], data["attempt"]) in not_known:
             data["not_known"] = True
     n, c, u = count_undecided(each, loop_budget)
     samples: dict[str, Any] = {"ran": n, "passed": c, "not_known": u}
@@ -163,7 +216,7 @@ async def rescore_record(
     errors = [e for e in attempts.get("each") or [] if isinstance(e, dict) and "error" in e]
     fields["attempts"].update(
         cancelled=attempts.get("cancelled", 0),
-        not_known=len(undecided),
+        not_known=len(not_known),
         samples=samples,
         each=[*each, *errors],
     )
@@ -179,12 +232,26 @@ async def rescore_record(
     return out
 
 
-def _failing_prefix(prefixes: Prefixes, notes: Notes, generation: Generation) -> Failed:
+def _not_known_named(
+    validations: tuple[ValidationResult, ...], undecided: set[int]
+) -> tuple[ValidationResult, ...]:
+    """``validations`` with each undecided one's requirement named ``"... (not known)"``:
+    the record's unmet requirements and failure label never call it unmet."""
+    return tuple(
+        replace(v, requirement=f"{v.requirement} (not known)") if i in undecided else v
+        for i, v in enumerate(validations)
+    )
+
+
+def _failing_prefix(
+    prefixes: Prefixes, notes: Notes, generation: Generation, undecided: set[int]
+) -> Failed:
     """The prefix checks that fail the kept text of a cut attempt, read as one piece (with
-    its tokens' log-probabilities when the record kept them)."""
+    its tokens' log-probabilities when the record kept them; one that needs what the run
+    did not keep fails nothing)."""
     if not prefixes:
         return ()
-    readers = readers_of(prefixes, notes)
+    readers = _readers(prefixes, notes, undecided)
     return failing_readers(readers, generation.text, tuple(generation.logprobs or ()))
 
 

@@ -270,6 +270,7 @@ async def _build(
                 "ok": done.ok,
                 "failed": done.failed,
                 "error": done.error,
+                "not_known": done.not_known_prompts,
                 "pending": done.pending,
                 "updated": utc_now(),
                 "sessions": [

@@ -23,7 +23,9 @@ The tables (read them with :meth:`RunIndex.query`)::
                                the source never ran; not_started, stopped_early: the
                                subsamples never started, the attempts stopped early;
                                not_known, u: a rescore's attempts, and samples, it could
-                               not decide (their text was cut: u is not in n); votes: its
+                               not decide (cut, or judged by a check that needs what the
+                               run did not keep: u is not in n; a record that failed with
+                               one has an outcome not known: :func:`outcome`); votes: its
                                samples' vote profile for maj@k (JSON ``[[size, right],
                                ...]``, NULL when answers are not known); best_score,
                                mean_score: its attempts' scores (NULL when none scored)
@@ -51,7 +53,18 @@ from sampling_core.runs.store.record import RunRecord, read_record
 from sampling_core.runs.store.store import RecordsScan, RunDirectory
 from sampling_core.runs.store.votes import sample_votes
 
-__all__ = ["RunIndex"]
+__all__ = ["RunIndex", "outcome"]
+
+
+def outcome(rec: str = "rec") -> str:
+    """The outcome of a record of table alias ``rec``, as SQL: its ``status``, but
+    ``'not_known'`` for one that failed with an attempt a rescore could not decide (none
+    passed, and that one might have: neither ok nor failed)."""
+    return (
+        f"CASE WHEN {rec}.status = 'failed' AND {rec}.not_known > 0 THEN 'not_known' "
+        f"ELSE {rec}.status END"
+    )
+
 
 _BATCH = 256
 _SCHEMA = """

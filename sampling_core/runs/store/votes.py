@@ -9,16 +9,19 @@ answer a check would compare (``{"value": null, "right": null}``: left out). A p
 samples are the subsamples pass@k counts, each its first passing attempt or else its last;
 their answers make its vote profile (:mod:`sampling_core.runs.stats.majk`), which the record
 keeps as ``attempts.samples.votes`` (``[[size, right], ...]``), counted before a long
-attempt list is cut.
+attempt list is cut. Each sample's vote counts once, whatever the run's vote weighed
+(:func:`vote_weight_of`: such a run's maj@k is labelled unweighted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hook_specs.records import Attempt
 from sampling_core.runs.stats.majk import Profile, profile_of, vote_profile
+from sampling_core.runs.stats.passk import PassAtK
 from sampling_core.strategies import MajorityVote, Strategy
 
 __all__ = [
@@ -27,7 +30,10 @@ __all__ = [
     "answer_entry",
     "count_votes",
     "finished",
+    "maj_caption",
+    "maj_entries",
     "sample_votes",
+    "vote_weight_of",
     "voted_answer",
 ]
 
@@ -127,3 +133,42 @@ def sample_votes(record: dict[str, Any]) -> Profile | None:
     budget = attempts.get("loop_budget")
     limit = budget if isinstance(budget, int) and not isinstance(budget, bool) else None
     return count_votes(attempts.get("each") or [], limit)
+
+
+def vote_weight_of(config: Mapping[str, Any]) -> str | None:
+    """What a run's vote weighed each answer by (its strategy's ``weight`` scorer, named:
+    ``mean_confidence``, ...), or ``None`` when each answer counted once.
+
+    maj@k counts each sample's answer once, as the vote it estimates is a count (the
+    majority of k samples): for a run whose vote weighed answers it is not that vote's
+    accuracy, and every surface labels it unweighted (:func:`maj_entries`,
+    :func:`maj_caption`; ``compare``; MLflow's ``maj_at_<k>_unweighted``)."""
+    strategy = config.get("strategy")
+    weight = strategy.get("weight") if isinstance(strategy, Mapping) else None
+    if weight is None or weight is False:
+        return None
+    if isinstance(weight, Mapping):
+        named = weight.get("kind") or weight.get("name")
+        return str(named) if named else json.dumps(dict(weight), sort_keys=True, default=str)
+    return str(weight)
+
+
+def maj_entries(table: Iterable[PassAtK], weight: str | None) -> list[dict[str, Any]]:
+    """A maj@k table as JSON-ready entries; with the run's vote ``weight``, each says it
+    is ``"unweighted"`` and names the weight (``"run_vote_weight"``)."""
+    entries: list[dict[str, Any]] = [dict(entry.as_dict()) for entry in table]
+    if weight is not None:
+        for entry in entries:
+            entry.update(unweighted=True, run_vote_weight=weight)
+    return entries
+
+
+def maj_caption(weight: str | None) -> str:
+    """The line that heads a run's maj@k (as text)."""
+    if weight is None:
+        return "maj@k (the majority answer of k samples is right, ties split; same intervals):"
+    return (
+        "maj@k, unweighted (the majority answer of k samples is right, each sample counted "
+        f"once, ties split; same intervals); this run's vote weighed answers by {weight}, "
+        "so maj@k is not its vote's accuracy:"
+    )
