@@ -209,6 +209,7 @@ async def rescore_record(
         if (data["subsample"], data["attempt"]) in not_known:
             data["not_known"] = True
     n, c, u = count_undecided(each, loop_budget)
+    u += len(_stopped_at_a_failed_pass(record.completed(), each, loop_budget))
     samples: dict[str, Any] = {"ran": n, "passed": c, "not_known": u}
     votes = count_votes(each, loop_budget)
     if votes is not None:
@@ -275,6 +276,24 @@ def count_undecided(each: list[dict[str, Any]], loop_budget: int) -> tuple[int, 
     :func:`~sampling_core.runs.store.record.count_samples`)."""
     entries = [e for e in map(AttemptEntry.read, each) if e is not None]
     return count_samples(entries, loop_budget)
+
+
+def _stopped_at_a_failed_pass(
+    source: Sequence[AttemptEntry], each: list[dict[str, Any]], loop_budget: int
+) -> set[int]:
+    """The subsamples whose outcome the rescore cannot know because the run stopped them
+    at a pass that the new checks fail: they passed before their ``loop_budget`` in
+    ``source`` (the run's entries), so the attempts they would have gone on to make never
+    ran, and none of their rescored entries ``each`` passes or is already not known.
+
+    They are samples not known (pass@k's ``u``), not subsamples cut before they finished
+    (those the run cut, which are no samples: :func:`~sampling_core.runs.store.votes.finished`)."""
+    stopped = {e.subsample for e in source if e.passed and e.attempt < loop_budget}
+    decided = set(stopped)
+    for entry in map(AttemptEntry.read, each):
+        if entry is not None and (entry.passed or entry.not_known):
+            decided.discard(entry.subsample)
+    return decided
 
 
 def _messages(prompt: str | list[dict[str, Any]]) -> list[Message]:

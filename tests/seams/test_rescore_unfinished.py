@@ -1,0 +1,68 @@
+"""pass@k with several attempts a subsample (``loop_budget`` above 1), then a rescore whose
+checks fail the attempt at which a subsample passed in the run: that subsample stopped at
+its pass, so the attempts it would have gone on to make never ran, and whether it would
+have passed is not known. It is counted not known (the estimate's bounds hold it), never
+dropped from n as if the run had cut it, and never counted failed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sampling_core import GenerationRequest, ScriptedBackend
+from sampling_core.runs import rescore, run_batch
+from sampling_core.runs.reports.report import build_report
+from tests.support.runs_helpers import records, write_config, write_dataset
+
+pytestmark = pytest.mark.anyio
+
+# subsample 0 passes "contains cat" at its first attempt and stops there; subsample 1 fails
+# it twice (its budget of two spent); subsample 2 passes at its second attempt
+REPLIES = {(0, 1): "cat", (1, 1): "dog", (1, 2): "cow", (2, 1): "ant", (2, 2): "cat dog"}
+
+
+def reply(request: GenerationRequest) -> str:
+    info = request.iteration
+    assert info is not None
+    return REPLIES[(info.subsample_index, info.attempt)]
+
+
+async def test_a_subsample_that_stopped_at_a_pass_the_new_checks_fail_is_not_known(
+    tmp_path: Path,
+) -> None:
+    dataset = write_dataset(tmp_path / "d.jsonl", 2)
+    budgets = {"loop_budget": 2, "concurrency_budget": 3, "early_exit": False}
+    source = write_config(
+        tmp_path / "a.yaml", dataset, requirements=[{"contains": "cat"}], budgets=budgets
+    )
+    await run_batch(source, tmp_path / "a", backend=ScriptedBackend(reply))
+    for record in records(tmp_path / "a"):
+        assert record["attempts"]["samples"] == {"ran": 3, "passed": 2}
+
+    # "contains dog": subsample 0's "cat" fails, and its second attempt never ran (not
+    # known); subsample 1 passes at "dog"; subsample 2 fails "ant" and passes "cat dog"
+    dog = write_config(
+        tmp_path / "b.yaml", dataset, requirements=[{"contains": "dog"}], budgets=budgets
+    )
+    await rescore(tmp_path / "a", tmp_path / "b", config=dog)
+    for record in records(tmp_path / "b"):
+        assert record["attempts"]["samples"] == {"ran": 2, "passed": 2, "not_known": 1}
+        assert record["rescored"]["not_run"] == 1
+
+    # "contains cow": subsample 0 not known as above; subsample 1 fails "dog" and passes
+    # "cow"; subsample 2 spent its budget without a pass (a failed sample: it is known)
+    cow = write_config(
+        tmp_path / "c.yaml", dataset, requirements=[{"contains": "cow"}], budgets=budgets
+    )
+    await rescore(tmp_path / "a", tmp_path / "c", config=cow)
+    for record in records(tmp_path / "c"):
+        assert record["attempts"]["samples"] == {"ran": 2, "passed": 1, "not_known": 1}
+    report = build_report(tmp_path / "c").as_dict()
+    (one, two) = report["pass_at_k"]
+    assert (one["k"], one["value"], one["prompts"]) == (1, 0.5, 2)
+    assert (two["k"], two["value"]) == (2, 1.0)
+    # pass@1 over the known samples is 1/2; with the one not known failed 1/3, passed 2/3
+    assert one["not_known"] == 2  # one sample of each prompt
+    assert one["if_failed"] == pytest.approx(1 / 3) and one["if_passed"] == pytest.approx(2 / 3)
+    assert report["pass_at_k_not_known"]["samples"] == 2
