@@ -7,6 +7,7 @@ import random
 import statistics
 from collections import Counter
 from math import comb, fsum
+from typing import Any
 
 import pytest
 
@@ -223,7 +224,10 @@ def test_samples_not_known_give_each_k_its_bounds_counted_failed_and_counted_pas
     (at_1,) = pass_at_k_table({(1, 1, 0): 3, (0, 0, 1): 1})
     assert (at_1.value, at_1.prompts, at_1.not_known) == (1.0, 3, 1)
     assert (at_1.if_failed, at_1.if_passed) == (0.75, 1.0)
-    assert at_1.note().strip() == "(1 not known: 75.0% to 100.0%)"
+    assert at_1.note().strip() == (  # the prompt none of whose samples is known
+        "(1 not known: 75.0% to 100.0%) (bounds over 4 prompts, the estimate over 3: 1 with "
+        "fewer than 1 known samples)"
+    )
     assert at_1.as_dict()["if_failed"] == 0.75
     hat = pass_hat_k_table({(2, 2, 1): 1})
     assert [(p.k, p.value, p.if_failed, p.if_passed) for p in hat] == [
@@ -232,3 +236,32 @@ def test_samples_not_known_give_each_k_its_bounds_counted_failed_and_counted_pas
     ]
     (plain,) = pass_at_k_table({(1, 1): 3})
     assert plain.not_known == 0 and "if_failed" not in plain.as_dict() and plain.note() == ""
+
+
+def test_a_prompt_with_fewer_than_k_known_samples_is_left_out_of_the_estimate_and_said() -> None:
+    """(n, c, u) with n < k <= n + u: in the bounds of k, not in its estimate; the entry
+    counts it, and its note says the two are over different prompts."""
+    at_1, at_2 = pass_hat_k_table({(2, 2, 0): 1, (1, 0, 1): 1})
+    assert (at_1.prompts, at_1.left_out) == (2, 0)  # both have a known sample
+    assert "left out" not in at_1.note() and "left_out" not in at_1.as_dict()
+    # pass^2: (2, 2) alone in the estimate, 1.0; bounds over both, with (2, 0) and (2, 1)
+    assert (at_2.value, at_2.prompts, at_2.left_out) == (1.0, 1, 1)
+    assert (at_2.if_failed, at_2.if_passed) == (0.5, 0.5)  # the estimate is outside them
+    assert at_2.as_dict()["left_out"] == 1
+    assert at_2.note() == (
+        " (1 not known: 50.0% to 50.0%) (bounds over 2 prompts, the estimate over 1: 1 with "
+        "fewer than 2 known samples)"
+    )
+
+
+@pytest.mark.parametrize("table", [pass_at_k_table, pass_hat_k_table])
+def test_bounds_over_the_estimates_own_prompts_hold_it(table: Any) -> None:
+    # every profile (n, c, u) of up to 4 samples, two prompts at a time: whenever no prompt
+    # is left out, the bounds are over the estimate's prompts and hold it
+    profiles = [(n, c, u) for n in range(5) for c in range(n + 1) for u in range(5 - n)]
+    for a in profiles:
+        for b in profiles:
+            for entry in table([a, b], samples=20):
+                if entry.not_known and not entry.left_out:
+                    assert entry.if_failed is not None and entry.if_passed is not None
+                    assert entry.if_failed - 1e-12 <= entry.value <= entry.if_passed + 1e-12

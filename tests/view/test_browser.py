@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from sampling_core.cli import app
 from sampling_core.runs import rescore_sync
 from sampling_core.view import data as view_data
-from tests.support.runs_helpers import records
-from tests.support.view_helpers import make_run
+from tests.support.runs_helpers import records, write_config
+from tests.support.view_helpers import MIXED, make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -303,3 +303,30 @@ def test_a_run_larger_than_the_table_opens_with_its_charts_counting_every_prompt
     assert big == [299999, 300000]
     opened.clean()
     page.close()
+
+
+def test_pass_at_k_and_pass_hat_k_of_a_rescore_never_stand_bare(
+    browser: Any, tmp_path: Path
+) -> None:
+    # early stop cut the long answers; without max_words a rescore cannot judge them
+    a = make_run(tmp_path, "a", count=4, requirements=[{"max_words": 5}])
+    config = write_config(
+        tmp_path / "r.yaml",
+        tmp_path / "a.jsonl",
+        backend={"kind": "scripted", "replies": MIXED},
+        budgets={"loop_budget": 1, "concurrency_budget": 4, "early_exit": False},
+        plugins=["recorder"],
+        requirements=[{"contains": "answer"}],
+    )
+    out = tmp_path / "r"
+    with ThreadPoolExecutor(1) as pool:  # a run of its own, beside Playwright's event loop
+        pool.submit(rescore_sync, a, out, config=config).result()
+    opened = Opened(browser, view(a, out))
+    rows = {
+        row.locator("td").nth(0).inner_text(): row.locator("td.b").inner_text()
+        for row in opened.page.locator("#compare-table tbody tr").all()
+    }
+    for measure in ("pass@1", "pass^1", "pass@2", "pass^2"):
+        assert "not known: " in rows[measure], (measure, rows[measure])
+    opened.clean()
+    opened.page.close()

@@ -21,8 +21,12 @@ A rescored run may hold samples nobody can judge (cut before their end, or judge
 check that needs what the run did not keep: "not known", ``u`` of them). A prompt is then
 ``(n, c, u)``: the estimate is over the ``n`` known samples, and each k also carries the
 bounds it would have with every one of the ``u`` counted failed (``(n + u, c)``) and
-counted passed (``(n + u, c + u)``): this is the one place that rule is
-written, so every surface shows the same number with the same note.
+counted passed (``(n + u, c + u)``), over every prompt with k samples counting those not
+known. The estimate is over the prompts with k *known* samples: when a prompt has fewer
+(some of its samples not known), it is left out of the estimate but not of the bounds, so
+the two are over different prompts and the estimate may fall outside the bounds; each k
+then counts those prompts (``left_out``) and its note says so. This is the one place that
+rule is written, so every surface shows the same number with the same note.
 """
 
 from __future__ import annotations
@@ -94,10 +98,13 @@ class PassAtK:
     """The value with those samples counted as failed (only when some are not known)."""
     if_passed: float | None = None
     """The value with those samples counted as passed (only when some are not known)."""
+    left_out: int = 0
+    """Prompts in the bounds but not in ``value``: they have k samples or more, but fewer
+    than k known (``prompts`` + ``left_out`` is the bounds' number of prompts)."""
 
     def as_dict(self) -> dict[str, float | int]:
         """As JSON-ready data (``not_known``, ``if_failed`` and ``if_passed`` only when some
-        samples are not known)."""
+        samples are not known; ``left_out`` only when a prompt is)."""
         data: dict[str, float | int] = {
             "k": self.k,
             "value": round(self.value, 6),
@@ -109,15 +116,24 @@ class PassAtK:
             data["not_known"] = self.not_known
             data["if_failed"] = round(self.if_failed, 6)
             data["if_passed"] = round(self.if_passed, 6)
+            if self.left_out:
+                data["left_out"] = self.left_out
         return data
 
     def note(self, scale: float = 100.0, unit: str = "%") -> str:
         """The text that goes right beside the value when some samples are not known
-        (empty otherwise): how many, and the value's bounds."""
+        (empty otherwise): how many, and the value's bounds; and, when the bounds are over
+        more prompts than the value, how many more, and why."""
         if not self.not_known or self.if_failed is None or self.if_passed is None:
             return ""
         low, high = scale * self.if_failed, scale * self.if_passed
-        return f" ({self.not_known} not known: {low:.1f}{unit} to {high:.1f}{unit})"
+        note = f" ({self.not_known} not known: {low:.1f}{unit} to {high:.1f}{unit})"
+        if self.left_out:
+            note += (
+                f" (bounds over {self.prompts + self.left_out} prompts, the estimate over "
+                f"{self.prompts}: {self.left_out} with fewer than {self.k} known samples)"
+            )
+        return note
 
 
 Counts = (
@@ -173,6 +189,7 @@ def _table(
                 *(k, value, low, high, entry.prompts, not_known),
                 _mean(estimate, profiles, k, passed=False),
                 _mean(estimate, profiles, k, passed=True),
+                sum(m for (n, _, u), m in profiles.items() if n < k <= n + u),
             )
         table.append(entry)
     return table
