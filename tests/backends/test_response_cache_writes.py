@@ -97,6 +97,8 @@ def test_a_file_past_the_size_the_system_allows_is_a_warning_and_the_answer_stan
 async def test_retry_failed_asks_again_and_its_answers_replace_the_stored_ones(
     tmp_path: Path,
 ) -> None:
+    # unseeded: a retry sends the very requests the first sampling sent (with a seed it
+    # sends its own: tests/seams/test_retry_seeds.py)
     asked: list[str] = []
 
     def answer(request: Any) -> str:  # a worse answer the first time a prompt is asked
@@ -108,6 +110,7 @@ async def test_retry_failed_asks_again_and_its_answers_replace_the_stored_ones(
         write_dataset(tmp_path / "d.jsonl", 3),
         requirements=[{"max_words": 2}],
         run={"cache": "responses.sqlite"},
+        seed=None,
     )
     out = tmp_path / "run"
     first = await run_batch(config, out, backend=ScriptedBackend(answer))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -210,9 +211,14 @@ def close_plugins(sampler: Sampler) -> None:
                 release()
 
 
-def prompt_seed(seed: int | None, key: str) -> int | None:
-    """A prompt's own seed, derived from the run's seed and the prompt's key."""
+def prompt_seed(seed: int | None, key: str, retry: int = 0) -> int | None:
+    """A prompt's own seed, derived from the run's seed and the prompt's key; for a prompt
+    sampled again by ``--retry-failed``, from which time it is too (``retry``: 1 the first
+    time), as a seeded model would give a retry with the same seed the very answers that
+    failed. ``retry`` 0, the first sampling, gives the seed it always did."""
     if seed is None:
         return None
-    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    # a retry's text starts with "[", a first sampling's with a digit: never the same
+    text = json.dumps([seed, key, retry]) if retry else f"{seed}:{key}"
+    digest = hashlib.sha256(text.encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF

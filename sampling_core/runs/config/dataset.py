@@ -42,9 +42,11 @@ class PromptItem:
     content_hash: str
     row: dict[str, Any] | None = None
     """The whole line, as checks see it (``CheckContext.row``)."""
-    retry: bool = False
-    """Sampled again by ``--retry-failed`` (it has a record already): its calls ask the
-    backend again, never the response cache."""
+    retry: int = 0
+    """How many records the prompt has already: 0 when it is sampled for the first time, n
+    when ``--retry-failed`` samples it again for the n-th time. A retry asks the backend
+    again, never the response cache, with seeds of its own
+    (:func:`~sampling_core.runs.config.components.prompt_seed`)."""
 
 
 @dataclass(frozen=True, slots=True)

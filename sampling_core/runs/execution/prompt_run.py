@@ -76,7 +76,7 @@ async def _sample(parts: Components, item: PromptItem, own: list[Any]) -> Sampli
         strategy=parts.strategy,
         loop_budget=config.budgets.loop_budget,
         concurrency_budget=config.budgets.concurrency_budget,
-        seed=prompt_seed(config.seed, item.key),
+        seed=prompt_seed(config.seed, item.key, item.retry),
         selection=config.selection,
         options=parts.options,
         early_exit=config.budgets.early_exit,
@@ -84,7 +84,7 @@ async def _sample(parts: Components, item: PromptItem, own: list[Any]) -> Sampli
         launch=config.budgets.launch,
         stagger_s=config.budgets.stagger_s,
         format=config.format,
-        ask_again=item.retry,
+        ask_again=item.retry > 0,
     )
 
 

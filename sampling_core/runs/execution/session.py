@@ -174,13 +174,15 @@ class BatchSession:
 
     def _pending(self, dataset: Dataset, retry_failed: bool) -> Iterator[PromptItem]:
         """The prompts still to do: those without a record, and with ``retry_failed`` those
-        whose latest record is not ok (marked ``retry``: they ask the backend again)."""
+        whose latest record is not ok (with ``retry``, how many records they have: they
+        ask the backend again, with seeds of their own)."""
         for item in dataset:
             status = self._status(item.key)
             if status is None:
                 yield item
             elif status != "ok" and retry_failed:
-                yield replace(item, retry=True)
+                assert self._index is not None  # a prompt has a status only in one
+                yield replace(item, retry=int(self._index.value(_RECORDS_OF, (item.key,))))
 
     async def _flush_on_timer(self) -> None:
         interval = self.config.run.flush_interval_s
@@ -213,6 +215,7 @@ class BatchSession:
 
 _STATUS_COUNTS = "SELECT status, COUNT(*) FROM latest JOIN rec USING (line) GROUP BY status"
 _STATUS_OF = "SELECT status FROM latest JOIN rec USING (line) WHERE latest.key = ?"
+_RECORDS_OF = "SELECT COUNT(*) FROM rec WHERE own = 1 AND key = ?"
 
 Executor = Callable[[BatchSession], Awaitable[None]]
 """What samples a session's pending prompts, handing each record to ``session.finish``."""

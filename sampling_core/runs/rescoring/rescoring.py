@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -341,12 +342,15 @@ async def _write_records(
     ``built``; the records written. Ctrl-C is acted on between two records."""
     index = PromptIndex(dataset)
     texts = TextsJoin(source.texts_file)
+    earlier: Counter[str] = Counter()
     written = 0
     writer = built.open_writer(flush_every=256, fsync=False)
     try:
         for record in source_index.records():
             await anyio.lowlevel.checkpoint()  # a cancellation (Ctrl-C) ends it here
             seq, key = record.seq, record.key
+            retry = earlier[key]  # its records before this one: which retry this one was
+            earlier[key] += 1
             entries = record.completed()
             if record.status == "error" or not entries:
                 rescored = {
@@ -370,7 +374,7 @@ async def _write_records(
                         "(nothing was written)"
                     )
                 own = _requirements_of(item.requirements, kinds)
-                seed = prompt_seed(config.seed, key)
+                seed = prompt_seed(config.seed, key, retry)
                 rescored = await rescore_record(record, kept, item, own, how, seed)
             writer.append(rescored)
             written += 1
