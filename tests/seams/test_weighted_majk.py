@@ -5,6 +5,7 @@ accuracy. Every surface says so: the report (text and ``--json``), ``run_end``, 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,10 @@ async def test_maj_at_k_of_a_weighted_vote_is_labelled_unweighted_everywhere(
     assert maj and all(m["unweighted"] is True for m in maj)
     text = compared.render()
     assert "maj@1 unweighted" in text
+    measured = [line for line in text.splitlines() if " -> " in line]
+    assert any("unweighted" in line for line in measured)
+    for line in measured:  # a label, then at least one space, then A's figure
+        assert re.match(r"  \S.*\S +\d+\.\d% -> ", line), line
     assert "B's vote weighed answers by python; maj@k counts each sample once" in text
     both_counted = compare_runs(counted, counted).as_dict()
     assert all("unweighted" not in m for m in both_counted["measures"])

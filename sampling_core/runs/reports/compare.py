@@ -127,6 +127,11 @@ class RunComparison:
             data["unweighted"] = True
         return data
 
+    def _label(self, m: PairedDifference) -> str:
+        """A measure's name in the text (maj@k said unweighted when it is)."""
+        unweighted = m.measure == "maj@k" and self.maj_unweighted
+        return f"{m.label} unweighted" if unweighted else m.label
+
     def render(self) -> str:
         """The comparison as text, as ``samplehooks compare`` prints it."""
         lines = [f"A: {self.a}", f"B: {self.b}"]
@@ -145,7 +150,9 @@ class RunComparison:
             for name, pair in self.checks.items():
                 lines.append(f"  {name}: A {_short(pair['a'])}  B {_short(pair['b'])}")
         lines.append("B - A, paired over prompts (95% bootstrap interval):")
-        for m in self.measures:
+        labels = [self._label(m) for m in self.measures]
+        width = max([13, *(len(label) + 1 for label in labels)])  # a space after the longest
+        for m, label in zip(self.measures, labels, strict=True):
             test = f"  McNemar p={m.p_value:.3g}" if m.p_value is not None else ""
             detect = (
                 ""
@@ -154,10 +161,8 @@ class RunComparison:
                 if m.detectable < 1
                 else "  too few prompts to detect any difference"
             )
-            unweighted = m.measure == "maj@k" and self.maj_unweighted
-            label = f"{m.label} unweighted" if unweighted else m.label
             lines.append(
-                f"  {label:<13}{100 * m.a:5.1f}% -> {100 * m.b:5.1f}%  "
+                f"  {label:<{width}}{100 * m.a:5.1f}% -> {100 * m.b:5.1f}%  "
                 f"{100 * m.difference:+5.1f} [{100 * m.low:+5.1f}, {100 * m.high:+5.1f}]  "
                 f"{m.verdict}{test}{detect}  ({m.prompts} prompts)"
             )
