@@ -216,7 +216,8 @@ async def rescore_record(
         samples["votes"] = [list(group) for group in votes]
     errors = [e for e in attempts.get("each") or [] if isinstance(e, dict) and "error" in e]
     fields["attempts"].update(
-        cancelled=attempts.get("cancelled", 0),
+        # what the run did not run stays the run's: a rescore starts and cancels nothing
+        **{name: attempts[name] for name in _KEPT_COUNTS if name in attempts},
         not_known=len(not_known),
         samples=samples,
         each=[*each, *errors],
@@ -231,6 +232,11 @@ async def rescore_record(
         rescored={"from_seq": record.seq, "not_run": not_run},
     )
     return out
+
+
+_KEPT_COUNTS = ("cancelled", "cancelled_because", "not_started")
+"""A record's counts of the subsamples its run cancelled (and why) or never started: the
+source's in a rescored record."""
 
 
 def _not_known_named(
