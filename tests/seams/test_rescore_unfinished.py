@@ -66,3 +66,24 @@ async def test_a_subsample_that_stopped_at_a_pass_the_new_checks_fail_is_not_kno
     assert one["not_known"] == 2  # one sample of each prompt
     assert one["if_failed"] == pytest.approx(1 / 3) and one["if_passed"] == pytest.approx(2 / 3)
     assert report["pass_at_k_not_known"]["samples"] == 2
+
+
+async def test_a_rescore_of_a_rescore_still_knows_where_the_run_stopped(tmp_path: Path) -> None:
+    # the run stopped subsample 0 at "cat"; a first rescore ("contains dog") fails it, and
+    # a rescore of that rescore ("contains cow") must still know the run stopped it there
+    dataset = write_dataset(tmp_path / "d.jsonl", 1)
+    budgets = {"loop_budget": 2, "concurrency_budget": 3, "early_exit": False}
+    settings = {"budgets": budgets}
+    source = write_config(
+        tmp_path / "a.yaml", dataset, requirements=[{"contains": "cat"}], **settings
+    )
+    await run_batch(source, tmp_path / "a", backend=ScriptedBackend(reply))
+    dog = write_config(tmp_path / "b.yaml", dataset, requirements=[{"contains": "dog"}], **settings)
+    await rescore(tmp_path / "a", tmp_path / "b", config=dog)
+    cow = write_config(tmp_path / "c.yaml", dataset, requirements=[{"contains": "cow"}], **settings)
+    await rescore(tmp_path / "b", tmp_path / "c", config=cow)
+    (direct,) = records(tmp_path / "c")
+    await rescore(tmp_path / "a", tmp_path / "d", config=cow)
+    (once,) = records(tmp_path / "d")
+    assert direct["attempts"]["samples"] == once["attempts"]["samples"]
+    assert once["attempts"]["samples"] == {"ran": 2, "passed": 1, "not_known": 1}

@@ -209,7 +209,8 @@ async def rescore_record(
         if (data["subsample"], data["attempt"]) in not_known:
             data["not_known"] = True
     n, c, u = count_undecided(each, loop_budget)
-    u += len(_stopped_at_a_failed_pass(record.completed(), each, loop_budget))
+    stopped = _stopped_at_a_pass(record, loop_budget)
+    u += len(_undecided_by_a_stop(stopped, each))
     samples: dict[str, Any] = {"ran": n, "passed": c, "not_known": u}
     votes = count_votes(each, loop_budget)
     if votes is not None:
@@ -229,7 +230,11 @@ async def rescore_record(
     out.update(
         sampling_id=record.sampling_id,
         session=1,
-        rescored={"from_seq": record.seq, "not_run": not_run},
+        rescored={
+            "from_seq": record.seq,
+            "not_run": not_run,
+            **({"stopped_at_pass": sorted(stopped)} if stopped else {}),
+        },
     )
     return out
 
@@ -284,22 +289,30 @@ def count_undecided(each: list[dict[str, Any]], loop_budget: int) -> tuple[int, 
     return count_samples(entries, loop_budget)
 
 
-def _stopped_at_a_failed_pass(
-    source: Sequence[AttemptEntry], each: list[dict[str, Any]], loop_budget: int
-) -> set[int]:
-    """The subsamples whose outcome the rescore cannot know because the run stopped them
-    at a pass that the new checks fail: they passed before their ``loop_budget`` in
-    ``source`` (the run's entries), so the attempts they would have gone on to make never
-    ran, and none of their rescored entries ``each`` passes or is already not known.
+def _stopped_at_a_pass(record: RunRecord, loop_budget: int) -> set[int]:
+    """The subsamples that the run which generated ``record`` stopped at a pass before
+    they spent their ``loop_budget``: read from its entries' verdicts, or, when ``record``
+    is itself a rescore's (whose verdicts are not the ones the run stopped at), kept in its
+    ``rescored`` block (``stopped_at_pass``), so a rescore of a rescore knows them too."""
+    kept = (record.rescored or {}).get("stopped_at_pass")
+    if isinstance(kept, list):
+        return {i for i in kept if isinstance(i, int) and not isinstance(i, bool)}
+    return {e.subsample for e in record.completed() if e.passed and e.attempt < loop_budget}
+
+
+def _undecided_by_a_stop(stopped: set[int], each: list[dict[str, Any]]) -> set[int]:
+    """Of the subsamples the run ``stopped`` at a pass, those whose outcome the rescore
+    cannot know: none of their rescored entries ``each`` passes (the new checks fail the
+    pass the run stopped at, and the attempts it would have gone on to make never ran) or
+    is already not known.
 
     They are samples not known (pass@k's ``u``), not subsamples cut before they finished
     (those the run cut, which are no samples: :func:`~sampling_core.runs.store.votes.finished`)."""
-    stopped = {e.subsample for e in source if e.passed and e.attempt < loop_budget}
-    decided = set(stopped)
+    undecided = set(stopped)
     for entry in map(AttemptEntry.read, each):
         if entry is not None and (entry.passed or entry.not_known):
-            decided.discard(entry.subsample)
-    return decided
+            undecided.discard(entry.subsample)
+    return undecided
 
 
 def _messages(prompt: str | list[dict[str, Any]]) -> list[Message]:
