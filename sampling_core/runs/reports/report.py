@@ -193,8 +193,9 @@ class RunReport:
             if self.not_known[0]:
                 lines.append(
                     f"  not known: {self.not_known[0]} samples of {self.not_known[1]} prompts "
-                    "cannot be judged by the new checks (cut before their end, or a check "
-                    "needs what the run did not keep); they are left out (those prompts' n is "
+                    "cannot be judged by the new checks (cut before their end, stopped by the "
+                    "run at a pass the new checks fail, or a check needs what the run did not "
+                    "keep); they are left out (those prompts' n is "
                     "smaller), never counted as passed; counted as failed, pass@k would be:"
                 )
                 lines += ["  " + line for line in _passk_lines(self.pass_at_k_if_failed)]

@@ -17,8 +17,9 @@ bootstrap resamples of all the prompts (drawn with a fixed seed, so a report is 
 every time). A prompt's value depends only on its ``(n, c)``, so the run is kept as the
 number of prompts with each ``(n, c)``: a few numbers, whatever the number of prompts.
 
-A rescored run may hold samples nobody can judge (cut before their end, or judged by a
-check that needs what the run did not keep: "not known", ``u`` of them). A prompt is then
+A rescored run may hold samples nobody can judge (cut before their end, stopped by their
+run at a pass the new checks fail, or judged by a check that needs what the run did not
+keep: "not known", ``u`` of them). A prompt is then
 ``(n, c, u)``: the estimate is over the ``n`` known samples, and each k also carries the
 bounds it would have with every one of the ``u`` counted failed (``(n + u, c)``) and
 counted passed (``(n + u, c + u)``), over every prompt with k samples counting those not
