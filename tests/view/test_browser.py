@@ -308,13 +308,17 @@ def test_a_run_larger_than_the_table_opens_with_its_charts_counting_every_prompt
 def test_pass_at_k_and_pass_hat_k_of_a_rescore_never_stand_bare(
     browser: Any, tmp_path: Path
 ) -> None:
-    # early stop cut the long answers; without max_words a rescore cannot judge them
-    a = make_run(tmp_path, "a", count=4, requirements=[{"max_words": 5}])
+    # early stop cut the long answers; without max_words a rescore cannot judge them. Three
+    # samples a prompt, the replies alternating: two prompts have two known samples, two
+    # one (left out of the estimates of k = 2, not of their bounds)
+    budgets = {"loop_budget": 1, "concurrency_budget": 3, "early_exit": False}
+    settings = {"budgets": budgets, "run": {"max_concurrent_prompts": 1}}
+    a = make_run(tmp_path, "a", count=4, requirements=[{"max_words": 5}], **settings)
     config = write_config(
         tmp_path / "r.yaml",
         tmp_path / "a.jsonl",
         backend={"kind": "scripted", "replies": MIXED},
-        budgets={"loop_budget": 1, "concurrency_budget": 4, "early_exit": False},
+        **settings,
         plugins=["recorder"],
         requirements=[{"contains": "answer"}],
     )
@@ -328,5 +332,8 @@ def test_pass_at_k_and_pass_hat_k_of_a_rescore_never_stand_bare(
     }
     for measure in ("pass@1", "pass^1", "pass@2", "pass^2"):
         assert "not known: " in rows[measure], (measure, rows[measure])
+    for measure in ("pass@2", "pass^2"):
+        said = "(bounds over 4 prompts, the estimate over 2: 2 with fewer than 2 known samples)"
+        assert said in rows[measure], (measure, rows[measure])
     opened.clean()
     opened.page.close()
