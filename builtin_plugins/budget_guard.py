@@ -15,7 +15,9 @@
   is reached. It listens to ``generation_chunk``, so backends that can stream do: a call's
   output tokens count as they arrive (a ceiling crossed mid-generation stops sampling
   there), and what attempts cancelled in flight spent is known; at a call's end the guard
-  adds it (``sampling_loop_end``'s ``cancelled_usage``). A server other than llama.cpp says
+  adds it (``sampling_loop_end``'s ``cancelled_usage``). Chunks a plugin streams instead of
+  the backend (``answered_by``) are no backend call: they count nothing, and one cancelled
+  midway gives its place back (``generation_cancelled``). A server other than llama.cpp says
   a stream's tokens only at its end: the input of an attempt stopped early or cancelled is
   then the input of its request, learned once for the call from an attempt that sent the
   same request and ran to its end (:mod:`builtin_plugins.budget_inputs`).
@@ -53,6 +55,7 @@ from builtin_plugins.budget_settings import (
 )
 from hook_specs import (
     GenerationCallPayload,
+    GenerationCancelledPayload,
     GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
@@ -62,7 +65,7 @@ from hook_specs import (
     StopSampling,
     hookimpl,
 )
-from hook_specs.records import STOPPED_EARLY, Usage
+from hook_specs.records import STOPPED_EARLY, Usage, spending
 
 __all__ = ["ENV_VAR", "PROCESS_TOTALS", "BudgetGuard", "Totals"]
 
@@ -224,11 +227,13 @@ class BudgetGuard:
 
     @hookimpl
     def generation_chunk(self, payload: GenerationChunkPayload) -> None:
-        """Count a streamed call's output as it arrives; stop when a token ceiling is crossed."""
+        """Count a streamed call's output as it arrives (one token a chunk; none for a
+        plugin's chunks); stop when a token ceiling is crossed."""
+        tokens = spending(Usage(None, payload.index + 1), payload.answered_by).output_tokens
         call = self._call(payload.sampling_id)
         total = self.totals
         with total.lock:
-            call.streaming[payload.iteration] = payload.index + 1
+            call.streaming[payload.iteration] = tokens or 0
             streamed = sum(call.streaming.values())
             spent_call, spent_total = call.tokens + streamed, total.tokens + streamed
         for name, ceiling, spent, whose in (
@@ -251,10 +256,7 @@ class BudgetGuard:
         if generation.answered_by is not None:
             if payload.purpose == "sample":  # a cached one still says its request's input
                 self._requests(payload.sampling_id).returned(payload.iteration, generation)
-            total = self.totals
-            with total.lock:
-                total.started -= 1
-                call.started -= 1
+            self._given_back(call)
             return
         usage = generation.usage
         tokens, cost, unpriced = usage.total_tokens, usage.cost_usd, None
@@ -278,6 +280,18 @@ class BudgetGuard:
         if payload.purpose == "sample":
             self._requests(payload.sampling_id).failed(payload.iteration)
         self._spent(payload.sampling_id, 0, 0.0)
+
+    @hookimpl
+    def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
+        """A plugin's answer cancelled midway was no backend call: its place is given back
+        (a backend call cancelled in flight keeps it; its tokens come at the call's end)."""
+        if payload.answered_by is None:
+            return
+        call = self._call(payload.sampling_id)
+        call.streaming.pop(payload.iteration, None)
+        if payload.purpose == "sample":
+            self._requests(payload.sampling_id).failed(payload.iteration)  # not in flight
+        self._given_back(call)
 
     @hookimpl
     def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
@@ -312,6 +326,13 @@ class BudgetGuard:
         if price is None:
             price = self._prices[sampling_id] = CallPrice()
         return price
+
+    def _given_back(self, call: Totals) -> None:
+        """A call's place, taken in ``generation_pre_call``, was no backend call after all."""
+        total = self.totals
+        with total.lock:
+            total.started -= 1
+            call.started -= 1
 
     def _call(self, sampling_id: str) -> Totals:
         call = self._calls.get(sampling_id)
