@@ -190,10 +190,17 @@ class SlowLookup:
         self.cancelled.append(payload)
 
 
-async def test_a_call_cancelled_before_its_backend_call_began_spent_nothing() -> None:
-    """Not streamed: the backend was never asked (a plugin was still looking the answer
-    up), so what the call spent is known: nothing, not unknown."""
-    lookup = SlowLookup()
+class StreamedSlowLookup(SlowLookup):
+    @hookimpl
+    def generation_chunk(self, payload: Any) -> None:
+        """Listening to chunks makes the calls stream."""
+
+
+@pytest.mark.parametrize("kind", [SlowLookup, StreamedSlowLookup])
+async def test_a_call_cancelled_before_its_backend_call_began_spent_nothing(kind: type) -> None:
+    """The backend was never asked (a plugin was still looking the answer up), so what the
+    call spent is known: nothing, not unknown (streamed or not)."""
+    lookup = kind()
     sampler = Sampler(ScriptedBackend(["yes"]), plugins=[lookup], load_entrypoints=False)
     with anyio.fail_after(10):
         result = await sampler.sample("q", requirements=[contains("yes")], concurrency_budget=2)
