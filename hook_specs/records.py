@@ -152,8 +152,9 @@ class Generation:
         ``usage`` when the backend answered; nothing when the response cache or another
         plugin answered instead (``answered_by``): that is no backend call, and generated
         no new token (its own ``usage``, and a cached one's ``cached_usage``, stay on it,
-        reported apart): :func:`spending`."""
-        return spending(self.usage, self.answered_by)
+        reported apart): :func:`spending`, written out here without a call since it runs
+        for every attempt a plugin sees."""
+        return self.usage if self.answered_by is None else NOTHING_SPENT
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from builtin_plugins.budget_guard import BudgetGuard, Totals
 from builtin_plugins.otel import OtelPlugin
 from builtin_plugins.tracing import TracingPlugin
 from hook_specs import Generation, Usage, hookimpl
+from hook_specs.records import UNKNOWN_USAGE, spending
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.backends.base import Chunk
 from sampling_core.requirements import contains
@@ -209,3 +210,12 @@ async def test_a_call_cancelled_before_its_backend_call_began_spent_nothing(kind
     assert result.cancelled_usage.total_tokens == 0
     (cancelled,) = lookup.cancelled
     assert cancelled.usage == NOTHING and cancelled.answered_by is None
+
+
+@pytest.mark.parametrize("answered_by", [None, "Replay"])
+@pytest.mark.parametrize("usage", [Usage(3, 4, 0.5), UNKNOWN_USAGE])
+def test_a_whole_answer_spends_what_the_rule_says(answered_by: str | None, usage: Usage) -> None:
+    """``Generation.spent`` writes ``spending`` out (it runs for every attempt): the same."""
+    spent = Generation("t", usage, answered_by=answered_by).spent
+    assert spent == spending(usage, answered_by)
+    assert spent == (usage if answered_by is None else NOTHING)
