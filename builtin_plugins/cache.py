@@ -71,16 +71,17 @@ _IDENTITIES_KEPT = 64
 """How many backends' identities are remembered (a scripted backend's holds its replies)."""
 
 
-def _request(payload: GenerationCallPayload) -> GenerationRequest:
-    """The request the backend is sent, as the payload describes it (the attempt's place
-    only where the key reads it: a request without a seed)."""
-    options = payload.options
+def _request(fields: dict[str, Any]) -> GenerationRequest:
+    """The request the backend is sent, as a ``generation_call`` payload's ``fields``
+    describe it (the attempt's place only where the key reads it: a request without a
+    seed)."""
+    options = fields["options"]
     info = None
     if options.get("seed") is None:
         info = IterationInfo(
-            payload.sampling_id, payload.subsample_index, payload.attempt, payload.iteration
+            fields["sampling_id"], fields["subsample_index"], fields["attempt"], fields["iteration"]
         )
-    return GenerationRequest(payload.messages, options, info, payload.json_schema)
+    return GenerationRequest(fields["messages"], options, info, fields["json_schema"])
 
 
 def default_path() -> Path:
@@ -129,16 +130,19 @@ class ResponseCachePlugin:
         """The stored answer to the call, or ``None`` (the call is then asked of the
         backend, and :meth:`keep_answers` keeps its answer)."""
         began = time.perf_counter()
-        backend = payload.backend
+        # The payload's values as the engine made them, read without making the read-only
+        # views a plugin's reads get (this one only reads them, to make the key).
+        fields = vars(payload)
+        backend = fields["backend"]
         try:
             identity = self._identity(backend)
         except CacheError:
-            if payload.purpose == "judge":  # a check's own backend: asked, not kept
+            if fields["purpose"] == "judge":  # a check's own backend: asked, not kept
                 return None
             raise  # the call's backend: the cache cannot tell its models apart
-        key = request_key(identity, backend, _request(payload))
-        if not payload.ask_again:
-            found = await self.cache.aget(key, identity, self._in_force(payload.prefix_checks))
+        key = request_key(identity, backend, _request(fields))
+        if not fields["ask_again"]:
+            found = await self.cache.aget(key, identity, self._in_force(fields["prefix_checks"]))
             if found is not None:
                 return CachedGeneration(
                     text=found.text,

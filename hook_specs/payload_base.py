@@ -182,7 +182,10 @@ class ObserveOnlyPayload(HookPayload):
         value = object.__getattribute__(self, name)
         if type(value) in _NESTED:
             cls = type(self)
-            if name in cls.model_fields:
+            names = _FIELD_NAMES.get(cls)
+            if names is None:  # read once per class (``model_fields`` is a descriptor)
+                names = _FIELD_NAMES[cls] = frozenset(cls.model_fields)
+            if name in names:
                 value = read_only(value, name, cls.hook.value)
                 object.__getattribute__(self, "__dict__")[name] = value
         return value
@@ -191,9 +194,8 @@ class ObserveOnlyPayload(HookPayload):
 _NESTED = frozenset({list, dict, tuple, Generation, CachedGeneration, Usage})
 """Types of field values that a plain read would let a plugin change in place."""
 
-
-_NESTED = frozenset({list, dict, tuple, Generation, CachedGeneration, Usage})
-"""Types of field values that a plain read would let a plugin change in place."""
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+"""Each observe-only payload class's field names."""
 
 
 class CallPayload(HookPayload):

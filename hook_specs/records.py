@@ -326,6 +326,11 @@ class ValidationResult:
                 f"({type(self.passed).__name__})"
             )
 
+    def of(self, requirement: str) -> ValidationResult:
+        """This verdict as the verdict of ``requirement`` (a copy with ``requirement`` set;
+        every other field kept)."""
+        return ValidationResult(self.passed, self.reason, self.score, requirement, self.answer)
+
 
 def count_passed(validations: tuple[ValidationResult, ...] | list[ValidationResult]) -> int:
     """How many of ``validations`` passed (the one place that count is made)."""

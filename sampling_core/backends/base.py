@@ -91,7 +91,11 @@ def request_body(backend: object, request: GenerationRequest) -> dict[str, Any]:
 def request_fields(request: GenerationRequest) -> dict[str, Any]:
     """The request as the engine made it: every field but the attempt's place
     (``iteration``), which is not sent."""
-    return {f.name: getattr(request, f.name) for f in fields(request) if f.name != "iteration"}
+    return {name: getattr(request, name) for name in _SENT_FIELDS}
+
+
+_SENT_FIELDS = tuple(f.name for f in fields(GenerationRequest) if f.name != "iteration")
+"""A request's fields that are sent: every one but the attempt's place (read once)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
@@ -247,7 +246,7 @@ def _check_raised(
 def _as_result(outcome: Any, description: str) -> ValidationResult:
     if isinstance(outcome, ValidationResult):
         if outcome.requirement is None:
-            return replace(outcome, requirement=description)
+            return outcome.of(description)
         return outcome
     if isinstance(outcome, bool):
         return ValidationResult(outcome, None, None, description)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import FunctionType
 from typing import Any
 
 from hook_specs.records import Generation, IterationInfo, Message
@@ -64,7 +65,37 @@ class CheckContext:
 
 
 def takes_context(check: Callable[..., Any]) -> bool:
-    """Whether ``check`` accepts a second positional argument (the context)."""
+    """Whether ``check`` accepts a second positional argument (the context).
+
+    Worked out once per plain function's code and defaults: the checks a factory makes
+    (``max_words(40)``, made anew for each call) share their answer, without reading a
+    signature each time."""
+    key = None
+    if (
+        type(check) is FunctionType
+        and not hasattr(check, "__wrapped__")
+        and not hasattr(check, "__signature__")
+    ):
+        key = (check.__code__, check.__defaults__)
+        try:
+            known = _TAKES_CONTEXT.get(key)
+        except TypeError:  # a default that cannot be hashed: read each time
+            key = known = None
+        if known is not None:
+            return known
+    found = _reads_context(check)
+    if key is not None:
+        if len(_TAKES_CONTEXT) >= _KEPT:
+            _TAKES_CONTEXT.clear()
+        _TAKES_CONTEXT[key] = found
+    return found
+
+
+_TAKES_CONTEXT: dict[tuple[Any, Any], bool] = {}
+_KEPT = 1024
+
+
+def _reads_context(check: Callable[..., Any]) -> bool:
     try:
         params = list(inspect.signature(check).parameters.values())
     except (TypeError, ValueError):  # a builtin without a signature: text only

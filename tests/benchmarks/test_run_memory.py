@@ -3,25 +3,11 @@ memory or time asserted: the benchmark measures, ``reliability/test_run_memory``
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.benchmark_helpers import quick_report
 
 
 def test_quick_mode_measures_run_resume_report_and_view() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run_memory", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = json.loads(done.stdout.strip().splitlines()[-1])["rows"]
+    rows = quick_report("benchmarks.run_memory")["rows"]
     assert [(r["step"], r["prompts"]) for r in rows] == [
         ("run", 300),
         ("resume", 300),

@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.benchmark_helpers import quick_report
 
 
 def test_quick_mode_measures_each_row() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.scale", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = quick_report("benchmarks.scale")
     rows = report["rows"]
     assert [(r["executor"], r["latency_ms"], r["prompts"]) for r in rows] == [
         ("local", 0.0, 300),

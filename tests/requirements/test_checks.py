@@ -400,3 +400,18 @@ async def test_validate_all_fails_checks_slower_than_check_timeout() -> None:
         ValidationResult(True, None, None, "late"),
         ValidationResult(True, None, None, "<lambda>"),
     )
+
+
+def test_a_verdict_named_for_its_requirement_keeps_every_other_field() -> None:
+    import dataclasses
+
+    verdict = ValidationResult(False, "why", 0.25, None, "42")
+    named = verdict.of("the answer is right")
+    assert named == dataclasses.replace(verdict, requirement="the answer is right")
+    # every field is set to a value other than its default, so a field added later and
+    # left out of ``of`` fails this
+    assert all(
+        getattr(verdict, f.name) != f.default
+        for f in dataclasses.fields(ValidationResult)
+        if f.name not in ("passed", "requirement")
+    )

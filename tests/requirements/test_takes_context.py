@@ -1,0 +1,65 @@
+"""Whether a check takes the context is read from its signature once per function code."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+from sampling_core.requirements import context as context_module
+from sampling_core.requirements.checks import max_words
+from sampling_core.requirements.context import takes_context
+
+
+def _factory(wants: bool) -> Any:
+    if wants:
+
+        def check(text: str, context: Any) -> bool:
+            return True
+
+    else:
+
+        def check(text: str) -> bool:  # type: ignore[misc]
+            return True
+
+    return check
+
+
+def test_checks_a_factory_makes_share_one_reading_of_the_signature(monkeypatch) -> None:
+    read: list[object] = []
+    real = context_module._reads_context
+
+    def counted(check: Any) -> bool:
+        read.append(check)
+        return real(check)
+
+    monkeypatch.setattr(context_module, "_reads_context", counted)
+    context_module._TAKES_CONTEXT.clear()
+    answers = [takes_context(_factory(True)) for _ in range(5)]
+    answers += [takes_context(_factory(False)) for _ in range(5)]
+    assert answers == [True] * 5 + [False] * 5
+    assert len(read) == 2  # one reading per code, not per function made
+    for _ in range(3):
+        max_words(40)  # a requirement made per call reads its check's signature once
+    assert len(read) == 3
+
+
+def test_what_a_function_declares_beyond_its_code_is_read_each_time() -> None:
+    def check(text: str, context: Any = None) -> bool:  # the context has a default
+        return True
+
+    def plain(text: str) -> bool:
+        return True
+
+    plain.__signature__ = inspect.signature(lambda text, context: True)  # type: ignore[attr-defined]
+    assert takes_context(check) is False
+    assert takes_context(plain) is True  # its declared signature, not its code's
+
+
+@pytest.mark.parametrize("default", [[], {}])
+def test_an_unhashable_default_is_read_without_the_cache(default: Any) -> None:
+    def check(text: str, context: Any, extra: Any = default) -> bool:
+        return True
+
+    assert takes_context(check) is True
