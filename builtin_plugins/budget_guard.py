@@ -16,8 +16,9 @@
   output tokens count as they arrive (a ceiling crossed mid-generation stops sampling
   there), and what attempts cancelled in flight spent is known; at a call's end the guard
   adds it (``sampling_loop_end``'s ``cancelled_usage``). Chunks a plugin streams instead of
-  the backend (``answered_by``) are no backend call: they count nothing, and one cancelled
-  midway gives its place back (``generation_cancelled``). A server other than llama.cpp says
+  the backend (``answered_by``) are no backend call: they count nothing, and a call
+  cancelled before the backend was asked (``generation_cancelled``'s ``backend_called``)
+  gives its place back. A server other than llama.cpp says
   a stream's tokens only at its end: the input of an attempt stopped early or cancelled is
   then the input of its request, learned once for the call from an attempt that sent the
   same request and ran to its end (:mod:`builtin_plugins.budget_inputs`).
@@ -90,6 +91,8 @@ class Totals:
     """Why the dollars spent are no longer known (an unpriced call), or ``None``."""
     streaming: dict[int, int] = field(default_factory=dict, repr=False)
     """Output tokens of the streamed backend calls still running, by attempt (``iteration``)."""
+    placed: dict[int, int] = field(default_factory=dict, repr=False)
+    """Backend calls counted in ``started`` that have not ended yet, by attempt."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def reset(self) -> None:
@@ -99,6 +102,7 @@ class Totals:
             self.cost_usd = 0.0
             self.unknown_tokens = self.unknown_cost = None
             self.streaming.clear()
+            self.placed.clear()
 
 
 PROCESS_TOTALS = Totals()
@@ -213,6 +217,7 @@ class BudgetGuard:
                 )
             total.started += 1
             call.started += 1
+            call.placed[payload.iteration] = call.placed.get(payload.iteration, 0) + 1
         if payload.purpose == "sample":
             self._requests(payload.sampling_id).sent(
                 payload.iteration, payload.messages, payload.options
@@ -252,6 +257,7 @@ class BudgetGuard:
         the cache or another plugin gave was no backend call: its place is given back."""
         call = self._call(payload.sampling_id)
         call.streaming.pop(payload.iteration, None)
+        self._ended(call, payload.iteration)
         generation = payload.generation
         if generation.answered_by is not None:
             if payload.purpose == "sample":  # a cached one still says its request's input
@@ -276,22 +282,28 @@ class BudgetGuard:
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Count a failed backend call (it returned no reply, so it spent no tokens)."""
-        self._call(payload.sampling_id).streaming.pop(payload.iteration, None)
+        call = self._call(payload.sampling_id)
+        call.streaming.pop(payload.iteration, None)
+        self._ended(call, payload.iteration)
         if payload.purpose == "sample":
             self._requests(payload.sampling_id).failed(payload.iteration)
         self._spent(payload.sampling_id, 0, 0.0)
 
     @hookimpl
     def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
-        """A plugin's answer cancelled midway was no backend call: its place is given back
-        (a backend call cancelled in flight keeps it; its tokens come at the call's end)."""
-        if payload.answered_by is None:
-            return
+        """A call cancelled before the backend was asked (a plugin answering for it, or
+        still working out whether it would; refused in ``generation_pre_call`` after the
+        guard counted it) was no backend call: its place is given back. A backend call
+        cancelled in flight keeps it; its tokens come at the call's end."""
         call = self._call(payload.sampling_id)
+        held = self._ended(call, payload.iteration)
+        if payload.backend_called:
+            return
         call.streaming.pop(payload.iteration, None)
         if payload.purpose == "sample":
             self._requests(payload.sampling_id).failed(payload.iteration)  # not in flight
-        self._given_back(call)
+        if held:
+            self._given_back(call)
 
     @hookimpl
     def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
@@ -326,6 +338,14 @@ class BudgetGuard:
         if price is None:
             price = self._prices[sampling_id] = CallPrice()
         return price
+
+    @staticmethod
+    def _ended(call: Totals, iteration: int) -> bool:
+        """A backend call of attempt ``iteration`` ended: whether the guard had counted it."""
+        held = call.placed.pop(iteration, 0)
+        if held > 1:
+            call.placed[iteration] = held - 1
+        return held > 0
 
     def _given_back(self, call: Totals) -> None:
         """A call's place, taken in ``generation_pre_call``, was no backend call after all."""

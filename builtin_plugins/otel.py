@@ -337,11 +337,12 @@ class OtelPlugin:
     @hookimpl
     def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
         """End the backend-call span and its attempt's span as cancelled, with the reason
-        (a plugin's answer cancelled midway is no backend call: not measured)."""
+        (one cancelled before the backend was asked, a plugin's answer cancelled midway
+        among them, is no backend call: not measured)."""
         state = self._current_attempt.get()
         if state is None or state.iteration != payload.iteration:
             return  # no span of ours is open for it
-        measured = payload.latency_s if payload.answered_by is None else None
+        measured = payload.latency_s if payload.backend_called else None
         self._end_cancelled(state, measured, payload.reason)
 
     def _end_cancelled(self, state: _Attempt, latency_s: float | None, reason: str) -> None:

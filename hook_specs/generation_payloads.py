@@ -194,6 +194,13 @@ class GenerationCancelledPayload(AttemptPayload, ObserveOnlyPayload):
         "chunks, or its answer in the hands of `generation_call` wrappers) when the call was "
         "cancelled; `None`: the backend, or nobody yet.",
     )
+    backend_called: bool = Field(
+        default=True,
+        description="Whether the backend itself had been asked: false when a plugin or the "
+        "cache was answering instead (`answered_by`), or still working out whether it would, "
+        "or the call was cancelled before that (in `generation_pre_call`). False: no backend "
+        "call was made.",
+    )
     latency_s: float = Field(
         description="How long the call ran before it was cancelled, in seconds."
     )

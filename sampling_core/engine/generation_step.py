@@ -300,20 +300,23 @@ class GenerationStep:
         work; :data:`ASKED`: the backend's, not yet given). Its ``usage`` is what it spent."""
         flight = self.tally.flights.get(info.iteration) if self.streams else None
         text, usage, answered_by = None, UNKNOWN_USAGE, None
+        called = bool(began)  # whether the backend itself was asked
         if answered is not None and answered is not ASKED:
             text, usage, answered_by = answered.text, answered.spent, answered.answered_by
+            called = answered_by is None
         elif flight is not None and flight.info is info:
             free = bool(getattr(self.s.backend, "free_of_charge", False))
             text, usage, answered_by = flight.text, flight.spent(free), flight.answered_by
+            called = answered_by is None
         elif (
             answered is None and began and purpose == "sample" and self.hooks.firing.generation_call
         ):
-            usage = NOTHING_SPENT  # no backend call began: a plugin was at work (see ASKED)
+            usage, called = NOTHING_SPENT, False  # a plugin was still at work (see ASKED)
         latency = time.perf_counter() - began if began else 0.0
         reason = self.tally.cancel_reason(exc)
         with self._shield(info.subsample_index):
             pending = self.hooks.cancelled(
-                info, reason, text, usage, latency, retry, purpose, answered_by
+                info, reason, text, usage, latency, retry, purpose, answered_by, called
             )
             if pending is not None:
                 await pending

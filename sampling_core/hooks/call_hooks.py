@@ -258,9 +258,11 @@ class CallHooks(HookChannel):
         retry: int,
         purpose: str = "sample",
         answered_by: str | None = None,
+        backend_called: bool = True,
     ) -> Awaitable[object] | None:
         """Fire ``generation_cancelled`` for a backend call that began and was cancelled
-        (``answered_by``: the plugin that was answering instead of the backend)."""
+        (``answered_by``: the plugin that was answering instead of the backend;
+        ``backend_called``: whether the backend itself had been asked)."""
         fields = {
             "sampling_id": self._id,
             "strategy_name": self._strategy,
@@ -276,6 +278,7 @@ class CallHooks(HookChannel):
             "retry": retry,
             "purpose": purpose,
             "answered_by": answered_by,
+            "backend_called": backend_called,
         }
         route = self._routes.generation_cancelled
         if route.direct:

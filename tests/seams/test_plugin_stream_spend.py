@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from builtin_plugins.budget_guard import BudgetGuard, Totals
 from builtin_plugins.otel import OtelPlugin
 from builtin_plugins.tracing import TracingPlugin
-from hook_specs import Generation, Usage, hookimpl
+from hook_specs import Generation, StopSampling, Usage, hookimpl
 from hook_specs.records import UNKNOWN_USAGE, spending
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.backends.base import Chunk
@@ -201,15 +201,72 @@ class StreamedSlowLookup(SlowLookup):
 async def test_a_call_cancelled_before_its_backend_call_began_spent_nothing(kind: type) -> None:
     """The backend was never asked (a plugin was still looking the answer up), so what the
     call spent is known: nothing, not unknown (streamed or not)."""
-    lookup = kind()
-    sampler = Sampler(ScriptedBackend(["yes"]), plugins=[lookup], load_entrypoints=False)
+    lookup, totals = kind(), Totals()
+    guard = BudgetGuard(max_generations_total=2, totals=totals)
+    sampler = Sampler(ScriptedBackend(["yes"]), plugins=[lookup, guard], load_entrypoints=False)
     with anyio.fail_after(10):
         result = await sampler.sample("q", requirements=[contains("yes")], concurrency_budget=2)
     assert result.success and result.cancelled == 1
     assert result.usage.input_tokens == result.usage.output_tokens == 1  # the backend's
     assert result.cancelled_usage.total_tokens == 0
     (cancelled,) = lookup.cancelled
-    assert cancelled.usage == NOTHING and cancelled.answered_by is None
+    assert cancelled.usage == NOTHING and not cancelled.backend_called
+    assert cancelled.answered_by is None  # which would have answered is not known
+    assert (totals.started, totals.generations) == (1, 1)  # its place is given back
+
+
+async def test_a_backend_call_cancelled_in_flight_keeps_its_place() -> None:
+    cancelled: list[Any] = []
+    began = anyio.Event()
+
+    async def reply(request: Any) -> str:
+        if request.iteration.subsample_index == 0:
+            began.set()
+            await anyio.sleep_forever()
+        await began.wait()
+        return "yes"
+
+    class Watch:
+        @hookimpl
+        def generation_cancelled(self, payload: Any) -> None:
+            cancelled.append(payload)
+
+    totals = Totals()
+    guard = BudgetGuard(max_generations_total=5, totals=totals)
+    sampler = Sampler(ScriptedBackend(reply), plugins=[Watch(), guard], load_entrypoints=False)
+    with anyio.fail_after(10):
+        result = await sampler.sample("q", requirements=[contains("yes")], concurrency_budget=2)
+    assert result.success and result.cancelled == 1
+    (payload,) = cancelled
+    assert payload.backend_called and payload.answered_by is None
+    assert payload.usage.input_tokens is None  # a backend call: not known, never nothing
+    assert totals.started == 2  # a backend call was made
+
+
+class RefuseAfterTheGuard:
+    """Refuses the first backend call in ``generation_pre_call``, after ``budget_guard``
+    counted it (both ``trylast``: registered after the guard, it runs after it)."""
+
+    def __init__(self) -> None:
+        self.refused = 0
+
+    @hookimpl(trylast=True)
+    def generation_pre_call(self, payload: Any) -> None:
+        if not self.refused:
+            self.refused += 1
+            raise StopSampling("not this one")
+
+
+async def test_a_call_refused_after_the_guard_counted_it_gives_its_place_back() -> None:
+    totals = Totals()
+    guard = BudgetGuard(max_generations_total=1, totals=totals)
+    refuse = RefuseAfterTheGuard()
+    sampler = Sampler(ScriptedBackend(["yes"]), plugins=[guard, refuse], load_entrypoints=False)
+    first = await sampler.sample("q", requirements=[contains("yes")])
+    assert first.stop_reason == "stopped_by_plugin" and refuse.refused == 1
+    assert totals.started == 0  # no backend call was made
+    again = await sampler.sample("q", requirements=[contains("yes")])
+    assert again.success, again.failure_reason
 
 
 @pytest.mark.parametrize("answered_by", [None, "Replay"])
