@@ -185,8 +185,7 @@ class GenerationCancelledPayload(AttemptPayload, ObserveOnlyPayload):
     usage: Usage = Field(
         description="Tokens spent so far: a streamed call's count as it arrived; unknown "
         "(`None` counts, never 0) for one that was not streamed; nothing (0, known) when no "
-        "backend call was made: a plugin or the cache was answering (`answered_by`), or still "
-        "working out whether it would, when the call was cancelled."
+        "backend call was made (`backend_called` false)."
     )
     answered_by: str | None = Field(
         default=None,

@@ -300,7 +300,7 @@ class GenerationStep:
         work; :data:`ASKED`: the backend's, not yet given). Its ``usage`` is what it spent."""
         flight = self.tally.flights.get(info.iteration) if self.streams else None
         text, usage, answered_by = None, UNKNOWN_USAGE, None
-        called = bool(began)  # whether the backend itself was asked
+        called = True  # whether the backend itself was asked
         if answered is not None and answered is not ASKED:
             text, usage, answered_by = answered.text, answered.spent, answered.answered_by
             called = answered_by is None
@@ -308,10 +308,10 @@ class GenerationStep:
             free = bool(getattr(self.s.backend, "free_of_charge", False))
             text, usage, answered_by = flight.text, flight.spent(free), flight.answered_by
             called = answered_by is None
-        elif (
-            answered is None and began and purpose == "sample" and self.hooks.firing.generation_call
-        ):
-            usage, called = NOTHING_SPENT, False  # a plugin was still at work (see ASKED)
+        elif not began or (
+            answered is None and purpose == "sample" and self.hooks.firing.generation_call
+        ):  # refused or cancelled before it, or a plugin was still at work (see ASKED)
+            usage, called = NOTHING_SPENT, False
         latency = time.perf_counter() - began if began else 0.0
         reason = self.tally.cancel_reason(exc)
         with self._shield(info.subsample_index):

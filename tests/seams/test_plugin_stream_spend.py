@@ -249,12 +249,17 @@ class RefuseAfterTheGuard:
 
     def __init__(self) -> None:
         self.refused = 0
+        self.cancelled: list[Any] = []
 
     @hookimpl(trylast=True)
     def generation_pre_call(self, payload: Any) -> None:
         if not self.refused:
             self.refused += 1
             raise StopSampling("not this one")
+
+    @hookimpl
+    def generation_cancelled(self, payload: Any) -> None:
+        self.cancelled.append(payload)
 
 
 async def test_a_call_refused_after_the_guard_counted_it_gives_its_place_back() -> None:
@@ -265,6 +270,8 @@ async def test_a_call_refused_after_the_guard_counted_it_gives_its_place_back() 
     first = await sampler.sample("q", requirements=[contains("yes")])
     assert first.stop_reason == "stopped_by_plugin" and refuse.refused == 1
     assert totals.started == 0  # no backend call was made
+    (cancelled,) = refuse.cancelled
+    assert cancelled.usage == NOTHING and not cancelled.backend_called
     again = await sampler.sample("q", requirements=[contains("yes")])
     assert again.success, again.failure_reason
 
