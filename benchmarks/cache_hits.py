@@ -13,6 +13,11 @@ thread of the process: a hit reads SQLite in a worker thread), and the ratios hi
 then one JSON line. A hit costs more than a backend that answers at once; the ratios are what
 the cache's own path adds, to compare between versions. On a loaded machine the wall time
 mostly measures how long the worker thread waits for a core: compare the CPU figures.
+
+``--instructions`` counts instead, under valgrind's callgrind (as ``benchmarks.instructions``
+does): the instructions per hit of each case, the difference of two runs of 100 and 300
+hits, with the SQLite read made in the event loop's thread so that handing it to a worker
+thread and back does not count. It does not move with the machine's load.
 """
 
 from __future__ import annotations
@@ -21,6 +26,11 @@ import argparse
 import asyncio
 import gc
 import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -98,12 +108,68 @@ def _ratio(seconds: dict[str, list[float]]) -> float:
     return median([h / n for h, n in zip(seconds["hit"], seconds["no cache"], strict=True)])
 
 
+def hits_in_loop_thread(case: str, calls: int) -> None:
+    """Make ``calls`` hits of ``case`` (after a warm-up), the cache read in this thread."""
+    from sampling_core.backends.cache_store import ResponseCache
+
+    async def read_here(self: ResponseCache, key: str, identity: str, in_force: Any = ()) -> Any:
+        return self.get(key, identity, frozenset(in_force))
+
+    ResponseCache.aget = read_here  # type: ignore[method-assign]
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            backend = ScriptedBackend(["a short answer of five words"])
+            cached = Sampler(backend, cache=Path(folder) / "r.sqlite", load_entrypoints=False)
+            try:
+                for _ in range(50):
+                    await cached.sample("q", seed=1, **CASES[case])
+                gc.collect()
+                gc.freeze()
+                for _ in range(calls):
+                    result = await cached.sample("q", seed=1, **CASES[case])
+                assert result.cached_calls == 1
+            finally:
+                await cached.aclose()
+
+    asyncio.run(run())
+
+
+def instructions_per_hit(case: str) -> float:
+    """Instructions per hit of ``case`` (see the module's docstring)."""
+    from benchmarks.instructions import collected
+
+    def count(calls: int) -> int:
+        command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+        command += [sys.executable, "-m", "benchmarks.cache_hits", "--child", case, str(calls)]
+        if shutil.which("setarch"):
+            command = ["setarch", platform.machine(), "-R", *command]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+        return collected(done.stderr)
+
+    return (count(300) - count(100)) / 200
+
+
 def main() -> None:
     """Print the figures (see the module's docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--instructions", action="store_true", help="count, under callgrind")
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        hits_in_loop_thread(args.child[0], int(args.child[1]))
+        return
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            raise SystemExit("valgrind is needed: apt install valgrind")
+        counts = {case: instructions_per_hit(case) for case in CASES}
+        for case, per_hit in counts.items():
+            print(f"{case:>9}: {per_hit / 1000:.1f} k instructions per hit")
+        print(json.dumps({"cache_hit_instructions": counts}))
+        return
     figures = asyncio.run(measure(args.calls, args.repeats))
     for name, row in figures.items():
         print(

@@ -4,6 +4,11 @@ backend on the other (the timings themselves are the benchmark's, never asserted
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from benchmarks import cache_hits
 
@@ -17,3 +22,17 @@ def test_each_case_is_measured_hit_against_no_cache() -> None:
             *("hit_cpu_us", "no_cache_cpu_us", "cpu_ratio"),
         }
         assert all(value > 0 for value in row.values())
+
+
+@pytest.mark.parametrize("case", list(cache_hits.CASES))
+def test_a_counted_child_makes_its_hits_with_the_read_in_the_loops_thread(case: str) -> None:
+    # what a counted run does, without valgrind: every call is a hit, read in this thread
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cache_hits", "--child", case, "3"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
