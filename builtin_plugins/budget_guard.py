@@ -15,7 +15,10 @@
   is reached. It listens to ``generation_chunk``, so backends that can stream do: a call's
   output tokens count as they arrive (a ceiling crossed mid-generation stops sampling
   there), and what attempts cancelled in flight spent is known; at a call's end the guard
-  adds it (``sampling_loop_end``'s ``cancelled_usage``). A server other than llama.cpp says
+  adds it (``sampling_loop_end``'s ``cancelled_usage``). Chunks a plugin streams instead of
+  the backend (``answered_by``) are no backend call: they count nothing, and a call
+  cancelled before the backend was asked (``generation_cancelled``'s ``backend_called``)
+  gives its place back. A server other than llama.cpp says
   a stream's tokens only at its end: the input of an attempt stopped early or cancelled is
   then the input of its request, learned once for the call from an attempt that sent the
   same request and ran to its end (:mod:`builtin_plugins.budget_inputs`).
@@ -53,6 +56,7 @@ from builtin_plugins.budget_settings import (
 )
 from hook_specs import (
     GenerationCallPayload,
+    GenerationCancelledPayload,
     GenerationChunkPayload,
     GenerationErrorPayload,
     GenerationPostCallPayload,
@@ -62,7 +66,7 @@ from hook_specs import (
     StopSampling,
     hookimpl,
 )
-from hook_specs.records import STOPPED_EARLY, Usage
+from hook_specs.records import STOPPED_EARLY, Usage, spending
 
 __all__ = ["ENV_VAR", "PROCESS_TOTALS", "BudgetGuard", "Totals"]
 
@@ -87,6 +91,8 @@ class Totals:
     """Why the dollars spent are no longer known (an unpriced call), or ``None``."""
     streaming: dict[int, int] = field(default_factory=dict, repr=False)
     """Output tokens of the streamed backend calls still running, by attempt (``iteration``)."""
+    placed: dict[int, int] = field(default_factory=dict, repr=False)
+    """Backend calls counted in ``started`` that have not ended yet, by attempt."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def reset(self) -> None:
@@ -96,6 +102,7 @@ class Totals:
             self.cost_usd = 0.0
             self.unknown_tokens = self.unknown_cost = None
             self.streaming.clear()
+            self.placed.clear()
 
 
 PROCESS_TOTALS = Totals()
@@ -210,6 +217,7 @@ class BudgetGuard:
                 )
             total.started += 1
             call.started += 1
+            call.placed[payload.iteration] = call.placed.get(payload.iteration, 0) + 1
         if payload.purpose == "sample":
             self._requests(payload.sampling_id).sent(
                 payload.iteration, payload.messages, payload.options
@@ -224,11 +232,13 @@ class BudgetGuard:
 
     @hookimpl
     def generation_chunk(self, payload: GenerationChunkPayload) -> None:
-        """Count a streamed call's output as it arrives; stop when a token ceiling is crossed."""
+        """Count a streamed call's output as it arrives (one token a chunk; none for a
+        plugin's chunks); stop when a token ceiling is crossed."""
+        tokens = spending(Usage(None, payload.index + 1), payload.answered_by).output_tokens
         call = self._call(payload.sampling_id)
         total = self.totals
         with total.lock:
-            call.streaming[payload.iteration] = payload.index + 1
+            call.streaming[payload.iteration] = tokens or 0
             streamed = sum(call.streaming.values())
             spent_call, spent_total = call.tokens + streamed, total.tokens + streamed
         for name, ceiling, spent, whose in (
@@ -247,14 +257,12 @@ class BudgetGuard:
         the cache or another plugin gave was no backend call: its place is given back."""
         call = self._call(payload.sampling_id)
         call.streaming.pop(payload.iteration, None)
+        self._ended(call, payload.iteration)
         generation = payload.generation
         if generation.answered_by is not None:
             if payload.purpose == "sample":  # a cached one still says its request's input
                 self._requests(payload.sampling_id).returned(payload.iteration, generation)
-            total = self.totals
-            with total.lock:
-                total.started -= 1
-                call.started -= 1
+            self._given_back(call)
             return
         usage = generation.usage
         tokens, cost, unpriced = usage.total_tokens, usage.cost_usd, None
@@ -274,10 +282,28 @@ class BudgetGuard:
     @hookimpl
     def generation_error(self, payload: GenerationErrorPayload) -> None:
         """Count a failed backend call (it returned no reply, so it spent no tokens)."""
-        self._call(payload.sampling_id).streaming.pop(payload.iteration, None)
+        call = self._call(payload.sampling_id)
+        call.streaming.pop(payload.iteration, None)
+        self._ended(call, payload.iteration)
         if payload.purpose == "sample":
             self._requests(payload.sampling_id).failed(payload.iteration)
         self._spent(payload.sampling_id, 0, 0.0)
+
+    @hookimpl
+    def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
+        """A call cancelled before the backend was asked (a plugin answering for it, or
+        still working out whether it would; refused in ``generation_pre_call`` after the
+        guard counted it) was no backend call: its place is given back. A backend call
+        cancelled in flight keeps it; its tokens come at the call's end."""
+        call = self._call(payload.sampling_id)
+        held = self._ended(call, payload.iteration)
+        if payload.backend_called:
+            return
+        call.streaming.pop(payload.iteration, None)
+        if payload.purpose == "sample":
+            self._requests(payload.sampling_id).failed(payload.iteration)  # not in flight
+        if held:
+            self._given_back(call)
 
     @hookimpl
     def sampling_loop_end(self, payload: SamplingLoopEndPayload) -> None:
@@ -312,6 +338,21 @@ class BudgetGuard:
         if price is None:
             price = self._prices[sampling_id] = CallPrice()
         return price
+
+    @staticmethod
+    def _ended(call: Totals, iteration: int) -> bool:
+        """A backend call of attempt ``iteration`` ended: whether the guard had counted it."""
+        held = call.placed.pop(iteration, 0)
+        if held > 1:
+            call.placed[iteration] = held - 1
+        return held > 0
+
+    def _given_back(self, call: Totals) -> None:
+        """A call's place, taken in ``generation_pre_call``, was no backend call after all."""
+        total = self.totals
+        with total.lock:
+            total.started -= 1
+            call.started -= 1
 
     def _call(self, sampling_id: str) -> Totals:
         call = self._calls.get(sampling_id)

@@ -336,13 +336,18 @@ class OtelPlugin:
 
     @hookimpl
     def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
-        """End the backend-call span and its attempt's span as cancelled, with the reason."""
+        """End the backend-call span and its attempt's span as cancelled, with the reason
+        (one cancelled before the backend was asked, a plugin's answer cancelled midway
+        among them, is no backend call: not measured)."""
         state = self._current_attempt.get()
         if state is None or state.iteration != payload.iteration:
             return  # no span of ours is open for it
-        self._end_cancelled(state, payload.latency_s, payload.reason)
+        measured = payload.latency_s if payload.backend_called else None
+        self._end_cancelled(state, measured, payload.reason)
 
     def _end_cancelled(self, state: _Attempt, latency_s: float | None, reason: str) -> None:
+        """End ``state``'s spans as cancelled; ``latency_s``: the backend call's, measured
+        (``None``: not measured)."""
         self._ended(state)
         if state.call is not None and latency_s is not None:
             self.metrics.record_call(state.call_attributes, latency_s, error_type=CANCELLED)

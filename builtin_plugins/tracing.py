@@ -205,7 +205,9 @@ class TracingPlugin:
     @hookimpl
     def generation_chunk(self, payload: GenerationChunkPayload) -> None:
         """Emit ``generation.chunk`` (debug): a piece of a streamed generation."""
-        extra = {"delta": payload.delta} if self.capture_content else {}
+        extra: dict[str, Any] = {"delta": payload.delta} if self.capture_content else {}
+        if payload.answered_by is not None:
+            extra["answered_by"] = payload.answered_by
         self.logger.debug(
             "generation.chunk",
             **_attempt_fields(payload),
@@ -233,11 +235,14 @@ class TracingPlugin:
 
     @hookimpl
     def generation_cancelled(self, payload: GenerationCancelledPayload) -> None:
-        """Emit ``generation.cancelled``: a backend call cut short, and why (and end its
-        spans as cancelled)."""
+        """Emit ``generation.cancelled``: a backend call cut short, and why, with the tokens
+        it spent (none when a plugin was answering instead: ``answered_by`` names it), and
+        end its spans as cancelled."""
         if self.otel is not None:
             self.otel.generation_cancelled(payload)
-        extra = {"text": payload.text} if self.capture_content else {}
+        extra: dict[str, Any] = {"text": payload.text} if self.capture_content else {}
+        if payload.answered_by is not None:
+            extra["answered_by"] = payload.answered_by
         self.logger.info(
             "generation.cancelled",
             **_attempt_fields(payload),

@@ -120,6 +120,12 @@ class GenerationChunkPayload(AttemptPayload, ObserveOnlyPayload):
         description="The log-probabilities of this chunk's tokens, when the request asked "
         "for them (options `logprobs: true`, `top_logprobs: N`) and the backend gave them.",
     )
+    answered_by: str | None = Field(
+        default=None,
+        description="The plugin streaming this answer instead of the backend (a "
+        "`generation_call` implementation that answered with chunks); `None`: the backend "
+        "streams it. A plugin's chunks are no backend call: they spend no token.",
+    )
 
 
 class GenerationPostCallPayload(AttemptPayload, ObserveOnlyPayload):
@@ -178,7 +184,21 @@ class GenerationCancelledPayload(AttemptPayload, ObserveOnlyPayload):
     )
     usage: Usage = Field(
         description="Tokens spent so far: a streamed call's count as it arrived; unknown "
-        "(`None` counts, never 0) for one that was not streamed."
+        "(`None` counts, never 0) for one that was not streamed; nothing (0, known) when no "
+        "backend call was made (`backend_called` false)."
+    )
+    answered_by: str | None = Field(
+        default=None,
+        description="The plugin that was answering instead of the backend (streaming its "
+        "chunks, or its answer in the hands of `generation_call` wrappers) when the call was "
+        "cancelled; `None`: the backend, or nobody yet.",
+    )
+    backend_called: bool = Field(
+        default=True,
+        description="Whether the backend itself had been asked: false when a plugin or the "
+        "cache was answering instead (`answered_by`), or still working out whether it would, "
+        "or the call was cancelled before that (in `generation_pre_call`). False: no backend "
+        "call was made.",
     )
     latency_s: float = Field(
         description="How long the call ran before it was cancelled, in seconds."

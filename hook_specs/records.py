@@ -99,6 +99,15 @@ UNKNOWN_USAGE = Usage(None, None, None)
 NOTHING_SPENT = Usage(0, 0, 0.0)
 """What an answer that made no backend call spent: no token, no dollar (known, not unknown)."""
 
+
+def spending(usage: Usage, answered_by: str | None) -> Usage:
+    """What an answer adds to the tokens and cost spent (usage, ceilings, totals), whole or
+    streamed so far, cancelled or not: ``usage`` when the backend answered
+    (``answered_by`` is ``None``); nothing when the response cache or another plugin
+    answered instead: that is no backend call, and generated no new token."""
+    return usage if answered_by is None else NOTHING_SPENT
+
+
 STOPPED_EARLY = "stopped_early"
 """The ``finish_reason`` of a generation the engine stopped because the text so far already
 failed a requirement's prefix check (early stop)."""
@@ -143,7 +152,8 @@ class Generation:
         ``usage`` when the backend answered; nothing when the response cache or another
         plugin answered instead (``answered_by``): that is no backend call, and generated
         no new token (its own ``usage``, and a cached one's ``cached_usage``, stay on it,
-        reported apart)."""
+        reported apart): :func:`spending`, written out here without a call since it runs
+        for every attempt a plugin sees."""
         return self.usage if self.answered_by is None else NOTHING_SPENT
 
 

@@ -17,7 +17,14 @@ from typing import Any
 import anyio
 
 from hook_specs.errors import StopSampling
-from hook_specs.records import STOPPED_EARLY, UNKNOWN_USAGE, Generation, IterationInfo, Message
+from hook_specs.records import (
+    NOTHING_SPENT,
+    STOPPED_EARLY,
+    UNKNOWN_USAGE,
+    Generation,
+    IterationInfo,
+    Message,
+)
 from sampling_core.backends.base import (
     Answered,
     Backend,
@@ -37,6 +44,11 @@ from sampling_core.hooks.faults import describe
 
 NO_CHECKS: frozenset[Any] = frozenset()
 """``generation_call``'s ``prefix_checks`` when none judges the call (not streamed)."""
+
+ASKED = Generation("", UNKNOWN_USAGE)
+"""In ``answered`` while ``generation_call``'s innermost call awaits the backend's own answer
+(not streamed): cancelled then, the call spent what is unknown. Not there: no backend call
+began (a plugin was answering, or working out whether it would), and nothing was spent."""
 
 
 class BackendFailed(Exception):
@@ -161,7 +173,7 @@ class GenerationStep:
             except Exception as exc:
                 if firing.generation_call and self.answered:  # answered, then a wrapper raised
                     spent = self.answered.pop(info.iteration, None)
-                    if spent is not None:
+                    if spent is not None and spent is not ASKED:
                         self.tally.count_usage(spent.spent)
                 if not began:  # generation_pre_call failed closed: no backend call began
                     if retry == 0 and not judging:
@@ -191,8 +203,8 @@ class GenerationStep:
                 if not began:  # ...or before its backend call began: never in flight
                     if retry == 0 and not judging:
                         self.tally.dropped()
-                elif answered is None and not judging and not self.streams:
-                    self.tally.cut()  # what it spent is unknown
+                elif not firing.generation_call and not judging and not self.streams:
+                    self.tally.cut()  # what it spent is unknown (with plugins: see ASKED)
                 if firing.generation_cancelled:
                     await self._cancelled(info, exc, began, retry, purpose, answered)
                 raise
@@ -226,10 +238,13 @@ class GenerationStep:
             if streamed:
                 reply, failed = await self._stream(info, request, backend, retry)
                 verdict.append(failed)
-            elif self.s.attempt_timeout is None:
-                reply = await backend.generate(request)
             else:
-                reply = await generate_within(self.s.attempt_timeout, backend, request)
+                if not judging:
+                    self.answered[info.iteration] = ASKED
+                if self.s.attempt_timeout is None:
+                    reply = await backend.generate(request)
+                else:
+                    reply = await generate_within(self.s.attempt_timeout, backend, request)
         elif isinstance(answer, Generation | str):
             reply = answer
             if (
@@ -237,10 +252,12 @@ class GenerationStep:
                 and isinstance(answer, Generation)
                 and (answer.finish_reason == STOPPED_EARLY or self.prefixes)
             ):
-                reply, failed = await self._stream(info, request, Answered((answer,)), retry)
+                reply, failed = await self._stream(
+                    info, request, Answered((answer,)), retry, answered_by
+                )
                 verdict.append(failed)
         elif streamed:
-            reply, failed = await self._stream(info, request, Answered(answer), retry)
+            reply, failed = await self._stream(info, request, Answered(answer), retry, answered_by)
             verdict.append(failed)
         else:
             raise TypeError(
@@ -257,11 +274,14 @@ class GenerationStep:
         return generation
 
     def _answered_before(self, info: IterationInfo, wrapped: bool) -> Generation | None:
-        """The backend's answer to an attempt's call that ended without returning (a
-        wrapper still at work after the answer was cancelled, or raised): what it spent
-        is known, and counted as a cancelled attempt's spend (once)."""
+        """The answer to an attempt's call that ended without returning (a wrapper still at
+        work after the answer was cancelled, or raised): what it spent is known, and
+        counted as a cancelled attempt's spend (once); :data:`ASKED` when the backend's own
+        call was cut short before it answered (what it spent is unknown)."""
         answered = self.answered.pop(info.iteration, None) if wrapped else None
-        if answered is not None:
+        if answered is ASKED:
+            self.tally.cut()
+        elif answered is not None:
             self.tally.count_answered(answered.spent)
         return answered
 
@@ -276,38 +296,54 @@ class GenerationStep:
     ) -> None:
         """Fire ``generation_cancelled`` for a backend call that began (its
         ``generation_pre_call`` fired) and ends by ``exc`` without returning an answer
-        (``answered``: the one the backend gave, when wrappers were still at work)."""
+        (``answered``: the one the backend or a plugin gave, when wrappers were still at
+        work; :data:`ASKED`: the backend's, not yet given). Its ``usage`` is what it spent."""
         flight = self.tally.flights.get(info.iteration) if self.streams else None
-        text, usage = None, UNKNOWN_USAGE
-        if answered is not None:
-            text, usage = answered.text, answered.usage
+        text, usage, answered_by = None, UNKNOWN_USAGE, None
+        called = True  # whether the backend itself was asked
+        if answered is not None and answered is not ASKED:
+            text, usage, answered_by = answered.text, answered.spent, answered.answered_by
+            called = answered_by is None
         elif flight is not None and flight.info is info:
             free = bool(getattr(self.s.backend, "free_of_charge", False))
-            text, usage = flight.text, flight.spent(free)
+            text, usage, answered_by = flight.text, flight.spent(free), flight.answered_by
+            called = answered_by is None
+        elif not began or (
+            answered is None and purpose == "sample" and self.hooks.firing.generation_call
+        ):  # refused or cancelled before it, or a plugin was still at work (see ASKED)
+            usage, called = NOTHING_SPENT, False
         latency = time.perf_counter() - began if began else 0.0
         reason = self.tally.cancel_reason(exc)
         with self._shield(info.subsample_index):
-            pending = self.hooks.cancelled(info, reason, text, usage, latency, retry, purpose)
+            pending = self.hooks.cancelled(
+                info, reason, text, usage, latency, retry, purpose, answered_by, called
+            )
             if pending is not None:
                 await pending
 
     async def _stream(
-        self, info: IterationInfo, request: GenerationRequest, backend: Backend, retry: int
+        self,
+        info: IterationInfo,
+        request: GenerationRequest,
+        backend: Backend,
+        retry: int,
+        answered_by: str | None = None,
     ) -> tuple[Generation, Failed]:
         """The backend's answer, streamed: chunks to plugins, prefix checks, early stop;
-        and the prefix checks that stopped it (none when it ran to its end).
+        and the prefix checks that stopped it (none when it ran to its end). ``backend``
+        is the answer of the plugin ``answered_by`` when one streams instead of it.
 
         While it runs, its :class:`~sampling_core.engine.streaming.Flight` is in the tally:
         one left there when the call ends was cancelled, and counts what it streamed.
         """
         tally = self.tally
-        flight = tally.take_off(info)
+        flight = tally.take_off(info, answered_by)
         on_chunk = None
         if self.hooks.firing.generation_chunk:
 
             async def on_chunk(flight: Flight, delta: str, logprobs: tuple[Any, ...]) -> None:
                 pending = self.hooks.chunk(
-                    info, delta, flight.text, flight.chunks - 1, retry, logprobs
+                    info, delta, flight.text, flight.chunks - 1, retry, logprobs, flight.answered_by
                 )
                 if pending is not None:
                     await pending

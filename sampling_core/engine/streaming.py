@@ -12,7 +12,7 @@ text so far is the generation, ``finish_reason="stopped_early"``. A generation t
 to its end is shown to each reader (``finished``).
 
 A flight still open when the call ends was cancelled: :meth:`Flight.spent` is what it
-spent, counted from what arrived.
+spent, counted from what arrived (nothing for a plugin's streamed answer: no backend call).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from hook_specs.records import (
     TokenLogprob,
     Usage,
     ValidationResult,
+    spending,
 )
 from sampling_core.backends.base import AttemptTimeout, BadReply, Chunk, GenerationRequest
 from sampling_core.errors import exception_text
@@ -121,12 +122,14 @@ def readers_of(prefixes: Prefixes, notes: Notes) -> list[tuple[int, PrefixReader
 
 
 class Flight:
-    """A streamed backend call while it runs: the text and the tokens that arrived."""
+    """A streamed backend call while it runs: the text and the tokens that arrived, and
+    the plugin streaming them instead of the backend (``answered_by``), if one does."""
 
-    __slots__ = ("chunks", "info", "logprobs", "parts", "text", "usage")
+    __slots__ = ("answered_by", "chunks", "info", "logprobs", "parts", "text", "usage")
 
-    def __init__(self, info: IterationInfo) -> None:
+    def __init__(self, info: IterationInfo, answered_by: str | None = None) -> None:
         self.info = info
+        self.answered_by = answered_by
         self.parts: list[str] = []
         self.text = ""
         self.chunks = 0
@@ -152,11 +155,14 @@ class Flight:
 
     def spent(self, free: bool) -> Usage:
         """The tokens it spent so far: the server's count, or one output token per chunk
-        (the input then unknown); cost 0 when the backend is free, else unknown."""
+        (the input then unknown); cost 0 when the backend is free, else unknown. Nothing
+        when a plugin streams instead of the backend (:func:`~hook_specs.records.spending`)."""
         cost = 0.0 if free else None
         if self.usage is not None:
-            return Usage(self.usage.input_tokens, self.usage.output_tokens, cost)
-        return Usage(None, self.chunks, cost)
+            streamed = Usage(self.usage.input_tokens, self.usage.output_tokens, cost)
+        else:
+            streamed = Usage(None, self.chunks, cost)
+        return spending(streamed, self.answered_by)
 
 
 async def read_stream(

@@ -125,10 +125,11 @@ class Tally:
         """The call streams its backend calls: keep their flights (see :attr:`flights`)."""
         self.flights = {}
 
-    def take_off(self, info: IterationInfo) -> Flight:
-        """A streamed backend call begins: its flight, kept until it :meth:`landed` (one
-        still kept when the call ends was cancelled, and counts what it streamed)."""
-        flight = Flight(info)
+    def take_off(self, info: IterationInfo, answered_by: str | None = None) -> Flight:
+        """A streamed backend call begins (``answered_by``: a plugin streams instead of the
+        backend): its flight, kept until it :meth:`landed` (one still kept when the call
+        ends was cancelled, and counts what it spent)."""
+        flight = Flight(info, answered_by)
         self.flights[info.iteration] = flight
         return flight
 

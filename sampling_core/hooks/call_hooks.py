@@ -150,8 +150,10 @@ class CallHooks(HookChannel):
         index: int,
         retry: int,
         logprobs: tuple[TokenLogprob, ...] = (),
+        answered_by: str | None = None,
     ) -> Awaitable[object] | None:
-        """Fire ``generation_chunk`` for one piece of a streamed generation."""
+        """Fire ``generation_chunk`` for one piece of a streamed generation (``answered_by``:
+        the plugin streaming it instead of the backend)."""
         fields = {
             "sampling_id": self._id,
             "strategy_name": self._strategy,
@@ -165,6 +167,7 @@ class CallHooks(HookChannel):
             "index": index,
             "retry": retry,
             "logprobs": logprobs,
+            "answered_by": answered_by,
         }
         route = self._routes.generation_chunk
         if route.direct:
@@ -254,8 +257,12 @@ class CallHooks(HookChannel):
         latency_s: float,
         retry: int,
         purpose: str = "sample",
+        answered_by: str | None = None,
+        backend_called: bool = True,
     ) -> Awaitable[object] | None:
-        """Fire ``generation_cancelled`` for a backend call that began and was cancelled."""
+        """Fire ``generation_cancelled`` for a backend call that began and was cancelled
+        (``answered_by``: the plugin that was answering instead of the backend;
+        ``backend_called``: whether the backend itself had been asked)."""
         fields = {
             "sampling_id": self._id,
             "strategy_name": self._strategy,
@@ -270,6 +277,8 @@ class CallHooks(HookChannel):
             "latency_s": latency_s,
             "retry": retry,
             "purpose": purpose,
+            "answered_by": answered_by,
+            "backend_called": backend_called,
         }
         route = self._routes.generation_cancelled
         if route.direct:
