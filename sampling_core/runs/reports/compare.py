@@ -253,6 +253,13 @@ def compare_indexes(a: RunIndex, b: RunIndex, *, flipped: int = FLIPPED_SHOWN) -
                 "(unweighted), so it is not the accuracy of that vote"
             )
     for run, report in (("A", report_a), ("B", report_b)):
+        prompts, attempts = report.summary.not_run
+        if prompts:
+            out.notes.append(
+                f"{run} is a rescore that judged {prompts} prompts on fewer attempts than its "
+                f"checks would have made ({attempts} never ran: the source had stopped them "
+                "early); a failure there might have passed had they run"
+            )
         known = [f"pass@{p.k} {100 * p.value:.1f}%{p.note()}" for p in report.pass_at_k]
         if samples and report.not_known[0] and known:
             out.notes.append(
