@@ -91,8 +91,8 @@ async def test_a_retried_prompt_is_sampled_with_seeds_of_its_own(tmp_path: Path)
 
 
 def by_seed(request: GenerationRequest) -> str:
-    """A seeded model: the seed decides the answer."""
-    return "yes" if request.options["seed"] % 2 == 0 else "no"
+    """A seeded model: the seed decides the answer (a long one, which early stop cuts)."""
+    return "yes" if request.options["seed"] % 2 == 0 else "no " * 8
 
 
 async def test_a_seeded_retry_keeps_its_answers_beside_the_first_ones_in_the_cache(
@@ -101,7 +101,7 @@ async def test_a_seeded_retry_keeps_its_answers_beside_the_first_ones_in_the_cac
     config = write_config(
         tmp_path / "c.yaml",
         write_dataset(tmp_path / "d.jsonl", 16),
-        requirements=[{"contains": "yes"}],
+        requirements=[{"contains": "yes"}, {"max_words": 5}],
         budgets={"loop_budget": 1, "concurrency_budget": 2, "early_exit": False},
         run={"cache": "responses.sqlite"},
         seed=5,
@@ -117,6 +117,7 @@ async def test_a_seeded_retry_keeps_its_answers_beside_the_first_ones_in_the_cac
     backend = ScriptedBackend(by_seed)
     later = await run_batch(config, tmp_path / "later", backend=backend)
     assert (backend.calls, later.cached_calls, later.ok) == (0, 32, first.ok)
+    assert later.stopped_early == first.stopped_early > 0  # the cut answers, replayed cut
 
     def texts(records_: list[dict[str, Any]]) -> dict[str, list[str]]:
         return {r["key"]: [e["text"] for e in r["attempts"]["each"]] for r in records_}
