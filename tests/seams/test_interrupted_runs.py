@@ -134,6 +134,7 @@ def test_a_run_killed_part_way_and_resumed_reports_what_an_uninterrupted_one_doe
     wait_for_records(proc, killed / "records.jsonl", PROMPTS // 3)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert (killed / "records.jsonl").read_bytes().count(b"\n") < PROMPTS  # killed part way
     cli("run", run_config, "--out", killed, "--resume")
     whole = numbers(tmp_path / "whole")
     assert whole["pass_at_k"] and whole["pass_hat_k"] and whole["maj_at_k"]
