@@ -332,8 +332,15 @@ def test_pass_at_k_and_pass_hat_k_of_a_rescore_never_stand_bare(
     }
     for measure in ("pass@1", "pass^1", "pass@2", "pass^2"):
         assert "not known: " in rows[measure], (measure, rows[measure])
+    said = "(bounds over 4 prompts, the estimate over 2: 2 with fewer than 2 known samples)"
     for measure in ("pass@2", "pass^2"):
-        said = "(bounds over 4 prompts, the estimate over 2: 2 with fewer than 2 known samples)"
         assert said in rows[measure], (measure, rows[measure])
     opened.clean()
     opened.page.close()
+    # the page of the rescore alone says it beside its pass@k chart
+    alone = Opened(browser, view(out))
+    note = alone.page.inner_text("#chart-passk .not-known")
+    assert note.startswith("over the known samples only: pass@1 ")
+    assert "not known: " in note and "pass^2 " in note and said in note
+    alone.clean()
+    alone.page.close()
