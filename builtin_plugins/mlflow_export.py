@@ -227,7 +227,9 @@ def metrics_of(payload: RunEndPayload) -> dict[str, float]:
             # maj@k of a run whose vote weighed answers counts each sample once: said so
             name = f"{prefix}_{entry['k']}" + ("_unweighted" if entry.get("unweighted") else "")
             metrics[name] = float(entry["value"])
-            for bound in ("if_failed", "if_passed"):  # some samples not known: the bounds too
+            # some samples not known: the bounds too, and the prompts in the bounds left out
+            # of the estimate (too few known samples), which then may fall outside them
+            for bound in ("if_failed", "if_passed", "left_out"):
                 if isinstance(entry.get(bound), int | float):
                     metrics[f"{name}_{bound}"] = float(entry[bound])
     return metrics

@@ -128,6 +128,7 @@ async def test_no_surface_shows_a_bare_pass_at_k_when_samples_are_not_known(
         "pass_at_1": 1.0,
         "pass_at_1_if_failed": 0.75,
         "pass_at_1_if_passed": 1.0,
+        "pass_at_1_left_out": 1.0,  # p3: in the bounds, not in the estimate (none known)
     }
     compared = compare_runs(src, tmp_path / "new")
     (note,) = [n for n in compared.notes if "not known" in n]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from builtin_plugins.mlflow_export import metrics_of
+from hook_specs import RunEndPayload
 from sampling_core import GenerationRequest, ScriptedBackend
 from sampling_core.runs import rescore, run_batch
 from sampling_core.runs.reports.compare import compare_runs
@@ -60,3 +62,8 @@ async def test_an_estimate_over_fewer_prompts_than_its_bounds_says_so(tmp_path: 
     assert sum(said in line for line in lines) == 2  # pass@2 and pass^2
     assert [p.get("left_out") for p in run_data(tmp_path / "b")["pass_at_k"]] == [None, 1, 1]
     assert said in compare_runs(tmp_path / "a", tmp_path / "b").render()
+    ended = {"run_dir": "/r", "session": 1, "interrupted": False, "elapsed_s": 1.0}
+    payload = RunEndPayload(**ended, totals={}, pass_at_k=None, pass_hat_k=data["pass_hat_k"])
+    logged = metrics_of(payload)  # MLflow's
+    assert (logged["pass_hat_2"], logged["pass_hat_2_left_out"]) == (1.0, 1.0)
+    assert "pass_hat_1_left_out" not in logged
