@@ -291,11 +291,11 @@ class SamplingCall(GenerationStep):
                     return
                 info = IterationInfo(s.sampling_id, index, number, index * s.loop_budget + number)
                 if entered is None:  # the subsample's bindings and the first attempt's, at once
-                    entered = enter_subsample(info)
+                    entered, running = enter_subsample(info)
                     if not inline:  # a task's context ends with it: nothing to restore
                         entered = ()
                 else:
-                    enter_next_attempt(info)
+                    enter_next_attempt(running, info)
                 attempt = await self._attempt(info, messages)
                 ends = attempt is None or attempt.passed or number == s.loop_budget
                 if launcher is not None and not ends and not tally.over:
