@@ -181,3 +181,34 @@ async def test_every_call_binds_its_attempts_even_after_the_context_was_cleared(
             structlog.contextvars.bind_contextvars(attempt="the caller's", request="r-1")
     finally:
         structlog.contextvars.clear_contextvars()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_task_an_attempt_leaves_running_sees_its_subsamples_later_attempts():
+    import asyncio
+
+    seen: list[tuple[int, int] | None] = []
+    second_started = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def later(own: int) -> None:  # started by attempt 1, still running in attempt 2
+        await second_started.wait()
+        info = current_iteration()
+        seen.append((own, info.attempt) if info is not None else None)
+
+    async def reply(request: GenerationRequest) -> str:
+        info = current_iteration()
+        assert info is not None
+        if info.attempt == 1:
+            own = info.attempt  # what it must remember of its own, read before it starts
+            tasks.append(asyncio.create_task(later(own)))
+        else:
+            second_started.set()
+            await asyncio.sleep(0)  # the task runs while attempt 2 runs
+        return "x"
+
+    await Sampler(ScriptedBackend(reply), load_entrypoints=False).sample(
+        "q", requirements=[never], loop_budget=2
+    )
+    await asyncio.gather(*tasks)
+    assert seen == [(1, 2)]
