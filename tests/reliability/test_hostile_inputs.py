@@ -188,3 +188,13 @@ def test_the_view_escapes_script_endings_in_any_case(tmp_path: Path, closing: st
     data = json.loads(page[start : start + end.start()])  # what the browser takes as data
     assert data["runs"][0]["prompts"][0]["text"] == reply
     assert "<!--" not in page[start : start + end.start()]
+
+
+def test_a_run_whose_finished_prompts_are_all_not_known_says_so(tmp_path: Path) -> None:
+    # a rescore that could decide none of its prompts: they finished, none is known
+    unknown = RunSummary(tmp_path, total=2, not_known_prompts=2)
+    assert unknown.done == 2 and unknown.success_rate is None
+    text = unknown.render()
+    assert "no prompt finished yet" not in text
+    assert "success rate: -, no finished prompt's outcome is known (2 not known: " in text
+    assert "0.0% to 100.0%)" in text

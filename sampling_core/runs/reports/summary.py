@@ -96,19 +96,17 @@ class RunSummary:
         for name, count in counts:
             share = f"{100 * count / self.done:5.1f}%" if self.done else "    -"
             lines.append(f"  {name:<{width}}{count:>6}  {share}")
-        rate = self.success_rate
-        known = ""
+        rate, bounds = self.success_rate, ""
         if self.not_known_prompts:  # never bare: its bounds, every one failed or passed
             low, high = self.ok / self.done, (self.ok + self.not_known_prompts) / self.done
-            known = (
-                f" whose outcome is known ({self.not_known_prompts} not known: "
-                f"{100 * low:.1f}% to {100 * high:.1f}%)"
-            )
-        lines.append(
-            "  success rate: -, no prompt finished yet"
-            if rate is None
-            else f"  success rate: {100 * rate:.1f}% of finished prompts{known}"
-        )
+            bounds = f" ({self.not_known_prompts} not known: {100 * low:.1f}% to {100 * high:.1f}%)"
+        if rate is not None:
+            known = " whose outcome is known" if bounds else ""
+            lines.append(f"  success rate: {100 * rate:.1f}% of finished prompts{known}{bounds}")
+        elif bounds:  # prompts finished, but a rescore could decide none of them
+            lines.append(f"  success rate: -, no finished prompt's outcome is known{bounds}")
+        else:
+            lines.append("  success rate: -, no prompt finished yet")
         if self.retried:
             lines.append(
                 f"  retried {self.retried} prompts (--retry-failed): each prompt is counted "
