@@ -243,6 +243,45 @@ async def test_a_backend_call_cancelled_in_flight_keeps_its_place() -> None:
     assert totals.started == 2  # a backend call was made
 
 
+class PassThrough:
+    """A ``generation_call`` wrapper that passes every call on to the backend, and records
+    the calls cancelled (it listens to no chunk: the calls are not streamed)."""
+
+    def __init__(self) -> None:
+        self.cancelled: list[Any] = []
+
+    @hookimpl(wrapper=True)
+    def generation_call(self, payload: Any) -> Any:
+        return (yield)
+
+    @hookimpl
+    def generation_cancelled(self, payload: Any) -> None:
+        self.cancelled.append(payload)
+
+
+async def test_a_backend_call_cancelled_under_a_wrapper_spent_what_is_unknown() -> None:
+    """A wrapper passed the call on and the backend was working on it (not streamed): the
+    backend was asked, so what the call spent is unknown, never nothing."""
+    began = anyio.Event()
+
+    async def reply(request: Any) -> str:
+        if request.iteration.subsample_index == 0:
+            began.set()
+            await anyio.sleep_forever()
+        await began.wait()
+        return "yes"
+
+    wrapper = PassThrough()
+    sampler = Sampler(ScriptedBackend(reply), plugins=[wrapper], load_entrypoints=False)
+    with anyio.fail_after(10):
+        result = await sampler.sample("q", requirements=[contains("yes")], concurrency_budget=2)
+    assert result.success and result.cancelled == 1
+    (payload,) = wrapper.cancelled
+    assert payload.backend_called and payload.answered_by is None
+    assert payload.usage.input_tokens is None
+    assert result.cancelled_usage.input_tokens is None and result.usage.input_tokens is None
+
+
 class RefuseAfterTheGuard:
     """Refuses the first backend call in ``generation_pre_call``, after ``budget_guard``
     counted it (both ``trylast``: registered after the guard, it runs after it)."""
