@@ -19,7 +19,7 @@ from builtin_plugins.otel import OtelPlugin
 from builtin_plugins.tracing import TracingPlugin
 from hook_specs import Generation, StopSampling, Usage, hookimpl
 from hook_specs.records import UNKNOWN_USAGE, spending
-from sampling_core import Sampler, ScriptedBackend
+from sampling_core import RetryPolicy, Sampler, ScriptedBackend, TransientBackendError
 from sampling_core.backends.base import Chunk
 from sampling_core.requirements import contains
 
@@ -280,6 +280,28 @@ async def test_a_backend_call_cancelled_under_a_wrapper_spent_what_is_unknown() 
     assert payload.backend_called and payload.answered_by is None
     assert payload.usage.input_tokens is None
     assert result.cancelled_usage.input_tokens is None and result.usage.input_tokens is None
+
+
+async def test_a_backend_call_that_raised_under_a_wrapper_spent_nothing_unknown() -> None:
+    """A backend call under a wrapper that raised (a transient error, then retried) spent
+    nothing that is unknown: the call's usage is its retry's, known."""
+    failed: list[int] = []
+
+    def reply(request: Any) -> str:
+        if not failed:
+            failed.append(1)
+            raise TransientBackendError("busy")
+        return "yes"
+
+    sampler = Sampler(
+        ScriptedBackend(reply),
+        plugins=[PassThrough()],
+        load_entrypoints=False,
+        retry=RetryPolicy(base_delay=0.0, jitter=0.0),
+    )
+    result = await sampler.sample("q", requirements=[contains("yes")])
+    assert result.success and failed == [1]
+    assert result.usage.input_tokens == result.usage.output_tokens == 1
 
 
 class RefuseAfterTheGuard:
