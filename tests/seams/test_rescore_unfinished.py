@@ -87,3 +87,23 @@ async def test_a_rescore_of_a_rescore_still_knows_where_the_run_stopped(tmp_path
     (once,) = records(tmp_path / "d")
     assert direct["attempts"]["samples"] == once["attempts"]["samples"]
     assert once["attempts"]["samples"] == {"ran": 2, "passed": 1, "not_known": 1}
+
+
+async def test_a_stopped_subsample_whose_pass_is_not_known_is_one_sample_not_known(
+    tmp_path: Path,
+) -> None:
+    # the run stopped subsample 0 at "cat"; the rescore keeps "contains cat" and adds a
+    # check that needs log-probabilities the run did not keep: "cat" is not known (not
+    # failed), and subsample 0 is one sample not known, not two
+    dataset = write_dataset(tmp_path / "d.jsonl", 1)
+    budgets = {"loop_budget": 2, "concurrency_budget": 3, "early_exit": False}
+    source = write_config(
+        tmp_path / "a.yaml", dataset, requirements=[{"contains": "cat"}], budgets=budgets
+    )
+    await run_batch(source, tmp_path / "a", backend=ScriptedBackend(reply))
+    added = [{"contains": "cat"}, {"min_confidence": 0.5}]
+    await rescore(tmp_path / "a", tmp_path / "b", requirements=added)
+    (record,) = records(tmp_path / "b")
+    # subsample 1 fails "contains cat" twice (known); 0 and 2 passed it with an attempt
+    # the new check cannot judge
+    assert record["attempts"]["samples"] == {"ran": 1, "passed": 0, "not_known": 2}
