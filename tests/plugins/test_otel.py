@@ -13,6 +13,7 @@ from builtin_plugins.otel import CANCELLED, OtelPlugin
 from builtin_plugins.tracing import TracingPlugin
 from sampling_core import GenerationRequest
 from tests.support.engine_helpers import race
+from tests.support.otel_helpers import metrics_by_name
 
 
 @pytest.fixture
@@ -249,10 +250,7 @@ async def test_genai_client_metrics_per_backend_call(sampler, scripted_backend, 
         await sampler(scripted_backend(reply), plugins=[plugin]).sample(
             "q", options={"model": "m-1"}
         )
-    data = reader.get_metrics_data()
-    found = {
-        m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
-    }
+    found = metrics_by_name(reader)
     tokens, duration = found["gen_ai.client.token.usage"], found["gen_ai.client.operation.duration"]
     assert (tokens.unit, duration.unit) == ("{token}", "s")
     base = {
@@ -319,13 +317,7 @@ async def test_a_calls_duration_is_the_engines_measure(
             await s.sample("q", loop_budget=1, plugins=[Latency()])
     else:
         await s.sample("q", loop_budget=1, plugins=[Latency()])
-    (duration,) = [
-        m
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        if m.name == "gen_ai.client.operation.duration"
-    ]
+    duration = metrics_by_name(reader)["gen_ai.client.operation.duration"]
     (point,) = duration.data.data_points
     assert point.attributes.get("error.type") == ("ValueError" if fails else None)
     assert point.count == 1 and len(latencies) == 1

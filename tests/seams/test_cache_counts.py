@@ -19,6 +19,7 @@ from hook_specs import Generation, RunEndPayload, Usage, hookimpl
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.runs import run_batch
 from sampling_core.runs.reports.report import build_report
+from tests.support.otel_helpers import metrics_by_name
 from tests.support.runs_helpers import records, write_config, write_dataset
 
 pytestmark = pytest.mark.anyio
@@ -116,12 +117,7 @@ async def test_opentelemetry_measures_backend_calls_only(tmp_path: Path, provide
     reader = InMemoryMetricReader()
     plugin = OtelPlugin(tracer_provider=provider, meter_provider=MeterProvider([reader]))
     await sample_twice(tmp_path, plugin, loop_budget=2)  # 2 backend calls, then 2 hits
-    found = {
-        m.name: m
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-    }
+    found = metrics_by_name(reader)
     (calls,) = found["gen_ai.client.operation.duration"].data.data_points
     assert calls.count == 2
     tokens = {

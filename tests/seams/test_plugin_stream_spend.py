@@ -22,6 +22,7 @@ from hook_specs.records import UNKNOWN_USAGE, spending
 from sampling_core import RetryPolicy, Sampler, ScriptedBackend, TransientBackendError
 from sampling_core.backends.base import Chunk
 from sampling_core.requirements import contains
+from tests.support.otel_helpers import metrics_by_name
 
 pytestmark = pytest.mark.anyio
 
@@ -160,12 +161,7 @@ async def test_opentelemetry_measures_no_cancelled_plugin_stream(provider: Any) 
     reader = InMemoryMetricReader()
     plugin = OtelPlugin(tracer_provider=provider, meter_provider=MeterProvider([reader]))
     await cut_midway("sibling_succeeded", plugin)
-    found = {
-        m.name: m
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-    }
+    found = metrics_by_name(reader)
     (calls,) = found["gen_ai.client.operation.duration"].data.data_points
     assert calls.count == 1  # the backend's call; the replay's cancelled answer is none
 
