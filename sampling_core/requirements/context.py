@@ -67,31 +67,28 @@ class CheckContext:
 def takes_context(check: Callable[..., Any]) -> bool:
     """Whether ``check`` accepts a second positional argument (the context).
 
-    Worked out once per plain function's code and defaults: the checks a factory makes
-    (``max_words(40)``, made anew for each call) share their answer, without reading a
-    signature each time."""
-    key = None
+    Worked out once per plain function's code and number of defaults (all the answer
+    depends on: whether its second positional parameter has a default, never what the
+    default is): the checks a factory makes (``max_words(40)``, made anew for each call)
+    share their answer, without reading a signature each time."""
     if (
-        type(check) is FunctionType
-        and not hasattr(check, "__wrapped__")
-        and not hasattr(check, "__signature__")
+        type(check) is not FunctionType
+        or hasattr(check, "__wrapped__")
+        or hasattr(check, "__signature__")
     ):
-        key = (check.__code__, check.__defaults__)
-        try:
-            known = _TAKES_CONTEXT.get(key)
-        except TypeError:  # a default that cannot be hashed: read each time
-            key = known = None
-        if known is not None:
-            return known
-    found = _reads_context(check)
-    if key is not None:
+        return _reads_context(check)
+    defaults = check.__defaults__
+    key = (check.__code__, len(defaults) if defaults else 0)
+    known = _TAKES_CONTEXT.get(key)
+    if known is None:
+        known = _reads_context(check)
         if len(_TAKES_CONTEXT) >= _KEPT:
             _TAKES_CONTEXT.clear()
-        _TAKES_CONTEXT[key] = found
-    return found
+        _TAKES_CONTEXT[key] = known
+    return known
 
 
-_TAKES_CONTEXT: dict[tuple[Any, Any], bool] = {}
+_TAKES_CONTEXT: dict[tuple[Any, int], bool] = {}
 _KEPT = 1024
 
 

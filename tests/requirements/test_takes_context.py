@@ -57,9 +57,27 @@ def test_what_a_function_declares_beyond_its_code_is_read_each_time() -> None:
     assert takes_context(plain) is True  # its declared signature, not its code's
 
 
-@pytest.mark.parametrize("default", [[], {}])
-def test_an_unhashable_default_is_read_without_the_cache(default: Any) -> None:
+def _with_default(default: Any) -> Any:
     def check(text: str, context: Any, extra: Any = default) -> bool:
         return True
 
-    assert takes_context(check) is True
+    return check
+
+
+@pytest.mark.parametrize("default", [[], {}, "a value"])
+def test_what_a_default_is_does_not_matter_only_how_many(monkeypatch, default: Any) -> None:
+    read: list[object] = []
+    real = context_module._reads_context
+
+    def counted(check: Any) -> bool:
+        read.append(check)
+        return real(check)
+
+    monkeypatch.setattr(context_module, "_reads_context", counted)
+    context_module._TAKES_CONTEXT.clear()
+    assert [takes_context(_with_default(default)) for _ in range(3)] == [True] * 3
+    assert len(read) == 1  # an unhashable default too: read once per code
+    # the cache keeps no default value alive (a check's default may be large)
+    kept = [value for key in context_module._TAKES_CONTEXT for value in key]
+    kept += [value for part in kept if isinstance(part, tuple) for value in part]
+    assert not any(value is default for value in kept)
