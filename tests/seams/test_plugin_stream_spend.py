@@ -278,7 +278,7 @@ async def test_a_backend_call_cancelled_under_a_wrapper_spent_what_is_unknown() 
     assert result.cancelled_usage.input_tokens is None and result.usage.input_tokens is None
 
 
-async def test_a_backend_call_that_raised_under_a_wrapper_spent_nothing_unknown() -> None:
+async def test_a_backend_call_that_raised_under_a_wrapper_leaves_the_usage_known() -> None:
     """A backend call under a wrapper that raised (a transient error, then retried) spent
     nothing that is unknown: the call's usage is its retry's, known."""
     failed: list[int] = []
