@@ -12,6 +12,21 @@ from sampling_core.requirements.checks import max_words
 from sampling_core.requirements.context import takes_context
 
 
+@pytest.fixture
+def read(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The checks whose signature is read from now on (the cache starts empty)."""
+    seen: list[object] = []
+    real = context_module._reads_context
+
+    def counted(check: Any) -> bool:
+        seen.append(check)
+        return real(check)
+
+    monkeypatch.setattr(context_module, "_reads_context", counted)
+    monkeypatch.setattr(context_module, "_TAKES_CONTEXT", {})
+    return seen
+
+
 def _factory(wants: bool) -> Any:
     if wants:
 
@@ -26,16 +41,7 @@ def _factory(wants: bool) -> Any:
     return check
 
 
-def test_checks_a_factory_makes_share_one_reading_of_the_signature(monkeypatch) -> None:
-    read: list[object] = []
-    real = context_module._reads_context
-
-    def counted(check: Any) -> bool:
-        read.append(check)
-        return real(check)
-
-    monkeypatch.setattr(context_module, "_reads_context", counted)
-    context_module._TAKES_CONTEXT.clear()
+def test_checks_a_factory_makes_share_one_reading_of_the_signature(read: list[object]) -> None:
     answers = [takes_context(_factory(True)) for _ in range(5)]
     answers += [takes_context(_factory(False)) for _ in range(5)]
     assert answers == [True] * 5 + [False] * 5
@@ -65,16 +71,7 @@ def _with_default(default: Any) -> Any:
 
 
 @pytest.mark.parametrize("default", [[], {}, "a value"])
-def test_what_a_default_is_does_not_matter_only_how_many(monkeypatch, default: Any) -> None:
-    read: list[object] = []
-    real = context_module._reads_context
-
-    def counted(check: Any) -> bool:
-        read.append(check)
-        return real(check)
-
-    monkeypatch.setattr(context_module, "_reads_context", counted)
-    context_module._TAKES_CONTEXT.clear()
+def test_what_a_default_is_does_not_matter_only_how_many(read: list[object], default: Any) -> None:
     assert [takes_context(_with_default(default)) for _ in range(3)] == [True] * 3
     assert len(read) == 1  # an unhashable default too: read once per code
     # the cache keeps no default value alive (a check's default may be large)

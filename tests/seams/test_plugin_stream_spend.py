@@ -7,7 +7,7 @@ answers; these are the streamed ones)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -211,8 +211,9 @@ async def test_a_call_cancelled_before_its_backend_call_began_spent_nothing(kind
     assert (totals.started, totals.generations) == (1, 1)  # its place is given back
 
 
-async def test_a_backend_call_cancelled_in_flight_keeps_its_place() -> None:
-    cancelled: list[Any] = []
+def first_hangs() -> Callable[[Any], Awaitable[str]]:
+    """A backend's replies: subsample 0's call hangs until it is cancelled; the others
+    answer "yes" once it began (made inside a test: its event is the running loop's)."""
     began = anyio.Event()
 
     async def reply(request: Any) -> str:
@@ -222,6 +223,12 @@ async def test_a_backend_call_cancelled_in_flight_keeps_its_place() -> None:
         await began.wait()
         return "yes"
 
+    return reply
+
+
+async def test_a_backend_call_cancelled_in_flight_keeps_its_place() -> None:
+    cancelled: list[Any] = []
+
     class Watch:
         @hookimpl
         def generation_cancelled(self, payload: Any) -> None:
@@ -229,7 +236,9 @@ async def test_a_backend_call_cancelled_in_flight_keeps_its_place() -> None:
 
     totals = Totals()
     guard = BudgetGuard(max_generations_total=5, totals=totals)
-    sampler = Sampler(ScriptedBackend(reply), plugins=[Watch(), guard], load_entrypoints=False)
+    sampler = Sampler(
+        ScriptedBackend(first_hangs()), plugins=[Watch(), guard], load_entrypoints=False
+    )
     with anyio.fail_after(10):
         result = await sampler.sample("q", requirements=[contains("yes")], concurrency_budget=2)
     assert result.success and result.cancelled == 1
@@ -258,17 +267,9 @@ class PassThrough:
 async def test_a_backend_call_cancelled_under_a_wrapper_spent_what_is_unknown() -> None:
     """A wrapper passed the call on and the backend was working on it (not streamed): the
     backend was asked, so what the call spent is unknown, never nothing."""
-    began = anyio.Event()
-
-    async def reply(request: Any) -> str:
-        if request.iteration.subsample_index == 0:
-            began.set()
-            await anyio.sleep_forever()
-        await began.wait()
-        return "yes"
 
     wrapper = PassThrough()
-    sampler = Sampler(ScriptedBackend(reply), plugins=[wrapper], load_entrypoints=False)
+    sampler = Sampler(ScriptedBackend(first_hangs()), plugins=[wrapper], load_entrypoints=False)
     with anyio.fail_after(10):
         result = await sampler.sample("q", requirements=[contains("yes")], concurrency_budget=2)
     assert result.success and result.cancelled == 1

@@ -28,22 +28,31 @@ def reply(request: GenerationRequest) -> str:
     return REPLIES[(info.subsample_index, info.attempt)]
 
 
+BUDGETS = {"loop_budget": 2, "concurrency_budget": 3, "early_exit": False}
+
+
+async def source_run(tmp_path: Path, prompts: int) -> Path:
+    """The run (``tmp_path / "a"``) of ``prompts`` prompts with ``contains cat``, sampled
+    by :func:`reply` with :data:`BUDGETS`; its dataset is ``tmp_path / "d.jsonl"``."""
+    dataset = write_dataset(tmp_path / "d.jsonl", prompts)
+    source = write_config(
+        tmp_path / "a.yaml", dataset, requirements=[{"contains": "cat"}], budgets=BUDGETS
+    )
+    await run_batch(source, tmp_path / "a", backend=ScriptedBackend(reply))
+    return dataset
+
+
 async def test_a_subsample_that_stopped_at_a_pass_the_new_checks_fail_is_not_known(
     tmp_path: Path,
 ) -> None:
-    dataset = write_dataset(tmp_path / "d.jsonl", 2)
-    budgets = {"loop_budget": 2, "concurrency_budget": 3, "early_exit": False}
-    source = write_config(
-        tmp_path / "a.yaml", dataset, requirements=[{"contains": "cat"}], budgets=budgets
-    )
-    await run_batch(source, tmp_path / "a", backend=ScriptedBackend(reply))
+    dataset = await source_run(tmp_path, 2)
     for record in records(tmp_path / "a"):
         assert record["attempts"]["samples"] == {"ran": 3, "passed": 2}
 
     # "contains dog": subsample 0's "cat" fails, and its second attempt never ran (not
     # known); subsample 1 passes at "dog"; subsample 2 fails "ant" and passes "cat dog"
     dog = write_config(
-        tmp_path / "b.yaml", dataset, requirements=[{"contains": "dog"}], budgets=budgets
+        tmp_path / "b.yaml", dataset, requirements=[{"contains": "dog"}], budgets=BUDGETS
     )
     await rescore(tmp_path / "a", tmp_path / "b", config=dog)
     for record in records(tmp_path / "b"):
@@ -53,7 +62,7 @@ async def test_a_subsample_that_stopped_at_a_pass_the_new_checks_fail_is_not_kno
     # "contains cow": subsample 0 not known as above; subsample 1 fails "dog" and passes
     # "cow"; subsample 2 spent its budget without a pass (a failed sample: it is known)
     cow = write_config(
-        tmp_path / "c.yaml", dataset, requirements=[{"contains": "cow"}], budgets=budgets
+        tmp_path / "c.yaml", dataset, requirements=[{"contains": "cow"}], budgets=BUDGETS
     )
     await rescore(tmp_path / "a", tmp_path / "c", config=cow)
     for record in records(tmp_path / "c"):
@@ -71,13 +80,8 @@ async def test_a_subsample_that_stopped_at_a_pass_the_new_checks_fail_is_not_kno
 async def test_a_rescore_of_a_rescore_still_knows_where_the_run_stopped(tmp_path: Path) -> None:
     # the run stopped subsample 0 at "cat"; a first rescore ("contains dog") fails it, and
     # a rescore of that rescore ("contains cow") must still know the run stopped it there
-    dataset = write_dataset(tmp_path / "d.jsonl", 1)
-    budgets = {"loop_budget": 2, "concurrency_budget": 3, "early_exit": False}
-    settings = {"budgets": budgets}
-    source = write_config(
-        tmp_path / "a.yaml", dataset, requirements=[{"contains": "cat"}], **settings
-    )
-    await run_batch(source, tmp_path / "a", backend=ScriptedBackend(reply))
+    dataset = await source_run(tmp_path, 1)
+    settings = {"budgets": BUDGETS}
     dog = write_config(tmp_path / "b.yaml", dataset, requirements=[{"contains": "dog"}], **settings)
     await rescore(tmp_path / "a", tmp_path / "b", config=dog)
     cow = write_config(tmp_path / "c.yaml", dataset, requirements=[{"contains": "cow"}], **settings)
@@ -95,12 +99,7 @@ async def test_a_stopped_subsample_whose_pass_is_not_known_is_one_sample_not_kno
     # the run stopped subsample 0 at "cat"; the rescore keeps "contains cat" and adds a
     # check that needs log-probabilities the run did not keep: "cat" is not known (not
     # failed), and subsample 0 is one sample not known, not two
-    dataset = write_dataset(tmp_path / "d.jsonl", 1)
-    budgets = {"loop_budget": 2, "concurrency_budget": 3, "early_exit": False}
-    source = write_config(
-        tmp_path / "a.yaml", dataset, requirements=[{"contains": "cat"}], budgets=budgets
-    )
-    await run_batch(source, tmp_path / "a", backend=ScriptedBackend(reply))
+    await source_run(tmp_path, 1)
     added = [{"contains": "cat"}, {"min_confidence": 0.5}]
     await rescore(tmp_path / "a", tmp_path / "b", requirements=added)
     (record,) = records(tmp_path / "b")
