@@ -121,7 +121,7 @@ class Requirement:
         outcome: Any = (
             self.check(text, context or CheckContext()) if self.wants_context else self.check(text)
         )
-        if inspect.isawaitable(outcome):
+        if not isinstance(outcome, bool | ValidationResult) and inspect.isawaitable(outcome):
             outcome = await outcome
         return _as_result(outcome, self.description)
 
