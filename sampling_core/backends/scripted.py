@@ -122,7 +122,7 @@ class ScriptedBackend:
         reply: Any
         if callable(self._replies):
             reply = self._replies(request)
-            if inspect.isawaitable(reply):
+            if not isinstance(reply, str | Generation) and inspect.isawaitable(reply):
                 reply = await reply
         else:
             reply = self._replies[(call - 1) % len(self._replies)]

@@ -19,7 +19,6 @@ import anyio
 from hook_specs.errors import StopSampling
 from hook_specs.records import (
     NOTHING_SPENT,
-    STOPPED_EARLY,
     UNKNOWN_USAGE,
     Generation,
     IterationInfo,
@@ -35,7 +34,14 @@ from sampling_core.backends.base import (
 from sampling_core.backends.transport import is_transient
 from sampling_core.engine.seeds import derive_seed
 from sampling_core.engine.settings import CallSettings
-from sampling_core.engine.streaming import Failed, Flight, read_stream, read_stream_within
+from sampling_core.engine.streaming import (
+    Failed,
+    Flight,
+    judge_whole,
+    read_stream,
+    read_stream_within,
+    readers_of,
+)
 from sampling_core.engine.suspension import YieldClock, finish, note_yield
 from sampling_core.engine.tally import Tally
 from sampling_core.errors import CheckCallFailed
@@ -247,15 +253,10 @@ class GenerationStep:
                     reply = await generate_within(self.s.attempt_timeout, backend, request)
         elif isinstance(answer, Generation | str):
             reply = answer
-            if (
-                streamed
-                and isinstance(answer, Generation)
-                and (answer.finish_reason == STOPPED_EARLY or self.prefixes)
-            ):
-                reply, failed = await self._stream(
-                    info, request, Answered((answer,)), retry, answered_by
-                )
-                verdict.append(failed)
+            if streamed and self.prefixes and isinstance(answer, Generation):
+                # judged as read_stream judges a generation that arrives in one piece (with
+                # nothing to await, it needs no stream of its own)
+                verdict.append(judge_whole(readers_of(self.prefixes, self.prefix_notes), answer))
         elif streamed:
             reply, failed = await self._stream(info, request, Answered(answer), retry, answered_by)
             verdict.append(failed)

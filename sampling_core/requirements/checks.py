@@ -121,7 +121,7 @@ class Requirement:
         outcome: Any = (
             self.check(text, context or CheckContext()) if self.wants_context else self.check(text)
         )
-        if inspect.isawaitable(outcome):
+        if not isinstance(outcome, bool | ValidationResult) and inspect.isawaitable(outcome):
             outcome = await outcome
         return _as_result(outcome, self.description)
 
@@ -141,8 +141,8 @@ class Requirement:
                     ValidationResult(True, None, None, description),
                 )
             return verdicts[outcome]
-        if inspect.isawaitable(outcome):
-            return self._finish(outcome)
+        if not isinstance(outcome, ValidationResult) and inspect.isawaitable(outcome):
+            return self._finish(outcome)  # (isawaitable's ABC check, skipped for a verdict)
         return _as_result(outcome, self.description)
 
     async def _finish(self, pending: Awaitable[Any]) -> ValidationResult:

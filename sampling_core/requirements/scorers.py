@@ -96,7 +96,7 @@ def python_scorer(function: str) -> Scorer:
 async def score_of(scorer: Scorer, text: str, context: CheckContext) -> float:
     """What ``scorer`` gives the answer, as a finite float (``ValueError`` otherwise)."""
     score: Any = scorer(text, context) if takes_context(scorer) else scorer(text)
-    if inspect.isawaitable(score):
+    if not isinstance(score, int | float) and inspect.isawaitable(score):  # (an ABC check)
         score = await score
     if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
         raise ValueError(f"a scorer returned {score!r}; it must return a finite number")
