@@ -56,11 +56,13 @@ async def test_maj_at_k_of_a_weighted_vote_is_labelled_unweighted_everywhere(
 
     report = build_report(weighted)
     data = report.as_dict()
+    # the weight is named by its kind and its options: which python function weighed them
+    named = f"python (function={__name__}:long_sevens)"
     assert data["maj_at_k"] and all(
-        e["unweighted"] is True and e["run_vote_weight"] == "python" for e in data["maj_at_k"]
+        e["unweighted"] is True and e["run_vote_weight"] == named for e in data["maj_at_k"]
     )
     assert "maj@k, unweighted" in report.render()
-    assert "vote weighed answers by python" in report.render()
+    assert f"vote weighed answers by {named}" in report.render()
     ended = {"run_dir": "/r", "session": 1, "interrupted": False, "elapsed_s": 1.0}
     payload = RunEndPayload(
         **ended, totals={}, pass_at_k=None, pass_hat_k=None, maj_at_k=data["maj_at_k"]
@@ -84,7 +86,7 @@ async def test_maj_at_k_of_a_weighted_vote_is_labelled_unweighted_everywhere(
 
     compared = compare_runs(counted, weighted)
     as_json = compared.as_dict()
-    assert as_json["vote_weight"] == {"a": None, "b": "python"}
+    assert as_json["vote_weight"] == {"a": None, "b": named}
     maj = [m for m in as_json["measures"] if m["measure"] == "maj@k"]
     assert maj and all(m["unweighted"] is True for m in maj)
     text = compared.render()
@@ -93,6 +95,6 @@ async def test_maj_at_k_of_a_weighted_vote_is_labelled_unweighted_everywhere(
     assert any("unweighted" in line for line in measured)
     for line in measured:  # a label, then at least one space, then A's figure
         assert re.match(r"  \S.*\S +\d+\.\d% -> ", line), line
-    assert "B's vote weighed answers by python; maj@k counts each sample once" in text
+    assert f"B's vote weighed answers by {named}; maj@k counts each sample once" in text
     both_counted = compare_runs(counted, counted).as_dict()
     assert all("unweighted" not in m for m in both_counted["measures"])

@@ -136,8 +136,9 @@ def sample_votes(record: dict[str, Any]) -> Profile | None:
 
 
 def vote_weight_of(config: Mapping[str, Any]) -> str | None:
-    """What a run's vote weighed each answer by (its strategy's ``weight`` scorer, named:
-    ``mean_confidence``, ...), or ``None`` when each answer counted once.
+    """What a run's vote weighed each answer by (its strategy's ``weight`` scorer, named by
+    its kind and its options: ``mean_confidence``, ``python (function=mypkg.scores:f)``),
+    or ``None`` when each answer counted once.
 
     maj@k counts each sample's answer once, as the vote it estimates is a count (the
     majority of k samples): for a run whose vote weighed answers it is not that vote's
@@ -149,7 +150,10 @@ def vote_weight_of(config: Mapping[str, Any]) -> str | None:
         return None
     if isinstance(weight, Mapping):
         named = weight.get("kind") or weight.get("name")
-        return str(named) if named else json.dumps(dict(weight), sort_keys=True, default=str)
+        if not named:
+            return json.dumps(dict(weight), sort_keys=True, default=str)
+        options = [f"{k}={v}" for k, v in sorted(weight.items()) if k not in ("kind", "name")]
+        return f"{named} ({', '.join(options)})" if options else str(named)
     return str(weight)
 
 
