@@ -33,7 +33,7 @@ budget), and the report adds them up.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from hook_specs.errors import StopSampling
@@ -250,7 +250,7 @@ def _not_known_named(
     """``validations`` with each undecided one's requirement named ``"... (not known)"``:
     the record's unmet requirements and failure label never call it unmet."""
     return tuple(
-        replace(v, requirement=f"{v.requirement} (not known)") if i in undecided else v
+        v.of(f"{v.requirement} (not known)") if i in undecided else v
         for i, v in enumerate(validations)
     )
 
