@@ -60,7 +60,20 @@ async def test_an_estimate_over_fewer_prompts_than_its_bounds_says_so(tmp_path: 
     said = "(bounds over 2 prompts, the estimate over 1: 1 with fewer than 2 known samples)"
     lines = [line for line in report.render().splitlines() if line.strip().startswith("pass")]
     assert sum(said in line for line in lines) == 2  # pass@2 and pass^2
-    assert [p.get("left_out") for p in run_data(tmp_path / "b")["pass_at_k"]] == [None, 1, 1]
+    view = run_data(tmp_path / "b")
+    assert [p.get("left_out") for p in view["pass_at_k"]] == [None, 1, 1]
+    # the page shows the note the report writes (one rule: PassAtK.note), not a copy of it
+    notes = {
+        f"pass{op}{p.k}": p.note()
+        for op, t in (("@", report.pass_at_k), ("^", report.pass_hat_k))
+        for p in t
+    }
+    shown = {
+        f"pass{op}{e['k']}": e["note"]
+        for op, t in (("@", view["pass_at_k"]), ("^", view["pass_hat_k"]))
+        for e in t
+    }
+    assert shown == notes and said in shown["pass^2"]
     assert said in compare_runs(tmp_path / "a", tmp_path / "b").render()
     ended = {"run_dir": "/r", "session": 1, "interrupted": False, "elapsed_s": 1.0}
     payload = RunEndPayload(**ended, totals={}, pass_at_k=None, pass_hat_k=data["pass_hat_k"])
