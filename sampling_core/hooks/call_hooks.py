@@ -114,7 +114,7 @@ class CallHooks(HookChannel):
         if route.direct:
             payload = route.deliver(self, fields)
             messages, options = payload.messages, payload.options
-            if type(messages) is list and type(options) is dict:
+            if type(options) is dict and _are_messages(messages):
                 return messages, options
             return _sent(payload)
         return self._fire_then(route, fields, _sent)
@@ -389,7 +389,7 @@ class CallHooks(HookChannel):
         if route.direct:
             payload = route.deliver(self, fields)
             repaired = payload.messages
-            return repaired if isinstance(repaired, list) else _repaired(payload)
+            return repaired if _are_messages(repaired) else _repaired(payload)
         return self._fire_then(route, fields, _repaired)
 
 
@@ -397,15 +397,25 @@ def _is_generation(outcome: object) -> bool:
     return isinstance(outcome, Generation)
 
 
+def _are_messages(value: object) -> bool:
+    """Whether ``value`` is what a backend is sent as messages: a list of dicts."""
+    if not isinstance(value, list):
+        return False
+    for message in value:  # noqa: SIM110 - a loop, not all(): no generator per attempt
+        if not isinstance(message, dict):
+            return False
+    return True
+
+
 def _sent(payload: Any) -> Sent:
     """What ``generation_pre_call`` left to send: ``PluginError`` naming the plugin that
-    wrote something other than a list of messages or a dict of options."""
+    wrote something other than a list of messages (dicts) or a dict of options."""
     messages, options = payload.messages, payload.options
-    for field, value, kind, what in (
-        ("messages", messages, list, "a list of messages"),
-        ("options", options, dict, "a dict of options"),
+    for field, ok, what in (
+        ("messages", _are_messages(messages), "a list of messages (dicts)"),
+        ("options", isinstance(options, dict), "a dict of options"),
     ):
-        if not isinstance(value, kind):
+        if not ok:
             writer = payload.written_by(field) or "a plugin"
             raise PluginError(
                 writer, H.GENERATION_PRE_CALL.value, f"payload.{field} must be {what}"
@@ -427,11 +437,11 @@ def _verdicts(payload: Any) -> tuple[ValidationResult, ...]:
 
 def _repaired(payload: Any) -> list[Message]:
     """The messages ``sampling_repair`` left: ``PluginError`` naming the plugin that wrote
-    something other than a list."""
+    something other than a list of messages (dicts)."""
     repaired = payload.messages
-    if not isinstance(repaired, list):
+    if not _are_messages(repaired):
         writer = payload.written_by("messages") or "a plugin"
         raise PluginError(
-            writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages"
+            writer, H.SAMPLING_REPAIR.value, "payload.messages must be a list of messages (dicts)"
         )
     return repaired

@@ -329,18 +329,24 @@ async def test_a_bad_write_after_a_second_await_names_its_plugin():
 
 
 @pytest.mark.parametrize("awaits", [False, True], ids=["direct", "awaiting"])
-@pytest.mark.parametrize("field", ["messages", "options"])
-async def test_pre_call_fields_of_the_wrong_kind_fail_closed_naming_the_writer(field, awaits):
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("messages", "not a list"), ("messages", ["hi", 3]), ("options", "not a dict")],
+    ids=["messages", "message items", "options"],
+)
+async def test_pre_call_fields_of_the_wrong_kind_fail_closed_naming_the_writer(
+    field, value, awaits
+):
     class Breaks:
         @hookimpl
         def generation_pre_call(self, payload):
-            setattr(payload, field, "not a container")
+            setattr(payload, field, value)
 
     class BreaksLater:
         @hookimpl
         async def generation_pre_call(self, payload):
             await anyio.sleep(0)
-            setattr(payload, field, "not a container")
+            setattr(payload, field, value)
 
     plugin = BreaksLater() if awaits else Breaks()
     backend = SeenBackend()
@@ -351,3 +357,26 @@ async def test_pre_call_fields_of_the_wrong_kind_fail_closed_naming_the_writer(f
     assert raised.value.plugin_name == type(plugin).__name__
     assert f"payload.{field} must be" in str(raised.value)
     assert backend.options == []  # nothing was sent
+
+
+@pytest.mark.parametrize("awaits", [False, True], ids=["direct", "awaiting"])
+async def test_repair_messages_that_are_not_dicts_fail_closed_naming_the_writer(awaits):
+    class Breaks:
+        @hookimpl
+        def sampling_repair(self, payload):
+            payload.messages = [*payload.messages, "not a message"]
+
+    class BreaksLater:
+        @hookimpl
+        async def sampling_repair(self, payload):
+            await anyio.sleep(0)
+            payload.messages = [*payload.messages, "not a message"]
+
+    plugin = BreaksLater() if awaits else Breaks()
+    backend = SeenBackend()
+    sampler = Sampler(backend, plugins=[plugin], load_entrypoints=False)
+    with pytest.raises(PluginError) as raised:
+        await sampler.sample("q", requirements=[never], loop_budget=2)
+    assert raised.value.plugin_name == type(plugin).__name__
+    assert "payload.messages must be a list of messages (dicts)" in str(raised.value)
+    assert len(backend.options) == 1  # the first attempt only: the bad repair was not sent

@@ -104,7 +104,8 @@ async def test_results_or_messages_replaced_by_a_non_list_fail_closed_naming_the
             "q", requirements=[starts_ok], loop_budget=2
         )
     assert str(raised.value) == (
-        "plugin 'BadRepair' failed in sampling_repair: payload.messages must be a list of messages"
+        "plugin 'BadRepair' failed in sampling_repair: "
+        "payload.messages must be a list of messages (dicts)"
     )
 
 
