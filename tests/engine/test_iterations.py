@@ -187,14 +187,15 @@ async def test_every_call_binds_its_attempts_even_after_the_context_was_cleared(
 async def test_a_task_an_attempt_leaves_running_sees_its_subsamples_later_attempts():
     import asyncio
 
-    seen: list[tuple[int, int] | None] = []
+    seen: list[tuple[int, int, int] | None] = []
     second_started = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
 
     async def later(own: int) -> None:  # started by attempt 1, still running in attempt 2
         await second_started.wait()
         info = current_iteration()
-        seen.append((own, info.attempt) if info is not None else None)
+        logged = structlog.contextvars.get_contextvars()["attempt"]
+        seen.append((own, info.attempt, logged) if info is not None else None)
 
     async def reply(request: GenerationRequest) -> str:
         info = current_iteration()
@@ -211,4 +212,4 @@ async def test_a_task_an_attempt_leaves_running_sees_its_subsamples_later_attemp
         "q", requirements=[never], loop_budget=2
     )
     await asyncio.gather(*tasks)
-    assert seen == [(1, 2)]
+    assert seen == [(1, 2, 1)]  # its own, the subsample's now, and its log lines' own
