@@ -232,3 +232,26 @@ def test_a_config_object_is_checked_against_the_kinds_before_anything_is_written
     with pytest.raises(ConfigError, match=r"backend.*no_such_backend"):
         run_batch_sync(unknown, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+async def test_a_sessions_wall_time_includes_starting_its_executor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Ray cluster and its workers' backends start before the session's records; the
+    # local executor builds its backend there too. Starting takes 100 s on this clock.
+    from sampling_core.runs.execution import runner
+
+    real, offset = time.perf_counter, [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + offset[0])
+    build = runner.build_backend
+
+    def slow_to_start(*args, **kwargs):
+        offset[0] += 100.0
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "build_backend", slow_to_start)
+    dataset = write_dataset(tmp_path / "d.jsonl", 2)
+    summary = await run_batch(write_config(tmp_path / "c.yaml", dataset), tmp_path / "out")
+    (session,) = json.loads((tmp_path / "out" / "progress.json").read_text())["sessions"]
+    assert 100.0 <= session["elapsed_s"] < 200.0
+    assert summary.wall_time_s == session["elapsed_s"]

@@ -9,6 +9,7 @@ it starts or continues the run: up to ``run.max_concurrent_prompts`` prompts at 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
@@ -152,6 +153,7 @@ async def run_batch(
     own_backend = backend is None
     chosen_backend = None
     responses = open_run_cache(config)  # a file that cannot be a cache: refused here
+    began = time.perf_counter()  # the session's wall time includes starting its executor
     try:
         if config.run.executor == "ray":  # workers ready before anything is written
             probe = responses.new_probe() if responses is not None else None
@@ -178,7 +180,7 @@ async def run_batch(
         else:
             _create(run_dir, config, dataset, argv, source, resolved, kinds, extra_plugins)
             say(f"started run {run_dir.path}: {dataset.count} prompts")
-        batch = BatchSession(config, dataset, run_dir, index, retry_failed, argv)
+        batch = BatchSession(config, dataset, run_dir, index, retry_failed, argv, began)
         meta = index.meta if index is not None else read_run_meta(run_dir, _no_hashes)
         settings, batch.run_id = recorded_settings(meta), run_identity(meta)
         if cluster is not None:

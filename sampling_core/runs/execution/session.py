@@ -54,7 +54,10 @@ class BatchSession:
         index: RunIndex | None,
         retry_failed: bool,
         argv: Sequence[str],
+        began: float | None = None,
     ) -> None:
+        """``began``: when the session began (``perf_counter()``), if before this: its
+        executor's start (a Ray cluster and its workers' backends) is the session's time."""
         self.config = config
         self.run_dir = run_dir
         self.total = dataset.count
@@ -83,7 +86,7 @@ class BatchSession:
         self.number = len(self.sessions)
         self.hooks = RunHooks(None, run_dir.path, self.number)
         self.run_id: str | None = None  # the run's identity in meta.json (set by the runner)
-        self.started = time.perf_counter()
+        self.started = time.perf_counter() if began is None else began
         self.writer = run_dir.open_writer(
             flush_every=config.run.flush_every, fsync=config.run.fsync
         )
