@@ -257,13 +257,12 @@ class BudgetGuard:
         the cache or another plugin gave was no backend call: its place is given back."""
         call = self._call(payload.sampling_id)
         call.streaming.pop(payload.iteration, None)
-        held = self._ended(call, payload.iteration)
+        self._ended(call, payload.iteration)
         generation = payload.generation
         if generation.answered_by is not None:
             if payload.purpose == "sample":  # a cached one still says its request's input
                 self._requests(payload.sampling_id).returned(payload.iteration, generation)
-            if held:  # as generation_cancelled: only a place the guard took is given back
-                self._given_back(call)
+            self._given_back(call)
             return
         usage = generation.usage
         tokens, cost, unpriced = usage.total_tokens, usage.cost_usd, None
