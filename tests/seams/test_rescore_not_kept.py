@@ -14,6 +14,7 @@ import pytest
 from sampling_core import Sampler, ScriptedBackend
 from sampling_core.kinds import KindRegistry, collect_kinds
 from sampling_core.requirements import CannotDecide, CheckContext, Requirement, llm_judge
+from sampling_core.requirements.prefix import WordCount
 from sampling_core.runs import rescore, run_batch
 from sampling_core.runs.reports.compare import compare_runs
 from sampling_core.runs.reports.report import build_report, report_rows
@@ -173,3 +174,29 @@ async def test_in_a_call_the_missing_data_fails_the_attempt_saying_so() -> None:
     assert not result.success
     (reason,) = result.attempts[0].failure_reasons
     assert reason == "the check reads the reply's raw body"
+
+
+def raw_and_short(_: str) -> Requirement:
+    """A check that cannot decide without the raw body, whose reader can: at most two words
+    (a reader that fails the text decides the requirement, whatever the check says)."""
+
+    def check(text: str, context: CheckContext) -> bool:
+        if context.generation is None or context.generation.raw is None:
+            raise CannotDecide("the check reads the reply's raw body", "the reply's raw body")
+        return True
+
+    return Requirement("raw says yes, in two words", check, reader=lambda notes: WordCount(2))
+
+
+async def test_a_requirement_its_reader_fails_is_known_though_its_check_cannot_decide(
+    tmp_path: Path,
+) -> None:
+    run = await source(tmp_path)  # each answer: "a short answer", three words
+    kinds = kinds_with_ours()
+    kinds.register("requirement", "raw_and_short", raw_and_short, plugin="tests")
+    await rescore(run, tmp_path / "new", requirements=[{"raw_and_short": "x"}], kinds=kinds)
+    for record in records(tmp_path / "new"):
+        (entry,) = record["attempts"]["each"]
+        assert "not_known" not in entry and not entry["passed"]
+        assert record["status"] == "failed"
+        assert record["attempts"]["samples"] == {"ran": 1, "passed": 0, "not_known": 0}
